@@ -1,0 +1,116 @@
+"""The `Grammar` facade: construct from any front end, inspect, test membership, compile."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gramkiln.ir import GrammarIR, ir_from_msgpack, ir_to_msgpack, parse_grammar, print_grammar
+
+if TYPE_CHECKING:
+    from gramkiln.runtime.compiled import CompiledGrammar
+    from gramkiln.runtime.vocab import Vocab
+
+
+class Grammar:
+    """An immutable source grammar: the verified IR plus the constructors and tools around it."""
+
+    __slots__ = ("_ir", "_oracle")
+
+    def __init__(self, ir: GrammarIR) -> None:
+        self._ir = ir.verify()
+        self._oracle: Any = None
+
+    # -- constructors ----------------------------------------------------------------------
+    @classmethod
+    def from_lark(
+        cls,
+        source: str,
+        named_grammars: Mapping[str, Grammar | str] | None = None,
+        vocab: Vocab | None = None,
+    ) -> Grammar:
+        """Parse a grammar in the Lark dialect (raises GrammarError with line/column/caret)."""
+        from gramkiln.frontend.lark import parse_lark
+
+        named = None
+        if named_grammars is not None:
+            named = {k: (v.ir if isinstance(v, Grammar) else v) for k, v in named_grammars.items()}
+        return cls(parse_lark(source, named_grammars=named, vocab=vocab))
+
+    @classmethod
+    def from_regex(cls, pattern: str, flags: str = "") -> Grammar:
+        """A grammar whose language is the full match of a regular expression."""
+        from gramkiln.frontend.regex import regex_grammar
+
+        return cls(regex_grammar(pattern, flags))
+
+    @classmethod
+    def from_ebnf(cls, source: str, root: str = "root") -> Grammar:
+        """Parse a `::=` EBNF/GBNF grammar whose entry rule is `root`."""
+        from gramkiln.frontend.ebnf import parse_ebnf
+
+        return cls(parse_ebnf(source, root=root))
+
+    @classmethod
+    def from_json_schema(cls, schema: Any, options: Any = None) -> Grammar:
+        """A grammar for JSON documents valid against a JSON Schema (dict or JSON text)."""
+        from gramkiln.frontend.json_schema import json_schema_grammar
+
+        return cls(json_schema_grammar(schema, options))
+
+    @classmethod
+    def from_ir_text(cls, text: str) -> Grammar:
+        """Read the canonical IR text form (what `str(grammar)` prints)."""
+        return cls(parse_grammar(text))
+
+    @classmethod
+    def from_msgpack(cls, data: bytes) -> Grammar:
+        """Read the msgpack IR form written by `to_msgpack`."""
+        return cls(ir_from_msgpack(data))
+
+    # -- inspection -------------------------------------------------------------------------
+    @property
+    def ir(self) -> GrammarIR:
+        """The pydantic IR (frozen)."""
+        return self._ir
+
+    def __str__(self) -> str:
+        return print_grammar(self._ir)
+
+    def __repr__(self) -> str:
+        return f"<Grammar start={self._ir.start!r} rules={len(self._ir.rules)}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Grammar) and other._ir == self._ir
+
+    def __hash__(self) -> int:
+        return hash(self._ir)
+
+    def to_msgpack(self) -> bytes:
+        """Lossless msgpack encoding of the IR."""
+        return ir_to_msgpack(self._ir)
+
+    # -- membership (reference matcher) -------------------------------------------------------
+    def _reference(self) -> Any:
+        if self._oracle is None:
+            from gramkiln.testing import ReferenceMatcher
+
+            self._oracle = ReferenceMatcher(self._ir)
+        return self._oracle
+
+    def accepts(self, text: str | bytes) -> bool:
+        """Whether the whole of `text` is in the language (exact, by the reference matcher)."""
+        return bool(self._reference().accepts(text))
+
+    def is_prefix(self, text: str | bytes) -> bool:
+        """Whether `text` can be extended to a string of the language."""
+        return bool(self._reference().is_prefix(text))
+
+    # -- compilation ------------------------------------------------------------------------
+    def compile(
+        self, vocab: Vocab | None = None, end_tokens: list[int] | None = None, **options: Any
+    ) -> CompiledGrammar:
+        """Compile against a vocabulary (default: the built-in byte vocabulary)."""
+        from gramkiln.runtime.compile import compile_grammar
+
+        return compile_grammar(self._ir, vocab, end_tokens=end_tokens, **options)

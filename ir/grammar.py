@@ -1,0 +1,275 @@
+"""Rules, rule options and the root of the gramkiln IR."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+
+from pydantic import model_validator
+
+from .nodes import (
+    Bytes,
+    CharClass,
+    Choice,
+    Embed,
+    Empty,
+    Expr,
+    Literal,
+    Node,
+    Ref,
+    Repeat,
+    Seq,
+    Span,
+    SpecialToken,
+    TokenSet,
+    normalise_ranges,
+)
+
+IR_VERSION = 1
+CAPTURE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+MAX_TOKENS_LIMIT = 1_000_000
+MAX_CHARS_LIMIT = 2_147_483_647
+
+
+class RuleOptions(Node):
+    """Per-rule options of the Lark dialect (``name[lazy, max_tokens=5]: ...``)."""
+
+    lazy: bool = False
+    suffix: Expr | None = None
+    stop: Expr | None = None
+    stop_capture: str | None = None
+    max_tokens: int | None = None
+    max_chars: int | None = None
+    capture: str | None = None
+    temperature: float | None = None
+
+    @model_validator(mode="after")
+    def _combinations(self) -> RuleOptions:
+        if self.suffix is not None and self.stop is not None:
+            raise ValueError("suffix and stop cannot be used together")
+        if self.stop_capture is not None and self.suffix is None and self.stop is None:
+            raise ValueError("stop_capture requires suffix or stop")
+        for marker in (self.suffix, self.stop):
+            if isinstance(marker, Literal) and marker.text == "":
+                raise ValueError("an empty string marker is not accepted")
+        if self.max_tokens is not None and not (1 <= self.max_tokens <= MAX_TOKENS_LIMIT):
+            raise ValueError(f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT:,}")
+        if self.max_chars is not None and not (0 <= self.max_chars <= MAX_CHARS_LIMIT):
+            raise ValueError(f"max_chars must be between 0 and {MAX_CHARS_LIMIT:,}")
+        for label, name in (("capture", self.capture), ("stop_capture", self.stop_capture)):
+            if name is not None and not CAPTURE_NAME.match(name):
+                raise ValueError(
+                    f"{label} name {name!r} may contain only letters, digits, '_', '-' and '.'"
+                )
+        if self.temperature is not None:
+            if not math.isfinite(self.temperature) or self.temperature < 0:
+                raise ValueError("temperature must be a finite non-negative number")
+            clashing = [
+                label
+                for label, on in (
+                    ("max_tokens", self.max_tokens is not None),
+                    ("lazy", self.lazy),
+                    ("suffix", self.suffix is not None),
+                    ("stop", self.stop is not None),
+                )
+                if on
+            ]
+            if clashing:
+                raise ValueError(f"temperature cannot be combined with {', '.join(clashing)}")
+        return self
+
+    def is_default(self) -> bool:
+        """True when no option is set."""
+        return self == RuleOptions()
+
+
+class Rule(Node):
+    """A named definition: a rule (CFG nonterminal) or a terminal (one indivisible lexeme)."""
+
+    name: str
+    body: Expr
+    terminal: bool = False
+    options: RuleOptions = RuleOptions()
+    span: Span | None = None
+
+    @model_validator(mode="after")
+    def _terminal_has_no_options(self) -> Rule:
+        if self.terminal and not self.options.is_default():
+            raise ValueError(f"terminal {self.name} cannot carry rule options")
+        return self
+
+
+class GrammarOptions(Node):
+    """Whole-grammar options (``%grammar_options``)."""
+
+    allow_initial_skip: bool = False
+
+
+class Subgrammar(Node):
+    """A nested grammar with its own namespace, ignore set and options."""
+
+    name: str
+    grammar: GrammarIR
+
+
+class GrammarIR(Node):
+    """The root of the IR: rules, the start rule, the ignore expression and sub-grammars."""
+
+    ir_version: int = IR_VERSION
+    start: str = "start"
+    rules: tuple[Rule, ...]
+    ignore: tuple[Expr, ...] = ()
+    options: GrammarOptions = GrammarOptions()
+    subgrammars: tuple[Subgrammar, ...] = ()
+
+    def rule_map(self) -> dict[str, Rule]:
+        """Rules by name (the last definition wins; `verify` rejects duplicates)."""
+        return {rule.name: rule for rule in self.rules}
+
+    def rule(self, name: str) -> Rule:
+        """The rule called ``name``; KeyError if absent."""
+        for rule in self.rules:
+            if rule.name == name:
+                return rule
+        raise KeyError(name)
+
+    def subgrammar(self, name: str) -> GrammarIR:
+        """The sub-grammar called ``name``; KeyError if absent."""
+        for sub in self.subgrammars:
+            if sub.name == name:
+                return sub.grammar
+        raise KeyError(name)
+
+    def with_rules(self, rules: tuple[Rule, ...] | list[Rule]) -> GrammarIR:
+        """A copy with ``rules`` replaced."""
+        return self.model_copy(update={"rules": tuple(rules)})
+
+    def verify(self) -> GrammarIR:
+        """Check cross-node invariants; raise IRError listing every problem. Returns self."""
+        from gramkiln.errors import IRError
+
+        problems = list(self.problems())
+        if problems:
+            raise IRError("invalid IR:\n  " + "\n  ".join(problems))
+        return self
+
+    def problems(self, where: str = "") -> Iterator[str]:
+        """Yield a description of every invariant this IR violates."""
+        if self.ir_version != IR_VERSION:
+            yield f"{where}ir_version {self.ir_version} is not {IR_VERSION}"
+        names: dict[str, Rule] = {}
+        for rule in self.rules:
+            if rule.name in names:
+                yield f"{where}duplicate definition of {rule.name}"
+            names[rule.name] = rule
+        if self.start not in names:
+            yield f"{where}start rule {self.start!r} is not defined"
+        elif names[self.start].terminal:
+            # A terminal start is allowed: it is simply one lexeme.
+            pass
+        sub_names = [sub.name for sub in self.subgrammars]
+        if len(set(sub_names)) != len(sub_names):
+            yield f"{where}duplicate sub-grammar names"
+        for rule in self.rules:
+            exprs = [rule.body]
+            if rule.options.suffix is not None:
+                exprs.append(rule.options.suffix)
+            if rule.options.stop is not None:
+                exprs.append(rule.options.stop)
+            for expr in exprs:
+                for node in walk(expr):
+                    yield from _node_problems(node, rule, names, set(sub_names), where)
+        for expr in self.ignore:
+            for node in walk(expr):
+                if isinstance(node, Ref):
+                    target = names.get(node.name)
+                    if target is None:
+                        yield f"{where}%ignore references undefined {node.name}"
+                    elif not target.terminal:
+                        yield f"{where}%ignore references rule {node.name}; only terminals"
+                elif isinstance(node, (TokenSet, SpecialToken, Embed)):
+                    yield f"{where}%ignore cannot contain {node.kind} elements"
+        yield from _terminal_cycles(self, where)
+        for sub in self.subgrammars:
+            yield from sub.grammar.problems(f"{where}{sub.name}: ")
+
+
+def _node_problems(
+    node: Node, rule: Rule, names: dict[str, Rule], subs: set[str], where: str
+) -> Iterator[str]:
+    if isinstance(node, Ref):
+        target = names.get(node.name)
+        if target is None:
+            yield f"{where}{rule.name} references undefined {node.name}"
+        elif rule.terminal and not target.terminal:
+            yield f"{where}terminal {rule.name} references rule {node.name}"
+    elif isinstance(node, (TokenSet, SpecialToken, Embed)) and rule.terminal:
+        yield f"{where}terminal {rule.name} cannot contain {node.kind} elements"
+    if isinstance(node, Embed) and node.name not in subs:
+        yield f"{where}{rule.name} embeds unknown sub-grammar {node.name}"
+    if isinstance(node, TokenSet) and list(node.ranges) != normalise_ranges(node.ranges):
+        yield f"{where}{rule.name} has an unnormalised token set"
+
+
+def _terminal_cycles(grammar: GrammarIR, where: str) -> Iterator[str]:
+    terminals = {r.name: r for r in grammar.rules if r.terminal}
+    edges = {
+        name: sorted({n.name for n in walk(r.body) if isinstance(n, Ref) and n.name in terminals})
+        for name, r in terminals.items()
+    }
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> Iterator[str]:
+        state[name] = 1
+        for nxt in edges[name]:
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt):] + [nxt] if nxt in path else [name, nxt]
+                yield f"{where}terminal {nxt} is recursive: {' -> '.join(cycle)}"
+            elif nxt not in state:
+                yield from visit(nxt, path + [nxt])
+        state[name] = 2
+
+    for name in edges:
+        if name not in state:
+            yield from visit(name, [name])
+
+
+def children(node: Node) -> tuple[Expr, ...]:
+    """Direct sub-expressions of an expression node."""
+    if isinstance(node, Seq):
+        return node.items
+    if isinstance(node, Choice):
+        return node.alternatives
+    if isinstance(node, Repeat):
+        return (node.item,)
+    return ()
+
+
+def walk(expr: Node) -> Iterator[Node]:
+    """Pre-order traversal of an expression tree."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(children(node)))
+
+
+def strip_spans(model: Node) -> Node:
+    """A copy of any IR model with every source span removed (spans are not canonical)."""
+    return type(model).model_validate(_strip(model.model_dump(mode="python")))
+
+
+def _strip(value):  # type: ignore[no-untyped-def]
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k != "span"}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_strip(v) for v in value)
+    return value
+
+
+LEXEME_KINDS = (Literal, Bytes, CharClass)
+ATOMIC_KINDS = (Empty, Literal, Bytes, CharClass, Ref, TokenSet, SpecialToken, Embed)
+
+Subgrammar.model_rebuild()
+GrammarIR.model_rebuild()

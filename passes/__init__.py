@@ -1,0 +1,1 @@
+"""IR-to-IR passes: each a pure function `GrammarIR -> GrammarIR` in its own module."""

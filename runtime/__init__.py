@@ -1,0 +1,1 @@
+"""The gramkiln runtime: vocabularies, compilation against them, artifacts and matchers."""
