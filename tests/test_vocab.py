@@ -9,9 +9,9 @@ import struct
 from pathlib import Path
 
 import pytest
+from gramkiln.runtime.vocab import Vocab, gpt2_unicode_to_byte
 
 from gramkiln.errors import VocabError
-from gramkiln.runtime.vocab import Vocab, gpt2_unicode_to_byte
 
 # -- construction ----------------------------------------------------------------------------
 
