@@ -1,0 +1,731 @@
+"""Regex front end: a hand-written parser from a regular expression to an IR expression.
+
+Two dialects share one parser:
+
+* ``"python"`` (Lark ``/.../`` terminals, ``Grammar.from_regex``): Python ``re`` syntax with
+  ASCII meanings for ``\\d \\w \\s``.
+* ``"ecma"`` (JSON Schema ``pattern``): ECMA-262 with the ``u`` flag; ``\\s`` is ECMA white
+  space, ``.`` excludes every line terminator, lone ``{ } ]`` are errors.
+
+Patterns are regular languages matched as a whole (full-match semantics); ``^`` and ``$`` are
+only accepted where they are no-ops (start and end of a top-level alternative), except in
+:func:`search_regex`, where they decide whether a match may float inside the string.
+Constructs that are not regular or whose meaning depends on match order (look-around,
+backreferences, lazy and possessive quantifiers, word boundaries) are rejected with a
+:class:`RegexError` naming the construct and its position.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass, replace
+
+from gramkiln.frontend._regex_unicode import (
+    ASCII_DIGIT,
+    ASCII_SPACE,
+    ASCII_WORD,
+    ECMA_LINE_TERMINATORS,
+    ECMA_SPACE,
+    case_variants,
+    fold_ranges,
+    property_ranges,
+)
+from gramkiln.ir import CharClass, Choice, Empty, Expr, GrammarIR, Literal, Repeat, Rule, Seq
+from gramkiln.ir.nodes import MAX_CODEPOINT, SURROGATES, complement_ranges, normalise_ranges
+
+from gramkiln.errors import GrammarError
+
+__all__ = ["MAX_REPEAT", "RegexError", "parse_regex", "regex_grammar", "search_regex"]
+
+DIALECTS = ("python", "ecma")
+# Counted repetitions stay `Repeat` nodes, but a bound this large is almost surely a mistake
+# and would make any automaton built from it unusable, so it is rejected up front.
+MAX_REPEAT = 1_000_000
+_SUPPORTED_FLAGS = "is"
+_HEX_DIGITS = "0123456789abcdefABCDEF"
+_OCTAL_DIGITS = "01234567"
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v"}
+_ANY: list[tuple[int, int]] = [(0, MAX_CODEPOINT)]
+_NEWLINE: list[tuple[int, int]] = [(0x0A, 0x0A)]
+
+
+class RegexError(GrammarError):
+    """A regular expression could not be parsed or uses an unsupported construct.
+
+    ``offset`` is the 0-based position in the pattern, so that a front end embedding the
+    pattern (Lark ``/.../``, JSON Schema ``pattern``) can re-locate the error in its source.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        language: str = "Regex",
+        line: int | None = None,
+        column: int | None = None,
+        source_line: str | None = None,
+        offset: int = 0,
+    ) -> None:
+        self.offset = offset
+        super().__init__(
+            message, language=language, line=line, column=column, source_line=source_line
+        )
+
+    @classmethod
+    def in_pattern(cls, message: str, pattern: str, offset: int) -> RegexError:
+        """An error at ``offset`` of ``pattern``, rendered with the pattern line and a caret."""
+        error = cls.at("Regex", message, pattern, offset)
+        assert isinstance(error, RegexError)
+        error.offset = max(0, min(offset, len(pattern)))
+        return error
+
+
+@dataclass(frozen=True)
+class _Flags:
+    """The flags in force at one point of the pattern (inline groups scope them)."""
+
+    ignore_case: bool = False
+    dot_all: bool = False
+
+
+@dataclass(frozen=True)
+class _Branch:
+    """One top-level alternative and whether it was anchored with ``^`` / ``$``."""
+
+    expr: Expr
+    anchored_start: bool
+    anchored_end: bool
+
+
+@dataclass(frozen=True)
+class _ClassAtom:
+    """One element inside ``[...]``: a single code point or a whole set (``\\d``, ``\\p{L}``)."""
+
+    ranges: tuple[tuple[int, int], ...]
+    single: int | None
+    offset: int
+    text: str
+
+
+def parse_regex(pattern: str, flags: str = "", *, dialect: str = "python") -> Expr:
+    """Parse ``pattern`` into an IR expression whose language is the pattern's full matches.
+
+    ``flags`` may contain ``i`` (case-insensitive) and ``s`` (``.`` matches newlines).
+    ``dialect`` is ``"python"`` or ``"ecma"``. Raises :class:`RegexError` on bad or
+    unsupported syntax.
+    """
+    branches = _Parser(pattern, flags, dialect).parse()
+    return _choice([branch.expr for branch in branches])
+
+
+def regex_grammar(pattern: str, flags: str = "") -> GrammarIR:
+    """A grammar with one rule ``start`` matching exactly the full matches of ``pattern``."""
+    body = parse_regex(pattern, flags)
+    return GrammarIR(start="start", rules=(Rule(name="start", body=body),))
+
+
+def search_regex(pattern: str) -> Expr:
+    """The language of strings that contain a match of the ECMA-262 ``pattern`` (JSON Schema).
+
+    JSON Schema patterns are unanchored: ``ab`` accepts ``xaby``. A top-level alternative
+    starting with ``^`` must match at the start of the string, one ending with ``$`` at its
+    end, so ``^ab|c$`` accepts strings starting with ``ab`` or ending with ``c``.
+    """
+    branches = _Parser(pattern, "", "ecma").parse()
+    anything = Repeat(item=CharClass.of(_ANY), min=0, max=None)
+    shapes = {(branch.anchored_start, branch.anchored_end) for branch in branches}
+    if len(shapes) == 1:
+        # All alternatives share their anchoring: keep one choice wrapped once.
+        anchored_start, anchored_end = shapes.pop()
+        body = _choice([branch.expr for branch in branches])
+        return _wrap_unanchored(body, anchored_start, anchored_end, anything)
+    return _choice(
+        [
+            _wrap_unanchored(branch.expr, branch.anchored_start, branch.anchored_end, anything)
+            for branch in branches
+        ]
+    )
+
+
+def _wrap_unanchored(body: Expr, anchored_start: bool, anchored_end: bool, anything: Expr) -> Expr:
+    items: list[Expr] = []
+    if not anchored_start:
+        items.append(anything)
+    items.append(body)
+    if not anchored_end:
+        items.append(anything)
+    return _seq(items)
+
+
+# ---------------------------------------------------------------------------------------------
+# expression builders (flatten and merge so the IR stays small and readable)
+
+
+def _seq(items: list[Expr]) -> Expr:
+    flat: list[Expr] = []
+    for item in items:
+        parts = item.items if isinstance(item, Seq) else (item,)
+        for part in parts:
+            if isinstance(part, Empty):
+                continue
+            previous = flat[-1] if flat else None
+            if (
+                isinstance(part, Literal)
+                and isinstance(previous, Literal)
+                and previous.case_insensitive == part.case_insensitive
+            ):
+                flat[-1] = Literal(
+                    text=previous.text + part.text, case_insensitive=part.case_insensitive
+                )
+            else:
+                flat.append(part)
+    if not flat:
+        return Empty()
+    if len(flat) == 1:
+        return flat[0]
+    return Seq(items=tuple(flat))
+
+
+def _choice(alternatives: list[Expr]) -> Expr:
+    flat: list[Expr] = []
+    for alternative in alternatives:
+        flat.extend(alternative.alternatives if isinstance(alternative, Choice) else (alternative,))
+    if len(flat) == 1:
+        return flat[0]
+    return Choice(alternatives=tuple(flat))
+
+
+def _class(
+    ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...], negated: bool = False
+) -> CharClass:
+    return CharClass.of(list(ranges), negated=negated)
+
+
+# ---------------------------------------------------------------------------------------------
+# the parser
+
+
+class _Parser:
+    """Recursive-descent parser over the pattern text; ``pos`` is the next unread offset."""
+
+    def __init__(self, pattern: str, flags: str, dialect: str) -> None:
+        if dialect not in DIALECTS:
+            raise ValueError(f"unknown regex dialect {dialect!r}; expected one of {DIALECTS}")
+        if not isinstance(pattern, str):
+            raise TypeError(f"a regex pattern must be a str, not {type(pattern).__name__}")
+        self.pattern = pattern
+        self.dialect = dialect
+        self.pos = 0
+        self.group_names: set[str] = set()
+        for flag in flags:
+            if flag not in _SUPPORTED_FLAGS:
+                raise self.error(f"unsupported regex flag {flag!r} (supported: i, s)", 0)
+        self.flags = _Flags(ignore_case="i" in flags, dot_all="s" in flags)
+
+    # -- helpers --------------------------------------------------------------------------
+    def error(self, message: str, offset: int | None = None) -> RegexError:
+        """A RegexError at ``offset`` (default: the current position)."""
+        return RegexError.in_pattern(message, self.pattern, self.pos if offset is None else offset)
+
+    def peek(self, delta: int = 0) -> str:
+        index = self.pos + delta
+        return self.pattern[index] if index < len(self.pattern) else ""
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.pattern)
+
+    # -- structure ------------------------------------------------------------------------
+    def parse(self) -> list[_Branch]:
+        """Parse the whole pattern into its top-level alternatives."""
+        flags = self._leading_global_flags(self.flags)
+        branches = self._alternation(flags, top=True)
+        if not self.at_end():
+            # Only an unmatched ')' stops the top-level alternation early.
+            raise self.error("unbalanced ')': no group is open")
+        return branches
+
+    def _leading_global_flags(self, flags: _Flags) -> _Flags:
+        """Consume ``(?i)`` / ``(?s)`` groups at the very start, returning the new flags."""
+        while self.pattern.startswith("(?", self.pos):
+            end = self.pos + 2
+            while end < len(self.pattern) and self.pattern[end].isalpha():
+                end += 1
+            if end == self.pos + 2 or self.peek(end - self.pos) != ")":
+                break
+            for index in range(self.pos + 2, end):
+                flags = self._apply_flag(flags, self.pattern[index], True, index)
+            self.pos = end + 1
+        return flags
+
+    def _apply_flag(self, flags: _Flags, flag: str, on: bool, offset: int) -> _Flags:
+        if flag == "i":
+            return replace(flags, ignore_case=on)
+        if flag == "s":
+            return replace(flags, dot_all=on)
+        raise self.error(f"unsupported inline flag {flag!r} (supported: i, s)", offset)
+
+    def _alternation(self, flags: _Flags, top: bool) -> list[_Branch]:
+        branches = [self._sequence(flags, top)]
+        while self.peek() == "|":
+            self.pos += 1
+            branches.append(self._sequence(flags, top))
+        return branches
+
+    def _sequence(self, flags: _Flags, top: bool) -> _Branch:
+        items: list[Expr] = []
+        # Index in `items` of the element a following quantifier applies to, and whether it
+        # already carries one (a second quantifier is a "multiple repeat").
+        quantifiable: int | None = None
+        quantified = False
+        anchored_start = anchored_end = False
+        while not self.at_end() and self.peek() not in "|)":
+            char = self.peek()
+            start = self.pos
+            if char in "*+?" or (char == "{" and self._brace_quantifier_ahead()):
+                if quantifiable is None:
+                    raise self.error(f"nothing to repeat before {self._quantifier_text()!r}")
+                if quantified:
+                    raise self.error(
+                        f"multiple repeat: {self._quantifier_text()!r} follows another quantifier"
+                    )
+                low, high = self._quantifier()
+                items[quantifiable] = Repeat(item=items[quantifiable], min=low, max=high)
+                quantified = True
+                continue
+            if char == "^":
+                if top and not items:
+                    anchored_start = True
+                    self.pos += 1
+                    quantifiable = None
+                    continue
+                raise self.error("anchor '^' is only supported at the start of the pattern")
+            if char == "$":
+                self.pos += 1
+                if top and self.peek() in ("", "|"):
+                    anchored_end = True
+                    quantifiable = None
+                    continue
+                raise self.error("anchor '$' is only supported at the end of the pattern", start)
+            atom = self._atom(flags)
+            if atom is None:  # a comment group: transparent for quantifiers, like Python
+                continue
+            items.append(atom)
+            quantifiable, quantified = len(items) - 1, False
+        return _Branch(_seq(items), anchored_start, anchored_end)
+
+    # -- quantifiers ------------------------------------------------------------------------
+    def _brace_quantifier_ahead(self) -> bool:
+        """Whether the ``{`` at ``pos`` starts ``{m}``, ``{m,}``, ``{m,n}`` or ``{,n}``."""
+        index = self.pos + 1
+        digits_before = digits_after = 0
+        while self.peek(index - self.pos).isdigit() and self.peek(index - self.pos).isascii():
+            index += 1
+            digits_before += 1
+        comma = self.peek(index - self.pos) == ","
+        if comma:
+            index += 1
+            while self.peek(index - self.pos).isdigit() and self.peek(index - self.pos).isascii():
+                index += 1
+                digits_after += 1
+        if self.peek(index - self.pos) != "}":
+            if self.dialect == "ecma":
+                raise self.error("lone '{' is not allowed; escape it as '\\{'")
+            return False
+        if digits_before == 0 and not comma:
+            if self.dialect == "ecma":
+                raise self.error("lone '{' is not allowed; escape it as '\\{'")
+            return False  # Python reads "{}" as the literal text
+        return True
+
+    def _quantifier_text(self) -> str:
+        if self.peek() != "{":
+            return self.peek()
+        end = self.pattern.find("}", self.pos)
+        return self.pattern[self.pos : end + 1]
+
+    def _quantifier(self) -> tuple[int, int | None]:
+        start = self.pos
+        char = self.peek()
+        if char == "{":
+            end = self.pattern.index("}", self.pos)
+            text = self.pattern[self.pos + 1 : end]
+            low_text, comma, high_text = text.partition(",")
+            self.pos = end + 1
+            low = int(low_text) if low_text else 0
+            high: int | None = int(high_text) if high_text else (None if comma else low)
+            spelled = self.pattern[start : self.pos]
+            for bound in (low, high):
+                if bound is not None and bound > MAX_REPEAT:
+                    raise self.error(
+                        f"bad repetition bounds {spelled}: {bound} exceeds the limit of {MAX_REPEAT:,}",
+                        start,
+                    )
+            if high is not None and high < low:
+                raise self.error(
+                    f"bad repetition bounds {spelled}: the minimum is greater than the maximum",
+                    start,
+                )
+        else:
+            self.pos += 1
+            spelled = char
+            low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[char]
+        follower = self.peek()
+        if follower == "?":
+            raise self.error(f"lazy quantifier '{spelled}?' is not supported", start)
+        if follower == "+":
+            raise self.error(f"possessive quantifier '{spelled}+' is not supported", start)
+        return low, high
+
+    # -- atoms ------------------------------------------------------------------------------
+    def _atom(self, flags: _Flags) -> Expr | None:
+        char = self.peek()
+        if char == "(":
+            return self._group(flags)
+        if char == "[":
+            return self._char_class(flags)
+        if char == ".":
+            self.pos += 1
+            if flags.dot_all:
+                return _class(_ANY)
+            excluded = ECMA_LINE_TERMINATORS if self.dialect == "ecma" else _NEWLINE
+            return _class(excluded, negated=True)
+        if char == "\\":
+            return self._escape(flags)
+        if self.dialect == "ecma" and char in "{}]":
+            raise self.error(f"lone {char!r} is not allowed; escape it as '\\{char}'")
+        self.pos += 1
+        return self._literal(ord(char), flags, self.pos - 1)
+
+    def _literal(self, cp: int, flags: _Flags, offset: int) -> Expr:
+        """One code point as a literal, folded to its case partners under the ``i`` flag."""
+        if SURROGATES[0] <= cp <= SURROGATES[1]:
+            raise self.error(f"surrogate code point U+{cp:04X} cannot be matched", offset)
+        if not flags.ignore_case:
+            return Literal(text=chr(cp))
+        variants = case_variants(cp)
+        if all(v < 0x80 for v in variants):
+            # ASCII letters (and uncased ASCII characters) fold exactly like Literal's flag.
+            return Literal(text=chr(cp), case_insensitive=True)
+        if len(variants) == 1:
+            return Literal(text=chr(cp))
+        return _class([(v, v) for v in variants])
+
+    def _group(self, flags: _Flags) -> Expr | None:
+        open_at = self.pos
+        self.pos += 1
+        if self.peek() == "?":
+            flags, is_comment = self._group_extension(flags, open_at)
+            if is_comment:
+                return None
+        branches = self._alternation(flags, top=False)
+        if self.peek() != ")":
+            raise self.error("missing ')': this group is never closed", open_at)
+        self.pos += 1
+        return _choice([branch.expr for branch in branches])
+
+    def _group_extension(self, flags: _Flags, open_at: int) -> tuple[_Flags, bool]:
+        """Read what follows ``(?``; returns the flags inside the group and whether it is a
+        comment (already consumed, closing parenthesis included)."""
+        head = self.pattern[open_at : open_at + 4]
+        rejected = (
+            ("(?<=", "lookbehind '(?<=' is not supported"),
+            ("(?<!", "negative lookbehind '(?<!' is not supported"),
+            ("(?=", "lookahead '(?=' is not supported"),
+            ("(?!", "negative lookahead '(?!' is not supported"),
+            ("(?>", "atomic group '(?>' is not supported"),
+            ("(?(", "conditional group '(?(' is not supported"),
+        )
+        for prefix, message in rejected:
+            if head.startswith(prefix):
+                raise self.error(message, open_at)
+        self.pos += 1  # the '?'
+        char = self.peek()
+        if char == ":":
+            self.pos += 1
+            return flags, False
+        if char == "#":
+            end = self.pattern.find(")", self.pos)
+            if end < 0:
+                raise self.error("missing ')': this comment is never closed", open_at)
+            self.pos = end + 1
+            return flags, True
+        if char == "P" and self.peek(1) == "=":
+            end = self.pattern.find(")", self.pos)
+            spelled = self.pattern[open_at : end + 1] if end >= 0 else self.pattern[open_at:]
+            raise self.error(f"backreference '{spelled}' is not supported", open_at)
+        if char == "P" and self.peek(1) == "<":
+            self.pos += 2
+            self._group_name(open_at)
+            return flags, False
+        if char == "P":
+            raise self.error(f"unknown group syntax '(?P{self.peek(1)}'", open_at)
+        if char == "<":
+            self.pos += 1
+            self._group_name(open_at)
+            return flags, False
+        if char.isalpha() or char == "-":
+            return self._scoped_flags(flags, open_at), False
+        raise self.error(f"unknown group syntax '(?{char}'", open_at)
+
+    def _group_name(self, open_at: int) -> None:
+        end = self.pattern.find(">", self.pos)
+        if end < 0:
+            raise self.error("missing '>' after the group name", open_at)
+        name = self.pattern[self.pos : end]
+        if not name.isidentifier():
+            raise self.error(f"bad group name {name!r}", self.pos)
+        if name in self.group_names:
+            raise self.error(f"duplicate group name {name!r}", self.pos)
+        self.group_names.add(name)
+        self.pos = end + 1
+
+    def _scoped_flags(self, flags: _Flags, open_at: int) -> _Flags:
+        """Read ``on-off:`` of ``(?on-off:...)``; a flags-only group here is misplaced."""
+        on = True
+        while not self.at_end() and self.peek() not in ":)":
+            char = self.peek()
+            if char == "-" and on:
+                on = False
+            elif char.isalpha():
+                flags = self._apply_flag(flags, char, on, self.pos)
+            else:
+                raise self.error(f"unknown group syntax: unexpected {char!r} in inline flags")
+            self.pos += 1
+        if self.peek() == ")":
+            spelled = self.pattern[open_at : self.pos + 1]
+            raise self.error(
+                f"global flags {spelled!r} must be at the start of the pattern", open_at
+            )
+        if self.at_end():
+            raise self.error("missing ')': this group is never closed", open_at)
+        self.pos += 1  # the ':'
+        return flags
+
+    # -- escapes ----------------------------------------------------------------------------
+    def _escape(self, flags: _Flags) -> Expr:
+        start = self.pos
+        self.pos += 1
+        if self.at_end():
+            raise self.error("pattern ends with a lone backslash", start)
+        char = self.peek()
+        rejected = {
+            "b": "word boundary '\\b' is not supported",
+            "B": "non-word-boundary '\\B' is not supported",
+            "A": "anchor '\\A' is not supported",
+            "Z": "anchor '\\Z' is not supported",
+            "z": "anchor '\\z' is not supported",
+        }
+        if char in rejected:
+            raise self.error(rejected[char], start)
+        if char == "k" and self.peek(1) == "<":
+            end = self.pattern.find(">", self.pos)
+            spelled = self.pattern[start : end + 1] if end >= 0 else self.pattern[start:]
+            raise self.error(f"backreference '{spelled}' is not supported", start)
+        if char in "123456789":
+            if self.dialect == "python" and self._three_octal_digits():
+                return self._literal(self._octal(), flags, start)
+            end = self.pos
+            while end < len(self.pattern) and self.pattern[end].isdigit():
+                end += 1
+            raise self.error(f"backreference '{self.pattern[start:end]}' is not supported", start)
+        atom = self._common_escape(start)
+        if atom.single is None:
+            return _class(atom.ranges)
+        return self._literal(atom.single, flags, start)
+
+    def _three_octal_digits(self) -> bool:
+        return all(self.peek(k) in _OCTAL_DIGITS and self.peek(k) for k in range(3))
+
+    def _octal(self) -> int:
+        """Read up to three octal digits (Python ``\\0``, ``\\012``, ``\\101``)."""
+        digits = ""
+        while len(digits) < 3 and self.peek() and self.peek() in _OCTAL_DIGITS:
+            digits += self.peek()
+            self.pos += 1
+        value = int(digits, 8)
+        if value > 0o377:
+            raise self.error(
+                f"octal escape '\\{digits}' is out of range", self.pos - len(digits) - 1
+            )
+        return value
+
+    def _common_escape(self, start: int) -> _ClassAtom:
+        """Escapes valid both inside and outside classes; ``pos`` is just after the ``\\``."""
+        char = self.peek()
+        self.pos += 1
+        spelled = "\\" + char
+
+        def single(cp: int) -> _ClassAtom:
+            return _ClassAtom((), cp, start, self.pattern[start : self.pos])
+
+        def multi(ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> _ClassAtom:
+            return _ClassAtom(tuple(ranges), None, start, self.pattern[start : self.pos])
+
+        space = ECMA_SPACE if self.dialect == "ecma" else ASCII_SPACE
+        shorthand = {"d": ASCII_DIGIT, "w": ASCII_WORD, "s": space}
+        if char in shorthand:
+            return multi(shorthand[char])
+        if char.lower() in shorthand:
+            return multi(complement_ranges(tuple(shorthand[char.lower()])))
+        if char in _SIMPLE_ESCAPES:
+            return single(ord(_SIMPLE_ESCAPES[char]))
+        if char == "0":
+            if self.dialect == "python":
+                self.pos -= 1
+                return single(self._octal())
+            if self.peek().isdigit():
+                raise self.error("invalid escape '\\0' followed by a digit", start)
+            return single(0)
+        if char == "a" and self.dialect == "python":
+            return single(0x07)
+        if char == "x":
+            return single(self._hex_digits(2, start, spelled))
+        if char == "u":
+            if self.peek() == "{":
+                return single(self._braced_code_point(start))
+            return single(self._utf16_escape(start))
+        if char == "U" and self.dialect == "python":
+            return single(self._hex_digits(8, start, spelled))
+        if char == "N" and self.dialect == "python":
+            return single(self._named_character(start))
+        if (
+            char == "c"
+            and self.dialect == "ecma"
+            and self.peek().isascii()
+            and self.peek().isalpha()
+        ):
+            self.pos += 1
+            return single(ord(self.pattern[self.pos - 1]) % 32)
+        if char in "pP":
+            return multi(self._property(start, negated=char == "P"))
+        if char.isascii() and char.isalnum():
+            raise self.error(f"unknown escape '{spelled}'", start)
+        # Any other escaped character (punctuation, space, non-ASCII) stands for itself.
+        return single(ord(char))
+
+    def _hex_digits(self, count: int, start: int, spelled: str) -> int:
+        digits = self.pattern[self.pos : self.pos + count]
+        if len(digits) != count or any(d not in _HEX_DIGITS for d in digits):
+            raise self.error(f"invalid escape '{spelled}': expected {count} hex digits", start)
+        self.pos += count
+        value = int(digits, 16)
+        if value > MAX_CODEPOINT:
+            raise self.error(f"code point U+{value:X} is out of range", start)
+        return value
+
+    def _utf16_escape(self, start: int) -> int:
+        """``\\uHHHH``; in ECMA a surrogate pair ``\\uD83D\\uDE00`` is one code point."""
+        value = self._hex_digits(4, start, "\\u")
+        if 0xD800 <= value <= 0xDBFF and self.pattern.startswith("\\u", self.pos):
+            saved = self.pos
+            self.pos += 2
+            low = self._hex_digits(4, saved, "\\u")
+            if 0xDC00 <= low <= 0xDFFF:
+                return 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00)
+            self.pos = saved
+        return value
+
+    def _braced_code_point(self, start: int) -> int:
+        end = self.pattern.find("}", self.pos)
+        digits = self.pattern[self.pos + 1 : end] if end >= 0 else ""
+        if end < 0 or not digits or any(d not in _HEX_DIGITS for d in digits):
+            raise self.error("invalid escape '\\u{': expected hex digits and '}'", start)
+        self.pos = end + 1
+        value = int(digits, 16)
+        if value > MAX_CODEPOINT:
+            raise self.error(f"code point \\u{{{digits}}} is out of range", start)
+        return value
+
+    def _named_character(self, start: int) -> int:
+        end = self.pattern.find("}", self.pos)
+        if self.peek() != "{" or end < 0:
+            raise self.error("invalid escape '\\N': expected '{NAME}'", start)
+        name = self.pattern[self.pos + 1 : end]
+        try:
+            char = unicodedata.lookup(name)
+        except KeyError:
+            raise self.error(f"unknown Unicode character name {name!r}", start) from None
+        self.pos = end + 1
+        return ord(char)
+
+    def _property(self, start: int, negated: bool) -> tuple[tuple[int, int], ...]:
+        letter = self.pattern[start + 1]
+        end = self.pattern.find("}", self.pos)
+        if self.peek() != "{" or end < 0:
+            raise self.error(f"invalid escape '\\{letter}': expected '{{Property}}'", start)
+        name = self.pattern[self.pos + 1 : end]
+        self.pos = end + 1
+        ranges = property_ranges(name)
+        if ranges is None:
+            raise self.error(f"unknown Unicode property '\\{letter}{{{name}}}'", start)
+        return complement_ranges(ranges) if negated else ranges
+
+    # -- classes ------------------------------------------------------------------------------
+    def _char_class(self, flags: _Flags) -> Expr:
+        open_at = self.pos
+        self.pos += 1
+        negated = self.peek() == "^"
+        if negated:
+            self.pos += 1
+        ranges: list[tuple[int, int]] = []
+        first = True
+        while True:
+            if self.at_end():
+                raise self.error("unterminated character class: missing ']'", open_at)
+            if self.peek() == "]" and not (first and self.dialect == "python"):
+                self.pos += 1
+                break
+            low = self._class_atom(first)
+            first = False
+            if self.peek() == "-" and self.peek(1) not in ("]", ""):
+                self.pos += 1
+                high = self._class_atom(False)
+                if low.single is None or high.single is None:
+                    raise self.error(
+                        f"bad character range '{low.text}-{high.text}': "
+                        "a class escape cannot be a range endpoint",
+                        low.offset,
+                    )
+                if low.single > high.single:
+                    raise self.error(
+                        f"bad character range '{low.text}-{high.text}': the start is after the end",
+                        low.offset,
+                    )
+                ranges.append((low.single, high.single))
+            elif low.single is None:
+                ranges.extend(low.ranges)
+            else:
+                ranges.append((low.single, low.single))
+        for lo, hi in ranges:
+            if lo == hi and SURROGATES[0] <= lo <= SURROGATES[1]:
+                raise self.error(f"surrogate code point U+{lo:04X} cannot be matched", open_at)
+        merged = normalise_ranges(ranges)
+        if flags.ignore_case:
+            merged = fold_ranges(merged)
+        return _class(merged, negated=negated)
+
+    def _class_atom(self, first: bool) -> _ClassAtom:
+        start = self.pos
+        char = self.peek()
+        if char != "\\":
+            self.pos += 1
+            return _ClassAtom((), ord(char), start, char)
+        self.pos += 1
+        if self.at_end():
+            raise self.error("pattern ends with a lone backslash", start)
+        escaped = self.peek()
+        if escaped == "b":
+            self.pos += 1
+            return _ClassAtom((), 0x08, start, "\\b")
+        if escaped == "-":
+            self.pos += 1
+            return _ClassAtom((), ord("-"), start, "\\-")
+        if escaped in "123456789":
+            if self.dialect == "python" and escaped in _OCTAL_DIGITS:
+                digits_start = self.pos
+                value = self._octal()
+                return _ClassAtom((), value, start, self.pattern[start : digits_start + 3])
+            raise self.error(f"backreference '\\{escaped}' is not supported inside a class", start)
+        if escaped in "BAZz":
+            raise self.error(f"unknown escape '\\{escaped}' inside a class", start)
+        return self._common_escape(start)
