@@ -47,6 +47,14 @@ COMMON_EOS_NAMES: tuple[str, ...] = (
     "<|end|>",
 )
 
+# Tekken files before v7 carry no special-token list; these names sit at ids 0.. in that case.
+_TEKKEN_LEGACY_SPECIALS: tuple[str, ...] = (
+    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+    "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]",
+    "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]",
+    "[TOOL_CONTENT]",
+)  # fmt: skip
+
 # Refuse absurd sizes early: a hostile file must not make us allocate gigabytes of ids.
 MAX_VOCAB_SIZE = 16_777_216
 MAX_TOKEN_BYTES = 1 << 16
@@ -325,7 +333,8 @@ class Vocab:
         """Load a Mistral Tekken `tekken*.json` (as shipped with mistral-common).
 
         Tekken puts `default_num_special_tokens` special ids first and shifts every BPE rank
-        after them; the model's vocabulary is truncated to `default_vocab_size` ids. EOS
+        after them; the model's vocabulary is truncated to `default_vocab_size` ids. Files
+        older than v7 list no special tokens; the names Mistral used then are filled in. EOS
         defaults to `</s>`.
         """
         file = Path(path)
@@ -333,7 +342,12 @@ class Vocab:
         try:
             config = data["config"]
             pieces = data["vocab"]
-            specials_list = data.get("special_tokens") or []
+            specials_list = data.get("special_tokens")
+            if specials_list is None:
+                specials_list = [
+                    {"rank": rank, "token_str": name}
+                    for rank, name in enumerate(_TEKKEN_LEGACY_SPECIALS)
+                ]
             num_special = int(config.get("default_num_special_tokens", len(specials_list)))
             model_size = int(vocab_size or config.get("default_vocab_size") or 0)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

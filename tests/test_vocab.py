@@ -418,4 +418,5 @@ def test_real_mistral_tekken_vocabulary() -> None:
     path = _package_file("mistral_common", "data", "tekken_240911.json")
     vocab = Vocab.from_tekken(path)
     assert vocab.vocab_size == 131_072
-    assert vocab.eos_ids == vocab.ids_for_text("</s>")
+    assert vocab.eos_ids == (2,) and vocab.is_special(2)
+    assert vocab.tokens[2] == b"</s>" and vocab.tokens[1000] == b"\x00"
