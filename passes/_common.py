@@ -1,0 +1,182 @@
+"""Helpers shared by the passes: tree rewriting, name allocation and IR classification.
+
+Nothing here changes a grammar's meaning on its own; each pass documents what it preserves.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from gramkiln.ir import (
+    Bytes,
+    CharClass,
+    Choice,
+    Embed,
+    Empty,
+    Expr,
+    GrammarIR,
+    Literal,
+    Ref,
+    Repeat,
+    Rule,
+    Seq,
+    SpecialToken,
+    TokenSet,
+    strip_spans,
+    walk,
+)
+
+# Synthetic names start with a double underscore. Front ends never produce such names for
+# user definitions, so a pass can recognise the rules and terminals another pass created.
+SUFFIX_MARKER_PREFIX = "__suffix_"
+STOP_MARKER_PREFIX = "__stop_"
+MARKER_PREFIXES = (SUFFIX_MARKER_PREFIX, STOP_MARKER_PREFIX)
+
+# Leaves that are one lexeme wherever they are written in a (non-terminal) rule body.
+TEXT_LEAVES = (Literal, Bytes, CharClass)
+TOKEN_LEAVES = (TokenSet, SpecialToken, Embed)
+# Nodes allowed inside a terminal body (Refs are allowed too when they name terminals).
+TERMINAL_NODE_KINDS = (Literal, Bytes, CharClass, Seq, Choice, Repeat, Empty)
+
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_\-.]")
+
+
+def map_expr(expr: Expr, rewrite: Callable[[Expr], Expr]) -> Expr:
+    """Rebuild ``expr`` bottom-up, applying ``rewrite`` to every node after its children.
+
+    Nodes whose children did not change are kept as they are, so unchanged subtrees keep
+    their identity and spans.
+    """
+    if isinstance(expr, Seq):
+        items = tuple(map_expr(item, rewrite) for item in expr.items)
+        if _changed(items, expr.items):
+            expr = expr.model_copy(update={"items": items})
+    elif isinstance(expr, Choice):
+        alternatives = tuple(map_expr(alt, rewrite) for alt in expr.alternatives)
+        if _changed(alternatives, expr.alternatives):
+            expr = expr.model_copy(update={"alternatives": alternatives})
+    elif isinstance(expr, Repeat):
+        item = map_expr(expr.item, rewrite)
+        if item is not expr.item:
+            expr = expr.model_copy(update={"item": item})
+    return rewrite(expr)
+
+
+def _changed(new: tuple, old: tuple) -> bool:
+    # Identity, not equality: comparing pydantic trees deeply at every level is quadratic.
+    return len(new) != len(old) or any(a is not b for a, b in zip(new, old, strict=True))
+
+
+def rename_refs(expr: Expr, renames: dict[str, str]) -> Expr:
+    """``expr`` with every ``Ref`` whose name is a key of ``renames`` pointing at the value."""
+    if not renames:
+        return expr
+
+    def rename(node: Expr) -> Expr:
+        if isinstance(node, Ref) and node.name in renames:
+            return node.model_copy(update={"name": renames[node.name]})
+        return node
+
+    return map_expr(expr, rename)
+
+
+def is_lexeme_like(rule: Rule) -> bool:
+    """Whether references to ``rule`` count as one lexeme (terminals and lazy-like rules)."""
+    options = rule.options
+    return rule.terminal or options.lazy or options.suffix is not None or options.stop is not None
+
+
+def is_terminal_only(expr: Expr, terminals: set[str] | frozenset[str]) -> bool:
+    """Whether ``expr`` could be the body of a terminal (only text nodes and terminal refs)."""
+    for node in walk(expr):
+        if isinstance(node, Ref):
+            if node.name not in terminals:
+                return False
+        elif not isinstance(node, TERMINAL_NODE_KINDS):
+            return False
+    return True
+
+
+def structural_key(expr: Expr) -> Expr:
+    """A span-free copy of ``expr``: equal keys mean structurally identical expressions."""
+    return strip_spans(expr)  # type: ignore[return-value]
+
+
+def referenced_names(exprs: Iterable[Expr]) -> list[str]:
+    """Names of every ``Ref`` in ``exprs``, in first-occurrence order without duplicates."""
+    seen: dict[str, None] = {}
+    for expr in exprs:
+        for node in walk(expr):
+            if isinstance(node, Ref):
+                seen.setdefault(node.name, None)
+    return list(seen)
+
+
+def rule_exprs(rule: Rule) -> list[Expr]:
+    """The body of ``rule`` and its suffix/stop marker expressions, when present."""
+    exprs: list[Expr] = [rule.body]
+    if rule.options.suffix is not None:
+        exprs.append(rule.options.suffix)
+    if rule.options.stop is not None:
+        exprs.append(rule.options.stop)
+    return exprs
+
+
+class NameAllocator:
+    """Hands out fresh definition names that clash with nothing already taken."""
+
+    def __init__(self, taken: Iterable[str]) -> None:
+        self._taken = set(taken)
+        self._counters: dict[str, int] = {}
+
+    def claim(self, name: str) -> str:
+        """``name`` itself if free, else ``name_2``, ``name_3``...; the result becomes taken."""
+        candidate, number = name, 2
+        while candidate in self._taken:
+            candidate = f"{name}_{number}"
+            number += 1
+        self._taken.add(candidate)
+        return candidate
+
+    def numbered(self, prefix: str) -> str:
+        """The next free ``{prefix}{n}`` with a per-prefix counter (``__t_0``, ``__t_1``...)."""
+        number = self._counters.get(prefix, 0)
+        while f"{prefix}{number}" in self._taken:
+            number += 1
+        self._counters[prefix] = number + 1
+        name = f"{prefix}{number}"
+        self._taken.add(name)
+        return name
+
+
+def safe_name_part(text: str) -> str:
+    """``text`` made usable inside a definition name of the canonical text form."""
+    cleaned = _UNSAFE_NAME_CHARS.sub("_", text) or "_"
+    if not (cleaned[0].isalpha() or cleaned[0] == "_"):
+        cleaned = "_" + cleaned
+    return cleaned
+
+
+def optional(expr: Expr) -> Repeat:
+    """``expr?`` as a Repeat node."""
+    return Repeat(item=expr, min=0, max=1)
+
+
+def is_empty_text(expr: Expr) -> bool:
+    """Whether ``expr`` is an empty literal or empty bytes: the empty string, not a lexeme."""
+    return (isinstance(expr, Literal) and expr.text == "") or (
+        isinstance(expr, Bytes) and expr.data == b""
+    )
+
+
+def is_empty_language(expr: Expr) -> bool:
+    """Whether ``expr`` is syntactically the empty language (a choice of no alternatives)."""
+    return isinstance(expr, Choice) and not expr.alternatives
+
+
+def with_subgrammars(grammar: GrammarIR, transform: Callable[[GrammarIR], GrammarIR]) -> tuple:
+    """The sub-grammars of ``grammar`` with ``transform`` applied to each nested grammar."""
+    return tuple(
+        sub.model_copy(update={"grammar": transform(sub.grammar)}) for sub in grammar.subgrammars
+    )

@@ -1,0 +1,161 @@
+"""Pass ``fuse_terminals``: terminal-only pieces of rule bodies become synthetic terminals."""
+
+from __future__ import annotations
+
+from gramkiln.ir import (
+    Bytes,
+    Choice,
+    Empty,
+    Expr,
+    GrammarIR,
+    Literal,
+    Ref,
+    Repeat,
+    Rule,
+    Seq,
+    walk,
+)
+from gramkiln.passes._common import (
+    MARKER_PREFIXES,
+    TEXT_LEAVES,
+    NameAllocator,
+    is_lexeme_like,
+    is_terminal_only,
+    structural_key,
+    with_subgrammars,
+)
+
+LITERAL_PREFIX = "__lit_"
+FUSED_PREFIX = "__t_"
+
+
+def fuse_terminals(grammar: GrammarIR) -> GrammarIR:
+    """Replace terminal-only subexpressions of non-terminal rules by synthetic terminals.
+
+    Every maximal terminal-only subexpression of a rule body (a whole body, a run of
+    consecutive ``Seq`` items, the terminal-only alternatives of a ``Choice`` taken together,
+    a ``Repeat``), and every lone ``Literal``/``Bytes``/``CharClass`` leaf, becomes a ``Ref``
+    to a terminal; the runtime compiler then builds one byte-level DFA per terminal. Lone
+    terminal references and ``Empty`` stay as they are. Terminals are deduplicated by
+    structure (spans ignored) and named deterministically in order of first use:
+    ``__lit_<n>`` for a single literal or bytes, ``__t_<n>`` for anything else.
+
+    Fusing ``"a" "b"`` into one terminal removes the lexeme boundary between them, where
+    ``%ignore`` content was allowed. So whole runs are fused only where no ignore applies:
+    lexeme-like (lazy) rule bodies always, and ordinary rules of a grammar whose ignore set
+    is empty (run ``weave_ignore`` first, as COMPILE_PIPELINE does). Where an ignore set is
+    still present, only single leaves are fused, which keeps every lexeme boundary. A
+    suffix/stop marker reference (``__suffix_*``/``__stop_*``, see ``lower_suffix_stop``) is
+    never absorbed into a larger terminal, so captures can still find it.
+
+    Preserves: the language, lexeme boundaries wherever ignore applies, existing rule names,
+    options and spans (the replacing ``Ref`` carries the span of what it replaced).
+    """
+    fuser = _Fuser(grammar)
+    rules = [
+        rule
+        if rule.terminal
+        else rule.model_copy(
+            update={"body": fuser.fuse(rule.body, whole_runs=fuser.whole_runs(rule))}
+        )
+        for rule in grammar.rules
+    ]
+    return grammar.model_copy(
+        update={
+            "rules": (*rules, *fuser.new_terminals),
+            "subgrammars": with_subgrammars(grammar, fuse_terminals),
+        }
+    )
+
+
+class _Fuser:
+    """Creates and deduplicates the synthetic terminals of one grammar."""
+
+    def __init__(self, grammar: GrammarIR) -> None:
+        self._grammar = grammar
+        self.terminals = frozenset(rule.name for rule in grammar.rules if rule.terminal)
+        self._names = NameAllocator(rule.name for rule in grammar.rules)
+        self._by_structure: dict[Expr, str] = {}
+        self.new_terminals: list[Rule] = []
+
+    def whole_runs(self, rule: Rule) -> bool:
+        """Whether lexeme boundaries inside ``rule`` may disappear (no ignore applies)."""
+        return not self._grammar.ignore or is_lexeme_like(rule)
+
+    def fuse(self, expr: Expr, *, whole_runs: bool) -> Expr:
+        """``expr`` with its terminal-only parts replaced by terminal references."""
+        if whole_runs and self._fusable(expr):
+            return self._terminal_ref(expr)
+        if isinstance(expr, TEXT_LEAVES):
+            return self._terminal_ref(expr)
+        if isinstance(expr, Seq):
+            items = self._fuse_seq(expr.items, whole_runs)
+            return expr.model_copy(update={"items": items})
+        if isinstance(expr, Choice):
+            alternatives = self._fuse_choice(expr.alternatives, whole_runs)
+            if len(alternatives) == 1:
+                return alternatives[0]
+            return expr.model_copy(update={"alternatives": alternatives})
+        if isinstance(expr, Repeat):
+            return expr.model_copy(update={"item": self.fuse(expr.item, whole_runs=whole_runs)})
+        return expr
+
+    def _fusable(self, expr: Expr) -> bool:
+        """Terminal-only, matching some text, not already a single terminal reference."""
+        if isinstance(expr, (Ref, Empty)) or not is_terminal_only(expr, self.terminals):
+            return False
+        has_text = False
+        for node in walk(expr):
+            if isinstance(node, Ref) and node.name.startswith(MARKER_PREFIXES):
+                return False
+            has_text = has_text or isinstance(node, (*TEXT_LEAVES, Ref))
+        return has_text
+
+    def _fuse_seq(self, items: tuple[Expr, ...], whole_runs: bool) -> tuple[Expr, ...]:
+        if not whole_runs:
+            return tuple(self.fuse(item, whole_runs=False) for item in items)
+        out: list[Expr] = []
+        run: list[Expr] = []
+
+        def flush() -> None:
+            if len(run) > 1:
+                out.append(self._terminal_ref(Seq(items=tuple(run))))
+            elif run:
+                out.append(self.fuse(run[0], whole_runs=True))
+            run.clear()
+
+        for item in items:
+            if self._fusable(item) or (isinstance(item, Ref) and self._plain_terminal(item)):
+                run.append(item)
+            else:
+                flush()
+                out.append(self.fuse(item, whole_runs=True))
+        flush()
+        return tuple(out)
+
+    def _fuse_choice(self, alternatives: tuple[Expr, ...], whole_runs: bool) -> tuple[Expr, ...]:
+        if not whole_runs:
+            return tuple(self.fuse(alt, whole_runs=False) for alt in alternatives)
+        textual = [alt for alt in alternatives if self._fusable(alt)]
+        if len(textual) < 2:
+            return tuple(self.fuse(alt, whole_runs=True) for alt in alternatives)
+        out: list[Expr] = []
+        for alt in alternatives:
+            if alt is textual[0]:
+                out.append(self._terminal_ref(Choice(alternatives=tuple(textual))))
+            elif not any(alt is other for other in textual):
+                out.append(self.fuse(alt, whole_runs=True))
+        return tuple(out)
+
+    def _plain_terminal(self, ref: Ref) -> bool:
+        return ref.name in self.terminals and not ref.name.startswith(MARKER_PREFIXES)
+
+    def _terminal_ref(self, expr: Expr) -> Ref:
+        key = structural_key(expr)
+        name = self._by_structure.get(key)
+        if name is None:
+            single_text = isinstance(key, (Literal, Bytes))
+            name = self._names.numbered(LITERAL_PREFIX if single_text else FUSED_PREFIX)
+            self._by_structure[key] = name
+            self.new_terminals.append(Rule(name=name, body=key, terminal=True))
+        return Ref(name=name, span=expr.span)  # type: ignore[union-attr]

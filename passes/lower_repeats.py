@@ -1,0 +1,155 @@
+"""Pass ``lower_repeats``: replace ``Repeat`` in rule bodies by helper rules (plain CFG)."""
+
+from __future__ import annotations
+
+from gramkiln.ir import (
+    Bytes,
+    CharClass,
+    Choice,
+    Embed,
+    Empty,
+    Expr,
+    GrammarIR,
+    Literal,
+    Ref,
+    Repeat,
+    Rule,
+    Seq,
+    SpecialToken,
+    TokenSet,
+)
+from gramkiln.passes._common import NameAllocator, map_expr, structural_key, with_subgrammars
+
+STAR_PREFIX = "__star_"
+PLUS_PREFIX = "__plus_"
+OPTIONAL_CHAIN_PREFIX = "__opt_"
+GROUP_PREFIX = "__grp_"
+
+# Items that may be copied into several places without growing the grammar much.
+_SMALL_ITEMS = (Ref, Literal, Bytes, CharClass, TokenSet, SpecialToken, Embed, Empty)
+
+
+def lower_repeats(grammar: GrammarIR) -> GrammarIR:
+    """Rewrite every ``Repeat`` in non-terminal rules with helper rules; terminals keep theirs.
+
+    - ``x?`` becomes ``x | ()`` in place;
+    - ``x*`` becomes ``__star_n`` with ``__star_n = __star_n x | ()`` (left recursion: an
+      LR or Earley parser handles it in constant stack);
+    - ``x+`` becomes ``__plus_n`` with ``__plus_n = __plus_n x | x``;
+    - ``x{m,}`` (m >= 2) becomes ``x ... x __star_n`` with m copies of ``x``;
+    - ``x{m,n}`` becomes m copies of ``x`` then ``__opt_k`` (k = n - m) from a chain
+      ``__opt_1 = x | ()``, ``__opt_j = x __opt_{j-1} | ()``: size linear in n, never the
+      exponential or quadratic expansion of all counts, and unambiguous when ``x`` is.
+
+    An ``x`` that is not a single element and is used more than once is first given its own
+    rule ``__grp_n`` so that copies are references. Helpers are shared between identical
+    repeats (spans ignored) and named in order of first use. Sub-grammars are lowered too.
+
+    Preserves: the language (helper rules are ordinary rules made of the repeated item, so
+    lexeme boundaries and hence ``%ignore`` semantics are unchanged, and a lazy rule's body
+    language is unchanged), existing names, options and spans (the replacing node carries
+    the span of the ``Repeat``).
+    """
+    lowerer = _RepeatLowerer(grammar)
+    rules = [
+        rule
+        if rule.terminal
+        else rule.model_copy(update={"body": map_expr(rule.body, lowerer.lower)})
+        for rule in grammar.rules
+    ]
+    return grammar.model_copy(
+        update={
+            "rules": (*rules, *lowerer.helpers),
+            "subgrammars": with_subgrammars(grammar, lower_repeats),
+        }
+    )
+
+
+class _RepeatLowerer:
+    """Builds and shares the helper rules of one grammar."""
+
+    def __init__(self, grammar: GrammarIR) -> None:
+        self._names = NameAllocator(rule.name for rule in grammar.rules)
+        self._shared: dict[tuple[str, Expr, int], str] = {}
+        self.helpers: list[Rule] = []
+
+    def lower(self, node: Expr) -> Expr:
+        """Rewrite one node (children already rewritten); non-repeats pass through."""
+        if not isinstance(node, Repeat):
+            return node
+        item, low, high = node.item, node.min, node.max
+        span = node.span
+        if high == 0:
+            return Empty(span=span)
+        if (low, high) == (1, 1):
+            return item
+        if (low, high) == (0, 1):
+            return Choice(alternatives=(item, Empty()), span=span)
+        if high is None and low <= 1:
+            kind = "star" if low == 0 else "plus"
+            return Ref(name=self._loop(kind, item), span=span)
+        uses = low + (1 if high is None else high - low)
+        element = item if uses <= 1 else self._as_element(item)
+        items: list[Expr] = [element] * low
+        if high is None:
+            items.append(Ref(name=self._loop("star", element)))
+        elif high > low:
+            items.append(Ref(name=self._optional_chain(element, high - low)))
+        if len(items) == 1:
+            item_only = items[0]
+            return (
+                item_only.model_copy(update={"span": span})
+                if isinstance(item_only, Ref)
+                else item_only
+            )
+        return Seq(items=tuple(items), span=span)
+
+    def _as_element(self, item: Expr) -> Expr:
+        """``item`` itself when it is small, else a reference to a rule for it."""
+        if isinstance(item, _SMALL_ITEMS):
+            return item
+        return Ref(name=self._helper("group", item, 0, lambda name: item))
+
+    def _loop(self, kind: str, item: Expr) -> str:
+        if kind == "star":
+            return self._helper(
+                "star",
+                item,
+                0,
+                lambda name: Choice(alternatives=(Seq(items=(Ref(name=name), item)), Empty())),
+            )
+        return self._helper(
+            "plus",
+            item,
+            1,
+            lambda name: Choice(alternatives=(Seq(items=(Ref(name=name), item)), item)),
+        )
+
+    def _optional_chain(self, item: Expr, length: int) -> str:
+        """The rule matching ``item{0,length}``, building the shorter links first."""
+        previous: str | None = None
+        for link in range(1, length + 1):
+            tail = previous
+
+            def body(name: str, tail: str | None = tail) -> Expr:
+                head: Expr = item if tail is None else Seq(items=(item, Ref(name=tail)))
+                return Choice(alternatives=(head, Empty()))
+
+            previous = self._helper("optional", item, link, body)
+        assert previous is not None
+        return previous
+
+    def _helper(self, kind: str, item: Expr, count: int, make_body) -> str:  # type: ignore[no-untyped-def]
+        key = (kind, structural_key(item), count)
+        name = self._shared.get(key)
+        if name is None:
+            prefix = {
+                "star": STAR_PREFIX,
+                "plus": PLUS_PREFIX,
+                "optional": OPTIONAL_CHAIN_PREFIX,
+                "group": GROUP_PREFIX,
+            }[kind]
+            name = self._names.numbered(prefix)
+            self._shared[key] = name
+            self.helpers.append(Rule(name=name, body=make_body(name)))
+        return name

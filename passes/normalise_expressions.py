@@ -1,0 +1,177 @@
+"""Pass ``normalise_expressions``: put every expression into a small canonical shape."""
+
+from __future__ import annotations
+
+from gramkiln.ir import (
+    Bytes,
+    CharClass,
+    Choice,
+    Empty,
+    Expr,
+    GrammarIR,
+    Literal,
+    Repeat,
+    Rule,
+    Seq,
+    Span,
+)
+from gramkiln.passes._common import (
+    is_empty_language,
+    is_empty_text,
+    is_lexeme_like,
+    map_expr,
+    structural_key,
+    with_subgrammars,
+)
+
+
+def normalise_expressions(grammar: GrammarIR) -> GrammarIR:
+    """Simplify expressions without changing the language or the lexeme boundaries.
+
+    Rewrites, applied bottom-up in every rule body, suffix/stop marker and ``%ignore``
+    expression, recursively in sub-grammars:
+
+    - nested ``Seq`` / ``Choice`` are flattened, ``Empty`` items leave a ``Seq``, a ``Seq``
+      containing the empty language (``Choice`` of nothing) becomes the empty language;
+    - single-member ``Seq`` / ``Choice`` are unwrapped, an empty ``Seq`` becomes ``Empty``;
+    - ``Repeat(x, 1, 1)`` becomes ``x``, ``Repeat(x, 0, 0)`` and repeats of ``Empty`` become
+      ``Empty``; an empty ``Literal``/``Bytes`` becomes ``Empty`` (the architecture's oracle
+      reads ``""`` as the empty string, not as a lexeme that ignore content could follow);
+    - identical ``Choice`` alternatives (compared without spans) are kept once, and all
+      ``CharClass`` alternatives of a ``Choice`` are merged into one class;
+    - adjacent plain ``Literal`` (same case flag) or ``Bytes`` items of a ``Seq`` are merged,
+      and empty literals become ``Empty`` -- but only where no ``%ignore`` content can sit
+      between them: inside terminals, markers, ``%ignore`` expressions, lexeme-like
+      (lazy/suffix/stop) rule bodies, and in every rule of a grammar whose own ignore set is
+      empty (for example after ``weave_ignore``). Elsewhere each literal is its own lexeme,
+      and ``"a" "b"`` admits ignored text between the two while ``"ab"`` does not.
+
+    Preserves: the language of every rule (so of the grammar), rule names, rule options,
+    ignore semantics, and the spans of every node that survives (a merged literal spans its
+    parts).
+    """
+    merge_everywhere = not grammar.ignore
+    rules = tuple(_normalise_rule(rule, merge_everywhere) for rule in grammar.rules)
+    ignore = tuple(normalise_expr(expr, merge_literals=True) for expr in grammar.ignore)
+    return grammar.model_copy(
+        update={
+            "rules": rules,
+            "ignore": ignore,
+            "subgrammars": with_subgrammars(grammar, normalise_expressions),
+        }
+    )
+
+
+def _normalise_rule(rule: Rule, merge_everywhere: bool) -> Rule:
+    merge = merge_everywhere or is_lexeme_like(rule)
+    update: dict[str, object] = {"body": normalise_expr(rule.body, merge_literals=merge)}
+    marker_updates = {
+        key: normalise_expr(marker, merge_literals=True)
+        for key, marker in (("suffix", rule.options.suffix), ("stop", rule.options.stop))
+        if marker is not None
+    }
+    if marker_updates:
+        update["options"] = rule.options.model_copy(update=marker_updates)
+    return rule.model_copy(update=update)
+
+
+def normalise_expr(expr: Expr, *, merge_literals: bool) -> Expr:
+    """Normalise one expression; ``merge_literals`` allows merging text across items."""
+
+    def rewrite(node: Expr) -> Expr:
+        if isinstance(node, Seq):
+            return _normalise_seq(node, merge_literals)
+        if isinstance(node, Choice):
+            return _normalise_choice(node)
+        if isinstance(node, Repeat):
+            return _normalise_repeat(node)
+        if is_empty_text(node):
+            return Empty(span=node.span)  # type: ignore[union-attr]
+        return node
+
+    return map_expr(expr, rewrite)
+
+
+def _normalise_seq(seq: Seq, merge_literals: bool) -> Expr:
+    items: list[Expr] = []
+    for item in seq.items:
+        members = item.items if isinstance(item, Seq) else (item,)
+        for member in members:
+            if is_empty_language(member):
+                return member
+            if isinstance(member, Empty):
+                continue
+            if merge_literals and items and _mergeable(items[-1], member):
+                items[-1] = _merge_text(items[-1], member)
+            else:
+                items.append(member)
+    if not items:
+        return Empty(span=seq.span)
+    if len(items) == 1:
+        return items[0]
+    return seq.model_copy(update={"items": tuple(items)})
+
+
+def _mergeable(left: Expr, right: Expr) -> bool:
+    if isinstance(left, Literal) and isinstance(right, Literal):
+        return left.case_insensitive == right.case_insensitive
+    return isinstance(left, Bytes) and isinstance(right, Bytes)
+
+
+def _merge_text(left: Expr, right: Expr) -> Expr:
+    span = _joined_span(left.span, right.span)  # type: ignore[union-attr]
+    if isinstance(left, Literal) and isinstance(right, Literal):
+        return Literal(
+            text=left.text + right.text, case_insensitive=left.case_insensitive, span=span
+        )
+    assert isinstance(left, Bytes) and isinstance(right, Bytes)
+    return Bytes(data=left.data + right.data, span=span)
+
+
+def _joined_span(first: Span | None, last: Span | None) -> Span | None:
+    if first is None or last is None:
+        return None
+    end_line = last.end_line if last.end_line is not None else last.line
+    end_column = last.end_column if last.end_column is not None else last.column
+    return Span(line=first.line, column=first.column, end_line=end_line, end_column=end_column)
+
+
+def _normalise_choice(choice: Choice) -> Expr:
+    alternatives: list[Expr] = []
+    seen: set[Expr] = set()
+    class_position: int | None = None
+    class_ranges: list[tuple[int, int]] = []
+    class_count = 0
+    for alternative in choice.alternatives:
+        members = alternative.alternatives if isinstance(alternative, Choice) else (alternative,)
+        for member in members:
+            key = structural_key(member)
+            if key in seen:
+                continue
+            seen.add(key)
+            if isinstance(member, CharClass):
+                class_count += 1
+                class_ranges.extend(member.positive_ranges())
+                if class_position is None:
+                    class_position = len(alternatives)
+            alternatives.append(member)
+    if class_count > 1 and class_position is not None:
+        # One class for the union: a single lexeme either way, so ignore semantics hold.
+        first_class = alternatives[class_position]
+        merged = CharClass.of(class_ranges, span=first_class.span)  # type: ignore[union-attr]
+        alternatives = [alt for alt in alternatives if not isinstance(alt, CharClass)]
+        alternatives.insert(class_position, merged)
+    if len(alternatives) == 1:
+        return alternatives[0]
+    return choice.model_copy(update={"alternatives": tuple(alternatives)})
+
+
+def _normalise_repeat(repeat: Repeat) -> Expr:
+    item = repeat.item
+    if repeat.max == 0 or isinstance(item, Empty):
+        return Empty(span=repeat.span)
+    if is_empty_language(item):
+        return Empty(span=repeat.span) if repeat.min == 0 else item
+    if repeat.min == 1 and repeat.max == 1:
+        return item
+    return repeat
