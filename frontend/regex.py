@@ -105,6 +105,11 @@ class _ClassAtom:
     single: int | None
     offset: int
     text: str
+    negated: bool = False
+
+    def positive(self) -> tuple[tuple[int, int], ...]:
+        """The code points of a set atom, with its negation applied."""
+        return complement_ranges(self.ranges) if self.negated else self.ranges
 
 
 def parse_regex(pattern: str, flags: str = "", *, dialect: str = "python") -> Expr:
@@ -530,7 +535,7 @@ class _Parser:
             raise self.error(f"backreference '{self.pattern[start:end]}' is not supported", start)
         atom = self._common_escape(start)
         if atom.single is None:
-            return _class(atom.ranges)
+            return _class(atom.ranges, negated=atom.negated)
         return self._literal(atom.single, flags, start)
 
     def _three_octal_digits(self) -> bool:
@@ -558,15 +563,17 @@ class _Parser:
         def single(cp: int) -> _ClassAtom:
             return _ClassAtom((), cp, start, self.pattern[start : self.pos])
 
-        def multi(ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> _ClassAtom:
-            return _ClassAtom(tuple(ranges), None, start, self.pattern[start : self.pos])
+        def multi(
+            ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...], negated: bool = False
+        ) -> _ClassAtom:
+            return _ClassAtom(tuple(ranges), None, start, self.pattern[start : self.pos], negated)
 
         space = ECMA_SPACE if self.dialect == "ecma" else ASCII_SPACE
         shorthand = {"d": ASCII_DIGIT, "w": ASCII_WORD, "s": space}
         if char in shorthand:
             return multi(shorthand[char])
         if char.lower() in shorthand:
-            return multi(complement_ranges(tuple(shorthand[char.lower()])))
+            return multi(shorthand[char.lower()], negated=True)
         if char in _SIMPLE_ESCAPES:
             return single(ord(_SIMPLE_ESCAPES[char]))
         if char == "0":
@@ -597,7 +604,7 @@ class _Parser:
             self.pos += 1
             return single(ord(self.pattern[self.pos - 1]) % 32)
         if char in "pP":
-            return multi(self._property(start, negated=char == "P"))
+            return multi(self._property(start), negated=char == "P")
         if char.isascii() and char.isalnum():
             raise self.error(f"unknown escape '{spelled}'", start)
         # Any other escaped character (punctuation, space, non-ASCII) stands for itself.
@@ -648,7 +655,7 @@ class _Parser:
         self.pos = end + 1
         return ord(char)
 
-    def _property(self, start: int, negated: bool) -> tuple[tuple[int, int], ...]:
+    def _property(self, start: int) -> tuple[tuple[int, int], ...]:
         letter = self.pattern[start + 1]
         end = self.pattern.find("}", self.pos)
         if self.peek() != "{" or end < 0:
@@ -658,7 +665,7 @@ class _Parser:
         ranges = property_ranges(name)
         if ranges is None:
             raise self.error(f"unknown Unicode property '\\{letter}{{{name}}}'", start)
-        return complement_ranges(ranges) if negated else ranges
+        return ranges
 
     # -- classes ------------------------------------------------------------------------------
     def _char_class(self, flags: _Flags) -> Expr:
@@ -693,7 +700,7 @@ class _Parser:
                     )
                 ranges.append((low.single, high.single))
             elif low.single is None:
-                ranges.extend(low.ranges)
+                ranges.extend(low.positive())
             else:
                 ranges.append((low.single, low.single))
         for lo, hi in ranges:
