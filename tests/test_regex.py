@@ -4,7 +4,10 @@ against Python's ``re`` through the reference matcher."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
+import shutil
+import subprocess
 from functools import cache
 
 import pytest
@@ -478,3 +481,70 @@ def _search_grammar(pattern: str) -> Grammar:
 def test_search_agrees_with_python(pattern: str, text: str) -> None:
     expected = re.search(pattern, text) is not None
     assert _search_grammar(pattern).accepts(text) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# ECMA dialect against a real ECMA-262 engine (Node.js), when one is installed
+
+NODE = shutil.which("node")
+ECMA_PATTERNS = [
+    r"ab",
+    r"^ab|c$",
+    r"^a.c$",
+    r"^\s+$",
+    r"^[^\s]b",
+    r"\d{2}",
+    r"^\w*$",
+    r"^(?:a|b)+\.c?$",
+    r"^[\u00e9\u2028]+$",
+    r"^\p{Lu}\p{Ll}*$",
+    r"^\P{L}$",
+    r"x|^$",
+    r"^[^]$",
+    r"^[]$|a",
+    r"^\u{1F600}|\uD83D\uDE00$",
+    r"^(?<name>a)\cJ?$",
+    r"^[\d\-x]{1,2}$",
+]
+ECMA_TEXTS = [
+    "",
+    "a",
+    "ab",
+    "xabx",
+    "c",
+    "cc",
+    "\u2028",
+    "a\nc",
+    "a\rc",
+    "abc",
+    "A",
+    "Ab",
+    "\u00e9",
+    "\u00a0",
+    " \t",
+    "12",
+    "a.c",
+    "ab.",
+    "\ufeff",
+    "\u3000",
+    "_9",
+    "É",
+    "1",
+]
+
+
+@pytest.mark.skipif(NODE is None, reason="no node executable to run ECMA-262 regexes")
+def test_search_regex_agrees_with_node() -> None:
+    script = (
+        "const [patterns, texts] = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "console.log(JSON.stringify(patterns.map(p => texts.map(t => new RegExp(p, 'u').test(t)))));"
+    )
+    payload = json.dumps([ECMA_PATTERNS, ECMA_TEXTS])
+    result = subprocess.run(
+        [NODE, "-e", script], input=payload, capture_output=True, text=True, timeout=60, check=True
+    )
+    verdicts = json.loads(result.stdout)
+    for pattern, row in zip(ECMA_PATTERNS, verdicts, strict=True):
+        grammar = _search_grammar(pattern)
+        for text, expected in zip(ECMA_TEXTS, row, strict=True):
+            assert grammar.accepts(text) == expected, (pattern, text)
