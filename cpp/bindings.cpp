@@ -1,11 +1,287 @@
 // The one pybind11 translation unit: thin wrappers over the core library.
+//
+// Every call that does real work releases the GIL. Buffers are checked (dtype int32, rows of
+// exactly ceil(vocab_size / 32) contiguous words, writable, index in range) before any write.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "gramkiln/core.hpp"
 
 namespace py = pybind11;
+using gramkiln::Matcher;
+using gramkiln::Runtime;
+
+namespace {
+
+// Opaque handle to validated, immutable runtime tables shared by every matcher.
+struct RuntimeHandle {
+  std::shared_ptr<const Runtime> runtime;
+};
+
+// A writable [rows, words] int32 view over a numpy array, a torch CPU tensor or any buffer.
+struct MaskBuffer {
+  uint32_t* data = nullptr;
+  size_t rows = 0;
+  py::object keep_alive;
+  py::buffer_info info;
+};
+
+MaskBuffer mask_buffer(py::object obj, uint32_t words) {
+  MaskBuffer out;
+  if (!PyObject_CheckBuffer(obj.ptr())) {
+    // torch tensors do not export the buffer protocol; a CPU tensor's .numpy() shares memory.
+    if (py::hasattr(obj, "numpy") && py::hasattr(obj, "device")) {
+      std::string device = py::str(obj.attr("device"));
+      if (device != "cpu") throw py::value_error("bitmask tensor must be on the CPU, not " + device);
+      obj = obj.attr("numpy")();
+    } else {
+      throw py::type_error("bitmask must be a numpy array or a torch CPU tensor of int32");
+    }
+  }
+  out.keep_alive = obj;
+  out.info = py::buffer(obj).request(true);
+  const py::buffer_info& info = out.info;
+  if (info.itemsize != 4 || (info.format != "i" && info.format != "<i" && info.format != "=i" &&
+                             !(info.format == "l" && sizeof(long) == 4))) {
+    throw py::value_error("bitmask dtype must be int32 (got format '" + info.format + "')");
+  }
+  if (info.ndim != 1 && info.ndim != 2) throw py::value_error("bitmask must be 1-D or 2-D");
+  const py::ssize_t cols = info.shape[info.ndim - 1];
+  if (cols != static_cast<py::ssize_t>(words)) {
+    throw py::value_error("bitmask last dimension must be ceil(vocab_size / 32) = " +
+                          std::to_string(words) + ", got " + std::to_string(cols));
+  }
+  if (info.strides[info.ndim - 1] != 4 ||
+      (info.ndim == 2 && info.shape[0] > 1 && info.strides[0] != 4 * cols)) {
+    throw py::value_error("bitmask must be C-contiguous");
+  }
+  out.rows = info.ndim == 2 ? static_cast<size_t>(info.shape[0]) : 1;
+  out.data = static_cast<uint32_t*>(info.ptr);
+  return out;
+}
+
+std::string as_bytes(const py::object& obj) {
+  if (py::isinstance<py::str>(obj)) return obj.cast<std::string>();  // UTF-8
+  if (py::isinstance<py::bytes>(obj) || py::isinstance<py::bytearray>(obj) ||
+      PyMemoryView_Check(obj.ptr())) {
+    return py::bytes(obj).cast<std::string>();
+  }
+  throw py::type_error("expected str or bytes");
+}
+
+// Drop an incomplete UTF-8 sequence at the end so the text can be decoded.
+std::string complete_utf8_prefix(std::string bytes) {
+  for (size_t back = 1; back <= 4 && back <= bytes.size(); ++back) {
+    const uint8_t c = static_cast<uint8_t>(bytes[bytes.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
+    size_t need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    if (need > back) bytes.resize(bytes.size() - back);
+    break;
+  }
+  return bytes;
+}
+
+class PyMatcher {
+ public:
+  explicit PyMatcher(const RuntimeHandle& handle) : matcher_(handle.runtime) {}
+  explicit PyMatcher(const Matcher& other) : matcher_(other) {}
+
+  void fill(py::object bitmask, py::ssize_t index) {
+    const uint32_t words = gramkiln::runtime_mask_words(matcher_.runtime());
+    MaskBuffer buf = mask_buffer(bitmask, words);
+    if (index < 0 || static_cast<size_t>(index) >= buf.rows) {
+      throw py::index_error("bitmask row " + std::to_string(index) + " is out of range");
+    }
+    py::gil_scoped_release release;
+    matcher_.fill_mask(buf.data + static_cast<size_t>(index) * words);
+  }
+  bool accept_token(int64_t id) {
+    py::gil_scoped_release release;
+    return matcher_.accept_token(id);
+  }
+  bool accept_tokens(const std::vector<int64_t>& ids) {
+    py::gil_scoped_release release;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      bool ok = false;
+      try {
+        ok = matcher_.accept_token(ids[i]);
+      } catch (...) {
+        matcher_.rollback(static_cast<uint32_t>(i));
+        throw;
+      }
+      if (!ok) {
+        matcher_.rollback(static_cast<uint32_t>(i));
+        return false;
+      }
+    }
+    return true;
+  }
+  bool accept_string(const py::object& text) {
+    std::string bytes = as_bytes(text);
+    py::gil_scoped_release release;
+    return matcher_.accept_bytes(bytes);
+  }
+  void rollback(int64_t n) {
+    if (n < 0) throw py::value_error("rollback count must be >= 0");
+    if (n > static_cast<int64_t>(matcher_.history_size())) {
+      throw py::value_error("cannot roll back " + std::to_string(n) + " steps; only " +
+                            std::to_string(matcher_.history_size()) + " recorded");
+    }
+    matcher_.rollback(static_cast<uint32_t>(n));
+  }
+  std::unique_ptr<PyMatcher> fork() const { return std::make_unique<PyMatcher>(matcher_); }
+  void reset() { matcher_.reset(); }
+  bool is_accepting() const { return matcher_.is_accepting(); }
+  bool is_terminated() const { return matcher_.is_terminated(); }
+  py::str jump_forward() const {
+    std::string bytes;
+    {
+      py::gil_scoped_release release;
+      bytes = complete_utf8_prefix(matcher_.jump_forward_bytes());
+    }
+    return py::reinterpret_steal<py::str>(
+        PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "replace"));
+  }
+  uint32_t vocab_size() const { return gramkiln::runtime_vocab_size(matcher_.runtime()); }
+  uint32_t history_size() const { return matcher_.history_size(); }
+  const Matcher& matcher() const { return matcher_; }
+
+ private:
+  Matcher matcher_;
+};
+
+uint32_t checked_u32(int64_t v, const char* what) {
+  if (v < 0 || v > 0xffffffffll) throw py::value_error(std::string(what) + " out of range");
+  return static_cast<uint32_t>(v);
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "gramkiln C++ runtime";
+  // Bad tables surface as gramkiln.errors.ArtifactError. The class object is kept alive for
+  // the life of the process (translators cannot capture state).
+  static PyObject* artifact_error =
+      py::object(py::module_::import("gramkiln.errors").attr("ArtifactError")).release().ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const gramkiln::FormatError& e) {
+      PyErr_SetString(artifact_error, e.what());
+    }
+  });
+
   m.def("core_version", &gramkiln::core_version, "Version string of the C++ core library.");
+
+  py::class_<RuntimeHandle>(m, "Runtime", "Validated, immutable runtime tables.")
+      .def_property_readonly("vocab_size",
+                             [](const RuntimeHandle& h) { return gramkiln::runtime_vocab_size(*h.runtime); });
+
+  m.def(
+      "load_runtime",
+      [](py::bytes blob) {
+        std::string data = blob;
+        py::gil_scoped_release release;
+        return RuntimeHandle{gramkiln::load_runtime(data)};
+      },
+      py::arg("blob"), "Validate runtime tables; raises ArtifactError when they are bad.");
+
+  m.def(
+      "build_runtime_blob",
+      [](int64_t num_nonterminals, int64_t start, std::vector<uint32_t> prod_lhs,
+         std::vector<uint32_t> prod_offsets, std::vector<uint32_t> prod_rhs,
+         std::vector<uint32_t> lexeme_start, py::bytes dfa_table, py::bytes dfa_accepting,
+         std::vector<uint32_t> dfa_lexeme, std::vector<uint32_t> tokenset_offsets,
+         std::vector<uint32_t> tokenset_ids, int64_t vocab_size, std::vector<py::bytes> tokens,
+         std::vector<uint8_t> is_text, std::vector<uint32_t> end_tokens) {
+        gramkiln::GrammarSpec g;
+        g.num_nonterminals = checked_u32(num_nonterminals, "num_nonterminals");
+        g.start = checked_u32(start, "start");
+        g.prod_lhs = std::move(prod_lhs);
+        g.prod_offsets = std::move(prod_offsets);
+        g.prod_rhs = std::move(prod_rhs);
+        g.lexeme_start = std::move(lexeme_start);
+        std::string table = dfa_table;
+        if (table.size() % 4) throw py::value_error("dfa_table must hold int32 values");
+        g.dfa_table.resize(table.size() / 4);
+        std::memcpy(g.dfa_table.data(), table.data(), table.size());
+        std::string accepting = dfa_accepting;
+        g.dfa_accepting.assign(accepting.begin(), accepting.end());
+        g.dfa_lexeme = std::move(dfa_lexeme);
+        g.tokenset_offsets = std::move(tokenset_offsets);
+        g.tokenset_ids = std::move(tokenset_ids);
+        gramkiln::VocabSpec v;
+        v.vocab_size = checked_u32(vocab_size, "vocab_size");
+        v.tokens.reserve(tokens.size());
+        for (const py::bytes& t : tokens) v.tokens.emplace_back(t);
+        v.is_text = std::move(is_text);
+        v.end_tokens = std::move(end_tokens);
+        std::string blob;
+        {
+          py::gil_scoped_release release;
+          blob = gramkiln::build_runtime_blob(g, v);
+        }
+        return py::bytes(blob);
+      },
+      "Build runtime tables from a flattened grammar and a vocabulary (GIL released).");
+
+  py::class_<PyMatcher>(m, "GrammarMatcher", "Incremental matcher producing next-token bitmasks.")
+      .def(py::init<const RuntimeHandle&>(), py::arg("runtime"))
+      .def("fill_next_token_bitmask", &PyMatcher::fill, py::arg("bitmask"), py::arg("index") = 0,
+           "Write the allowed-token bitmask into row `index` of an int32 buffer.")
+      .def("accept_token", &PyMatcher::accept_token, py::arg("token_id"),
+           "Consume one token; False (state unchanged) when it is not allowed.")
+      .def("accept_tokens", &PyMatcher::accept_tokens, py::arg("token_ids"),
+           "Consume tokens in order; all or nothing.")
+      .def("accept_string", &PyMatcher::accept_string, py::arg("text"),
+           "Consume text (str as UTF-8, or bytes) as one step; False if not a viable prefix.")
+      .def("rollback", &PyMatcher::rollback, py::arg("num_tokens") = 1,
+           "Undo the last `num_tokens` accepted steps (tokens or strings).")
+      .def("fork", &PyMatcher::fork, "An independent copy of this matcher (history included).")
+      .def("reset", &PyMatcher::reset, "Back to the initial state; clears the history.")
+      .def("is_accepting", &PyMatcher::is_accepting, "Whether the input so far is accepted.")
+      .def("is_terminated", &PyMatcher::is_terminated, "Whether an end token was accepted.")
+      .def("find_jump_forward_string", &PyMatcher::jump_forward,
+           "The text every continuation must start with (possibly empty).")
+      .def_property_readonly("vocab_size", &PyMatcher::vocab_size)
+      .def_property_readonly("num_steps", &PyMatcher::history_size);
+
+  m.def(
+      "fill_next_token_bitmask_batch",
+      [](const std::vector<PyMatcher*>& matchers, py::object bitmask, py::object indices,
+         unsigned threads) {
+        if (matchers.empty()) return;
+        const uint32_t words = gramkiln::runtime_mask_words(matchers[0]->matcher().runtime());
+        std::vector<const Matcher*> cores;
+        for (PyMatcher* pm : matchers) {
+          if (pm == nullptr) throw py::type_error("matchers must not contain None");
+          if (gramkiln::runtime_mask_words(pm->matcher().runtime()) != words) {
+            throw py::value_error("all matchers in a batch must share one vocabulary size");
+          }
+          cores.push_back(&pm->matcher());
+        }
+        MaskBuffer buf = mask_buffer(bitmask, words);
+        std::vector<uint32_t> rows;
+        if (indices.is_none()) {
+          for (size_t i = 0; i < cores.size(); ++i) rows.push_back(static_cast<uint32_t>(i));
+        } else {
+          for (auto v : indices.cast<std::vector<int64_t>>()) {
+            // Negative or huge indices become out-of-range rows and are rejected below.
+            rows.push_back(v < 0 || v > 0xffffffffll ? 0xffffffffu : static_cast<uint32_t>(v));
+          }
+        }
+        if (rows.size() != cores.size()) throw py::value_error("need one index per matcher");
+        for (uint32_t r : rows) {
+          if (r >= buf.rows) throw py::index_error("bitmask row index out of range");
+        }
+        py::gil_scoped_release release;
+        gramkiln::fill_masks_parallel(cores, buf.data, words, rows, threads == 0 ? 1 : threads);
+      },
+      py::arg("matchers"), py::arg("bitmask"), py::arg("indices") = py::none(),
+      py::arg("threads") = 1, "Fill one bitmask row per matcher in parallel (GIL released).");
 }

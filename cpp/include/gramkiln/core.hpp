@@ -1,10 +1,134 @@
 // Public surface of the gramkiln C++ core: no Python headers here.
+//
+// The core has two halves. The builder turns a flattened grammar (context-free productions over
+// lexeme symbols whose languages are byte DFAs, plus token-set symbols) and a vocabulary into one
+// little-endian blob with every per-state token table precomputed. The runtime validates such a
+// blob (every size and index) and runs matchers over it: an Earley parser whose scanner advances
+// lexer threads (origin set, DFA state) byte by byte, so lexing is exact and never greedy.
 #pragma once
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace gramkiln {
 
 // Version of the core library; the bindings expose it so Python can check it matches.
 std::string core_version();
+
+// A blob that is truncated, corrupted or inconsistent. Never thrown for valid blobs.
+class FormatError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Flattened grammar handed over by the Python compiler. Symbols are numbered: nonterminals
+// [0, N), lexemes [N, N+L), token sets [N+L, N+L+S).
+struct GrammarSpec {
+  uint32_t num_nonterminals = 0;
+  uint32_t start = 0;                   // nonterminal whose completion at origin 0 accepts
+  std::vector<uint32_t> prod_lhs;       // one per production
+  std::vector<uint32_t> prod_offsets;   // size P+1 into prod_rhs
+  std::vector<uint32_t> prod_rhs;       // symbols
+  std::vector<uint32_t> lexeme_start;   // global DFA state where each lexeme starts
+  std::vector<int32_t> dfa_table;       // [num_states * 256], -1 = dead, global state ids
+  std::vector<uint8_t> dfa_accepting;   // per global state
+  std::vector<uint32_t> dfa_lexeme;     // lexeme owning each global state
+  std::vector<uint32_t> tokenset_offsets;  // size S+1 into tokenset_ids
+  std::vector<uint32_t> tokenset_ids;
+};
+
+// The vocabulary as the builder needs it.
+struct VocabSpec {
+  uint32_t vocab_size = 0;               // ids >= tokens.size() are padding, never allowed
+  std::vector<std::string> tokens;       // bytes of every token id < tokens.size()
+  std::vector<uint8_t> is_text;          // 1 if the token may match text (not special)
+  std::vector<uint32_t> end_tokens;      // allowed iff the input so far is accepted
+};
+
+// Build the runtime blob (deterministic: same inputs, same bytes). Throws FormatError when the
+// spec is inconsistent. Heavy: walks the token trie from every DFA state.
+std::string build_runtime_blob(const GrammarSpec& grammar, const VocabSpec& vocab);
+
+class Runtime;
+struct Scratch;
+
+// Validate and load a blob. Throws FormatError with a reason on any inconsistency.
+std::shared_ptr<const Runtime> load_runtime(const std::string& blob);
+
+uint32_t runtime_vocab_size(const Runtime& runtime);
+uint32_t runtime_mask_words(const Runtime& runtime);
+std::string runtime_token_bytes(const Runtime& runtime, uint32_t token_id);
+
+struct Item {
+  uint32_t dotted;  // dotted production id (production start + dot position)
+  uint32_t origin;  // Earley set where the production was predicted
+};
+
+struct Thread {
+  uint32_t origin;  // Earley set where the lexeme started
+  int32_t state;    // global DFA state
+  bool operator<(const Thread& o) const {
+    return origin != o.origin ? origin < o.origin : state < o.state;
+  }
+  bool operator==(const Thread& o) const { return origin == o.origin && state == o.state; }
+};
+
+// Append-only list of Earley sets; set i is items[set_begin[i], set_begin[i+1]).
+struct Chart {
+  std::vector<Item> items;
+  std::vector<uint32_t> set_begin{0};
+  uint32_t num_sets() const { return static_cast<uint32_t>(set_begin.size() - 1); }
+};
+
+// The parse configuration after some input, plus the history needed for exact rollback.
+class Matcher {
+ public:
+  explicit Matcher(std::shared_ptr<const Runtime> runtime);
+
+  // Write the allowed-token bitmask (ceil(vocab_size / 32) words). Safe to call concurrently
+  // on the same matcher: it does not modify it.
+  void fill_mask(uint32_t* words) const;
+  // Consume one token. False (state unchanged) if it is not allowed. Throws std::out_of_range
+  // when token_id >= vocab_size.
+  bool accept_token(int64_t token_id);
+  // Consume raw bytes as one history step. False (state unchanged) if not a viable prefix.
+  bool accept_bytes(const std::string& bytes);
+  // Undo the last n accepted steps. Throws std::out_of_range when n exceeds the history.
+  void rollback(uint32_t n);
+  void reset();
+  bool is_accepting() const;
+  bool is_terminated() const { return terminated_; }
+  // Bytes every continuation must start with (stops at an accepting point or a choice).
+  std::string jump_forward_bytes(uint32_t limit = 4096) const;
+  uint32_t history_size() const { return static_cast<uint32_t>(history_.size()); }
+  const Runtime& runtime() const { return *runtime_; }
+
+ private:
+  struct Snapshot {
+    uint32_t num_sets;
+    uint32_t num_items;
+    std::vector<Thread> threads;
+    bool frontier;
+    bool terminated;
+  };
+  Snapshot snapshot() const;
+  void restore(Snapshot&& snap);
+  bool step_byte(uint8_t byte, const std::vector<std::pair<uint32_t, uint32_t>>* extra_scans);
+  void start_threads_for_last_set();
+  bool accepting_now() const;
+
+  std::shared_ptr<const Runtime> runtime_;
+  Chart chart_;
+  std::vector<Thread> threads_;
+  bool frontier_ = true;  // the last Earley set ends at the current position
+  bool terminated_ = false;
+  std::vector<Snapshot> history_;
+};
+
+// Fill rows of a [rows, words] int32 buffer from several matchers with `threads` workers.
+void fill_masks_parallel(const std::vector<const Matcher*>& matchers, uint32_t* base,
+                         uint32_t words, const std::vector<uint32_t>& rows, unsigned threads);
 
 }  // namespace gramkiln

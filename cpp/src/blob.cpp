@@ -1,0 +1,444 @@
+// The runtime blob: building it from a grammar and a vocabulary, and loading it with full
+// validation. Layout: magic, version, then a fixed sequence of arrays, each a u32 element count,
+// a u32 element width (1 or 4) and the little-endian elements padded to 4 bytes.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime_internal.hpp"
+
+namespace gramkiln {
+namespace {
+
+constexpr uint32_t kMaxTokenLength = 1u << 16;
+
+class BlobWriter {
+ public:
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  template <typename T>
+  void array(const std::vector<T>& values) {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 4, "arrays hold 1- or 4-byte elements");
+    u32(static_cast<uint32_t>(values.size()));
+    u32(sizeof(T));
+    for (const T& v : values) {
+      if (sizeof(T) == 1) {
+        out_.push_back(static_cast<char>(v));
+      } else {
+        u32(static_cast<uint32_t>(v));
+      }
+    }
+    while (out_.size() % 4) out_.push_back('\0');
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class BlobReader {
+ public:
+  explicit BlobReader(const std::string& data) : data_(data) {}
+  uint32_t u32() {
+    if (pos_ + 4 > data_.size()) throw FormatError("runtime tables are truncated");
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+    pos_ += 4;
+    return v;
+  }
+  template <typename T>
+  void array(std::vector<T>& out, const char* what) {
+    uint32_t count = u32();
+    uint32_t width = u32();
+    if (width != sizeof(T)) throw FormatError(std::string("bad element width in ") + what);
+    uint64_t bytes = static_cast<uint64_t>(count) * width;
+    if (bytes > data_.size() - pos_) throw FormatError(std::string("truncated array ") + what);
+    out.resize(count);
+    if (count) {
+      // Little-endian host assumed (checked at load); memcpy keeps this a bulk copy.
+      std::memcpy(out.data(), data_.data() + pos_, bytes);
+    }
+    pos_ += bytes;
+    while (pos_ % 4) {
+      if (pos_ >= data_.size()) throw FormatError("runtime tables are truncated");
+      ++pos_;
+    }
+  }
+  bool at_end() const { return pos_ == data_.size(); }
+
+ private:
+  const std::string& data_;
+  size_t pos_ = 0;
+};
+
+void require(bool ok, const std::string& why) {
+  if (!ok) throw FormatError(why);
+}
+
+// Token trie in depth-first order: node 0 is the root; a node's descendants are the nodes
+// (n, end[n]). Children appear in increasing byte order, so the layout is deterministic.
+struct Trie {
+  std::vector<uint8_t> byte{0};
+  std::vector<uint32_t> end{0};
+  std::vector<uint32_t> tok_offsets{0};
+  std::vector<uint32_t> tokens;
+};
+
+Trie build_trie(const VocabSpec& vocab) {
+  std::vector<uint32_t> ids;
+  for (uint32_t id = 0; id < vocab.tokens.size(); ++id) {
+    if (vocab.is_text[id] && !vocab.tokens[id].empty()) ids.push_back(id);
+  }
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](uint32_t a, uint32_t b) { return vocab.tokens[a] < vocab.tokens[b]; });
+  Trie trie;
+  std::vector<uint32_t> path{0};  // node ids along the current prefix; path[d] at depth d
+  std::string prefix;
+  auto close_to = [&](size_t depth) {
+    while (path.size() > depth + 1) {
+      trie.end[path.back()] = static_cast<uint32_t>(trie.byte.size());
+      path.pop_back();
+      prefix.pop_back();
+    }
+  };
+  std::vector<std::vector<uint32_t>> node_tokens(1);
+  for (uint32_t id : ids) {
+    const std::string& t = vocab.tokens[id];
+    size_t common = 0;
+    while (common < prefix.size() && common < t.size() && prefix[common] == t[common]) ++common;
+    close_to(common);
+    for (size_t d = common; d < t.size(); ++d) {
+      uint32_t node = static_cast<uint32_t>(trie.byte.size());
+      trie.byte.push_back(static_cast<uint8_t>(t[d]));
+      trie.end.push_back(0);
+      node_tokens.emplace_back();
+      path.push_back(node);
+      prefix.push_back(t[d]);
+    }
+    node_tokens[path.back()].push_back(id);
+  }
+  close_to(0);
+  trie.end[0] = static_cast<uint32_t>(trie.byte.size());
+  for (auto& list : node_tokens) {
+    for (uint32_t id : list) trie.tokens.push_back(id);
+    trie.tok_offsets.push_back(static_cast<uint32_t>(trie.tokens.size()));
+  }
+  return trie;
+}
+
+}  // namespace
+
+std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
+  const uint32_t num_states = static_cast<uint32_t>(g.dfa_accepting.size());
+  const uint32_t num_lexemes = static_cast<uint32_t>(g.lexeme_start.size());
+  require(!g.tokenset_offsets.empty(), "tokenset_offsets needs a leading 0");
+  const uint32_t num_tokensets = static_cast<uint32_t>(g.tokenset_offsets.size() - 1);
+  require(v.tokens.size() <= v.vocab_size, "vocab_size is smaller than the token list");
+  require(v.is_text.size() == v.tokens.size(), "is_text must have one flag per token");
+  const uint32_t words = (v.vocab_size + 31) / 32;
+  const uint32_t num_tokens = static_cast<uint32_t>(v.tokens.size());
+
+  std::vector<uint32_t> tokenset_bits(static_cast<size_t>(num_tokensets) * words, 0);
+  for (uint32_t s = 0; s < num_tokensets; ++s) {
+    require(g.tokenset_offsets[s] <= g.tokenset_offsets[s + 1] &&
+                g.tokenset_offsets[s + 1] <= g.tokenset_ids.size(),
+            "bad tokenset offsets");
+    for (uint32_t i = g.tokenset_offsets[s]; i < g.tokenset_offsets[s + 1]; ++i) {
+      uint32_t id = g.tokenset_ids[i];
+      require(id < num_tokens, "tokenset id out of range");
+      set_bit(&tokenset_bits[static_cast<size_t>(s) * words], id);
+    }
+  }
+  std::vector<uint32_t> end_bits(words, 0), text_bits(words, 0);
+  for (uint32_t id : v.end_tokens) {
+    require(id < num_tokens, "end token id out of range");
+    set_bit(end_bits.data(), id);
+  }
+  std::vector<uint32_t> token_offsets{0};
+  std::vector<uint8_t> token_bytes;
+  for (uint32_t id = 0; id < num_tokens; ++id) {
+    const std::string& t = v.tokens[id];
+    require(t.size() <= kMaxTokenLength, "a token is longer than 65536 bytes");
+    if (v.is_text[id] && !t.empty()) set_bit(text_bits.data(), id);
+    token_bytes.insert(token_bytes.end(), t.begin(), t.end());
+    token_offsets.push_back(static_cast<uint32_t>(token_bytes.size()));
+  }
+  require(g.dfa_table.size() == static_cast<size_t>(num_states) * 256, "bad DFA table size");
+
+  // Per DFA state: the tokens that stay inside the lexeme (deduplicated bitsets) and the trie
+  // nodes where the lexeme can end with more token bytes to follow (decided at run time).
+  Trie trie = build_trie(v);
+  const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
+  std::vector<uint32_t> inside_index(num_states), inside_bits, exit_offsets{0}, exit_nodes;
+  std::map<std::vector<uint32_t>, uint32_t> bitset_ids;
+  std::vector<uint32_t> bits(words);
+  std::vector<std::pair<uint32_t, int32_t>> stack;  // (node, state after the node's byte)
+  for (uint32_t s = 0; s < num_states; ++s) {
+    std::fill(bits.begin(), bits.end(), 0);
+    stack.clear();
+    for (uint32_t c = 1; c < num_nodes; c = trie.end[c]) stack.emplace_back(c, s);
+    while (!stack.empty()) {
+      auto [node, from] = stack.back();
+      stack.pop_back();
+      int32_t next = g.dfa_table[static_cast<size_t>(from) * 256 + trie.byte[node]];
+      if (next < 0) continue;
+      for (uint32_t i = trie.tok_offsets[node]; i < trie.tok_offsets[node + 1]; ++i) {
+        set_bit(bits.data(), trie.tokens[i]);
+      }
+      bool has_children = trie.end[node] > node + 1;
+      if (has_children && g.dfa_accepting[next]) exit_nodes.push_back(node);
+      for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) stack.emplace_back(c, next);
+    }
+    // The stack visits nodes in reverse order; sort so the list is canonical.
+    std::sort(exit_nodes.begin() + exit_offsets.back(), exit_nodes.end());
+    exit_offsets.push_back(static_cast<uint32_t>(exit_nodes.size()));
+    auto found = bitset_ids.find(bits);
+    if (found == bitset_ids.end()) {
+      uint32_t id = static_cast<uint32_t>(bitset_ids.size());
+      bitset_ids.emplace(bits, id);
+      inside_bits.insert(inside_bits.end(), bits.begin(), bits.end());
+      inside_index[s] = id;
+    } else {
+      inside_index[s] = found->second;
+    }
+  }
+
+  BlobWriter w;
+  w.u32(kBlobMagic);
+  w.u32(kBlobVersion);
+  std::vector<uint32_t> meta{v.vocab_size,   num_tokens, g.num_nonterminals, num_lexemes,
+                             num_tokensets,  g.start,    num_states,         words};
+  w.array(meta);
+  w.array(g.prod_lhs);
+  w.array(g.prod_offsets);
+  w.array(g.prod_rhs);
+  w.array(g.lexeme_start);
+  w.array(g.dfa_table);
+  w.array(g.dfa_accepting);
+  w.array(g.dfa_lexeme);
+  w.array(tokenset_bits);
+  w.array(end_bits);
+  w.array(text_bits);
+  w.array(token_offsets);
+  w.array(token_bytes);
+  w.array(trie.byte);
+  w.array(trie.end);
+  w.array(trie.tok_offsets);
+  w.array(trie.tokens);
+  w.array(inside_index);
+  w.array(inside_bits);
+  w.array(exit_offsets);
+  w.array(exit_nodes);
+  std::string blob = w.take();
+  // Validate what we wrote with the loader, so the builder can never emit a blob the runtime
+  // would refuse.
+  load_runtime(blob);
+  return blob;
+}
+
+std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
+  {
+    const uint32_t probe = 1;
+    uint8_t first;
+    std::memcpy(&first, &probe, 1);
+    require(first == 1, "the runtime needs a little-endian machine");
+  }
+  auto rt = std::make_shared<Runtime>();
+  BlobReader r(blob);
+  require(r.u32() == kBlobMagic, "runtime tables have a bad magic number");
+  uint32_t version = r.u32();
+  require(version == kBlobVersion, "runtime table version " + std::to_string(version) +
+                                       " is not the supported version " +
+                                       std::to_string(kBlobVersion));
+  std::vector<uint32_t> meta;
+  r.array(meta, "meta");
+  require(meta.size() == 8, "bad meta block");
+  rt->vocab_size = meta[0];
+  rt->num_tokens = meta[1];
+  rt->num_nonterminals = meta[2];
+  rt->num_lexemes = meta[3];
+  rt->num_tokensets = meta[4];
+  rt->start = meta[5];
+  rt->num_states = meta[6];
+  rt->words = meta[7];
+  r.array(rt->prod_lhs, "prod_lhs");
+  r.array(rt->prod_offsets, "prod_offsets");
+  r.array(rt->prod_rhs, "prod_rhs");
+  r.array(rt->lexeme_start, "lexeme_start");
+  r.array(rt->dfa_table, "dfa_table");
+  r.array(rt->dfa_accepting, "dfa_accepting");
+  r.array(rt->dfa_lexeme, "dfa_lexeme");
+  r.array(rt->tokenset_bits, "tokenset_bits");
+  r.array(rt->end_bits, "end_bits");
+  r.array(rt->text_bits, "text_bits");
+  r.array(rt->token_offsets, "token_offsets");
+  r.array(rt->token_bytes, "token_bytes");
+  r.array(rt->trie_byte, "trie_byte");
+  r.array(rt->trie_end, "trie_end");
+  r.array(rt->trie_tok_offsets, "trie_tok_offsets");
+  r.array(rt->trie_tokens, "trie_tokens");
+  r.array(rt->inside_index, "inside_index");
+  r.array(rt->inside_bits, "inside_bits");
+  r.array(rt->exit_offsets, "exit_offsets");
+  r.array(rt->exit_nodes, "exit_nodes");
+  require(r.at_end(), "trailing bytes after the runtime tables");
+
+  // Sizes.
+  const Runtime& c = *rt;
+  require(c.vocab_size >= c.num_tokens, "vocab_size below the number of tokens");
+  require(c.words == (static_cast<uint64_t>(c.vocab_size) + 31) / 32, "bad mask width");
+  require(c.num_nonterminals >= 1 && c.start < c.num_nonterminals, "bad start symbol");
+  const uint64_t symbols = static_cast<uint64_t>(c.num_nonterminals) + c.num_lexemes + c.num_tokensets;
+  require(symbols < (1ull << 31), "too many symbols");
+  const size_t P = c.prod_lhs.size();
+  require(c.prod_offsets.size() == P + 1 && c.prod_offsets[0] == 0 &&
+              c.prod_offsets[P] == c.prod_rhs.size(),
+          "bad production offsets");
+  for (size_t p = 0; p < P; ++p) {
+    require(c.prod_offsets[p] <= c.prod_offsets[p + 1], "production offsets not increasing");
+    require(c.prod_lhs[p] < c.num_nonterminals, "production lhs out of range");
+  }
+  require(c.prod_rhs.size() + P < (1ull << 31), "too many productions");
+  for (uint32_t s : c.prod_rhs) require(s < symbols, "production symbol out of range");
+  require(c.lexeme_start.size() == c.num_lexemes, "bad lexeme count");
+  require(c.dfa_table.size() == static_cast<uint64_t>(c.num_states) * 256, "bad DFA table size");
+  require(c.dfa_accepting.size() == c.num_states && c.dfa_lexeme.size() == c.num_states,
+          "bad DFA state arrays");
+  for (uint32_t l = 0; l < c.num_lexemes; ++l) {
+    require(c.lexeme_start[l] < c.num_states, "lexeme start state out of range");
+    require(c.dfa_lexeme[c.lexeme_start[l]] == l, "lexeme start state owned by another lexeme");
+  }
+  for (uint32_t s = 0; s < c.num_states; ++s) {
+    require(c.dfa_lexeme[s] < c.num_lexemes, "DFA state lexeme out of range");
+    require(c.dfa_accepting[s] <= 1, "bad accepting flag");
+    for (uint32_t b = 0; b < 256; ++b) {
+      int32_t t = c.dfa_table[static_cast<size_t>(s) * 256 + b];
+      require(t >= -1 && (t < 0 || static_cast<uint32_t>(t) < c.num_states),
+              "DFA transition out of range");
+      require(t < 0 || c.dfa_lexeme[t] == c.dfa_lexeme[s], "DFA transition leaves its lexeme");
+    }
+  }
+  require(c.tokenset_bits.size() == static_cast<uint64_t>(c.num_tokensets) * c.words,
+          "bad token set size");
+  require(c.end_bits.size() == c.words && c.text_bits.size() == c.words, "bad token bitsets");
+  require(c.token_offsets.size() == static_cast<uint64_t>(c.num_tokens) + 1 &&
+              c.token_offsets[0] == 0 && c.token_offsets.back() == c.token_bytes.size(),
+          "bad token offsets");
+  for (uint32_t i = 0; i < c.num_tokens; ++i) {
+    require(c.token_offsets[i] <= c.token_offsets[i + 1] &&
+                c.token_offsets[i + 1] - c.token_offsets[i] <= kMaxTokenLength,
+            "bad token offsets");
+  }
+  // Bits above num_tokens (padding ids) must be clear in every token bitset.
+  auto check_bits = [&](const uint32_t* words, const char* what) {
+    for (uint32_t id = c.num_tokens; id < c.words * 32; ++id) {
+      require(!test_bit(words, id), std::string(what) + " allows a padding id");
+    }
+  };
+  for (uint32_t s = 0; s < c.num_tokensets; ++s) {
+    check_bits(&c.tokenset_bits[static_cast<size_t>(s) * c.words], "a token set");
+  }
+  check_bits(c.end_bits.data(), "the end-token set");
+  check_bits(c.text_bits.data(), "the text-token set");
+  // Trie: node 0 spans everything; every child range nests inside its parent.
+  const size_t M = c.trie_byte.size();
+  require(M >= 1 && c.trie_end.size() == M && c.trie_end[0] == M, "bad trie root");
+  require(c.trie_tok_offsets.size() == M + 1 && c.trie_tok_offsets[0] == 0 &&
+              c.trie_tok_offsets[M] == c.trie_tokens.size(),
+          "bad trie token offsets");
+  {
+    std::vector<uint32_t> open{0};
+    for (uint32_t n = 1; n < M; ++n) {
+      while (!open.empty() && c.trie_end[open.back()] <= n) open.pop_back();
+      require(!open.empty(), "trie node outside the root");
+      require(c.trie_end[n] > n && c.trie_end[n] <= c.trie_end[open.back()],
+              "trie nodes do not nest");
+      require(open.size() <= kMaxTokenLength, "trie too deep");
+      open.push_back(n);
+    }
+    for (size_t n = 0; n < M; ++n) {
+      require(c.trie_tok_offsets[n] <= c.trie_tok_offsets[n + 1], "bad trie token offsets");
+    }
+    for (uint32_t id : c.trie_tokens) {
+      require(id < c.num_tokens && test_bit(c.text_bits.data(), id), "bad trie token id");
+    }
+  }
+  require(c.inside_index.size() == c.num_states, "bad inside index");
+  require(c.words == 0 || c.inside_bits.size() % c.words == 0, "bad inside bitsets");
+  const uint64_t num_bitsets = c.words ? c.inside_bits.size() / c.words : 0;
+  for (uint32_t i : c.inside_index) require(i < num_bitsets, "inside index out of range");
+  for (uint64_t b = 0; b < num_bitsets; ++b) {
+    check_bits(&c.inside_bits[b * c.words], "an inside set");
+  }
+  require(c.exit_offsets.size() == static_cast<uint64_t>(c.num_states) + 1 &&
+              c.exit_offsets[0] == 0 && c.exit_offsets.back() == c.exit_nodes.size(),
+          "bad exit offsets");
+  for (uint32_t s = 0; s < c.num_states; ++s) {
+    require(c.exit_offsets[s] <= c.exit_offsets[s + 1], "bad exit offsets");
+  }
+  for (uint32_t n : c.exit_nodes) require(n >= 1 && n < M, "exit node out of range");
+
+  // Derived tables.
+  rt->prod_dotted.resize(P);
+  uint32_t dotted = 0;
+  for (size_t p = 0; p < P; ++p) {
+    rt->prod_dotted[p] = dotted;
+    for (uint32_t i = c.prod_offsets[p]; i < c.prod_offsets[p + 1]; ++i) {
+      rt->dotted_next.push_back(c.prod_rhs[i]);
+      rt->dotted_prod.push_back(static_cast<uint32_t>(p));
+    }
+    rt->dotted_next.push_back(kComplete);
+    rt->dotted_prod.push_back(static_cast<uint32_t>(p));
+    dotted += c.prod_offsets[p + 1] - c.prod_offsets[p] + 1;
+  }
+  rt->dotted_accepts.assign(rt->dotted_next.size(), 0);
+  for (size_t p = 0; p < P; ++p) {
+    if (c.prod_lhs[p] == c.start) {
+      rt->dotted_accepts[rt->prod_dotted[p] + c.prod_offsets[p + 1] - c.prod_offsets[p]] = 1;
+    }
+  }
+  rt->nt_prod_offsets.assign(c.num_nonterminals + 1, 0);
+  for (size_t p = 0; p < P; ++p) rt->nt_prod_offsets[c.prod_lhs[p] + 1]++;
+  std::partial_sum(rt->nt_prod_offsets.begin(), rt->nt_prod_offsets.end(),
+                   rt->nt_prod_offsets.begin());
+  rt->nt_prods.resize(P);
+  {
+    std::vector<uint32_t> fill(rt->nt_prod_offsets.begin(), rt->nt_prod_offsets.end() - 1);
+    for (size_t p = 0; p < P; ++p) rt->nt_prods[fill[c.prod_lhs[p]]++] = static_cast<uint32_t>(p);
+  }
+  rt->symbol_nullable.assign(c.num_nonterminals + c.num_lexemes, 0);
+  for (uint32_t l = 0; l < c.num_lexemes; ++l) {
+    rt->symbol_nullable[c.num_nonterminals + l] = c.dfa_accepting[c.lexeme_start[l]];
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t p = 0; p < P; ++p) {
+      if (rt->symbol_nullable[c.prod_lhs[p]]) continue;
+      bool all = true;
+      for (uint32_t i = c.prod_offsets[p]; i < c.prod_offsets[p + 1] && all; ++i) {
+        uint32_t s = c.prod_rhs[i];
+        all = s < rt->symbol_nullable.size() && rt->symbol_nullable[s];
+      }
+      if (all) {
+        rt->symbol_nullable[c.prod_lhs[p]] = 1;
+        changed = true;
+      }
+    }
+  }
+  return rt;
+}
+
+uint32_t runtime_vocab_size(const Runtime& runtime) { return runtime.vocab_size; }
+uint32_t runtime_mask_words(const Runtime& runtime) { return runtime.words; }
+std::string runtime_token_bytes(const Runtime& runtime, uint32_t token_id) {
+  if (token_id >= runtime.num_tokens) return std::string();
+  const uint32_t begin = runtime.token_offsets[token_id], end = runtime.token_offsets[token_id + 1];
+  return std::string(reinterpret_cast<const char*>(runtime.token_bytes.data()) + begin, end - begin);
+}
+
+}  // namespace gramkiln

@@ -1,0 +1,141 @@
+// Earley sets over lexeme and token-set symbols, with the Aycock-Horspool treatment of nullable
+// symbols (a nullable symbol is stepped over at prediction time, so completions never need to
+// revisit the set being built).
+#include <utility>
+#include <vector>
+
+#include "runtime_internal.hpp"
+
+namespace gramkiln {
+
+void KeySet::clear() {
+  if (++generation_ == 0) {  // wrapped: stale stamps could collide, so wipe them once
+    std::fill(stamps_.begin(), stamps_.end(), 0);
+    generation_ = 1;
+  }
+  size_ = 0;
+}
+
+void KeySet::grow() {
+  std::vector<uint64_t> old_keys;
+  std::vector<uint32_t> old_stamps;
+  old_keys.swap(keys_);
+  old_stamps.swap(stamps_);
+  const size_t capacity = old_keys.empty() ? 256 : old_keys.size() * 2;
+  keys_.assign(capacity, 0);
+  stamps_.assign(capacity, 0);
+  const uint32_t live = generation_;
+  size_ = 0;
+  for (size_t i = 0; i < old_keys.size(); ++i) {
+    if (old_stamps[i] == live) insert(old_keys[i]);
+  }
+}
+
+bool KeySet::insert(uint64_t key) {
+  if ((size_ + 1) * 2 > keys_.size()) grow();
+  const size_t mask = keys_.size() - 1;
+  size_t slot = static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+  while (stamps_[slot] == generation_) {
+    if (keys_[slot] == key) return false;
+    slot = (slot + 1) & mask;
+  }
+  stamps_[slot] = generation_;
+  keys_[slot] = key;
+  ++size_;
+  return true;
+}
+
+namespace {
+
+inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
+  return (static_cast<uint64_t>(dotted) << 32) | origin;
+}
+
+// Closes the set that starts at chart.items[begin] (the current set, index `self`).
+void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t begin,
+               uint32_t self, KeySet& seen) {
+  auto add = [&](uint32_t dotted, uint32_t origin) {
+    if (seen.insert(item_key(dotted, origin))) chart.items.push_back(Item{dotted, origin});
+  };
+  for (size_t i = begin; i < chart.items.size(); ++i) {
+    const Item item = chart.items[i];
+    const uint32_t next = rt.dotted_next[item.dotted];
+    if (next == kComplete) {
+      if (item.origin == self) continue;  // covered by the nullable step at prediction time
+      const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[item.dotted]];
+      uint32_t local;
+      const Chart& origin_chart = view.chart_of(item.origin, &local);
+      const uint32_t lo = origin_chart.set_begin[local], hi = origin_chart.set_begin[local + 1];
+      for (uint32_t j = lo; j < hi; ++j) {
+        // Re-read through the chart each time: `chart` may be the same vector and grow.
+        const Item waiting = origin_chart.items[j];
+        if (rt.dotted_next[waiting.dotted] == lhs) add(waiting.dotted + 1, waiting.origin);
+      }
+      continue;
+    }
+    if (next < rt.num_nonterminals) {
+      for (uint32_t k = rt.nt_prod_offsets[next]; k < rt.nt_prod_offsets[next + 1]; ++k) {
+        add(rt.prod_dotted[rt.nt_prods[k]], self);
+      }
+    }
+    if (next < rt.symbol_nullable.size() && rt.symbol_nullable[next]) {
+      add(item.dotted + 1, item.origin);
+    }
+  }
+}
+
+}  // namespace
+
+uint32_t build_earley_set(const Runtime& rt, ChartView& view,
+                          const std::vector<std::pair<uint32_t, uint32_t>>& scans, KeySet& seen) {
+  Chart& chart = *view.top;
+  const uint32_t self = view.num_sets();
+  const size_t begin = chart.items.size();
+  seen.clear();
+  for (const auto& [origin, symbol] : scans) {
+    uint32_t local;
+    const Chart& origin_chart = view.chart_of(origin, &local);
+    const uint32_t lo = origin_chart.set_begin[local], hi = origin_chart.set_begin[local + 1];
+    for (uint32_t j = lo; j < hi; ++j) {
+      const Item waiting = origin_chart.items[j];
+      if (rt.dotted_next[waiting.dotted] == symbol &&
+          seen.insert(item_key(waiting.dotted + 1, waiting.origin))) {
+        chart.items.push_back(Item{waiting.dotted + 1, waiting.origin});
+      }
+    }
+  }
+  close_set(rt, view, chart, begin, self, seen);
+  chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
+  return self;
+}
+
+void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
+  seen.clear();
+  chart.items.clear();
+  chart.set_begin.assign(1, 0);
+  for (uint32_t k = rt.nt_prod_offsets[rt.start]; k < rt.nt_prod_offsets[rt.start + 1]; ++k) {
+    if (seen.insert(item_key(rt.prod_dotted[rt.nt_prods[k]], 0))) {
+      chart.items.push_back(Item{rt.prod_dotted[rt.nt_prods[k]], 0});
+    }
+  }
+  ChartView view{nullptr, &chart, 0};
+  close_set(rt, view, chart, 0, 0, seen);
+  chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
+}
+
+void expected_lexemes(const Runtime& rt, const ChartView& view, uint32_t set,
+                      std::vector<uint32_t>& out) {
+  out.clear();
+  uint32_t local;
+  const Chart& chart = view.chart_of(set, &local);
+  for (uint32_t j = chart.set_begin[local]; j < chart.set_begin[local + 1]; ++j) {
+    const uint32_t next = rt.dotted_next[chart.items[j].dotted];
+    if (next == kComplete || next < rt.lexeme_base() || next >= rt.tokenset_base()) continue;
+    const uint32_t lexeme = next - rt.lexeme_base();
+    bool present = false;
+    for (uint32_t seen : out) present = present || seen == lexeme;
+    if (!present) out.push_back(lexeme);
+  }
+}
+
+}  // namespace gramkiln

@@ -1,0 +1,316 @@
+// The matcher: accepting tokens, exact rollback, and the next-token mask.
+//
+// Mask = union over lexer threads (origin set, DFA state) of
+//   * the tokens that stay inside the lexeme from that state (precomputed bitset), and
+//   * for every trie node where the lexeme can end with token bytes left over (precomputed
+//     "exit" list), the tokens below that node whose remaining bytes are viable after the lexeme
+//     is scanned: decided by walking that trie subtree against a hypothetical Earley set built
+//     on a scratch overlay of the chart (recursively, for tokens spanning several lexemes),
+// plus token-set symbols expected at the current position, plus end tokens when accepted.
+// Every lexer thread in a trimmed DFA can reach acceptance and every grammar symbol is
+// productive (the compiler removes the rest), so "alive" means "viable" and no token the mask
+// allows can lead to a dead end.
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "runtime_internal.hpp"
+
+namespace gramkiln {
+
+Scratch& thread_scratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+namespace {
+
+void pop_overlay_set(Chart& overlay) {
+  overlay.set_begin.pop_back();
+  overlay.items.resize(overlay.set_begin.back());
+}
+
+inline void or_words(uint32_t* out, const uint32_t* in, uint32_t words) {
+  for (uint32_t i = 0; i < words; ++i) out[i] |= in[i];
+}
+
+// Tokens in the strict subtree of `node` whose bytes below `node` are viable from Earley set
+// `set` (a set at the position right after `node`'s bytes).
+void walk_subtree(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t node, uint32_t set,
+                  uint32_t* words) {
+  std::vector<uint32_t> lexemes;
+  expected_lexemes(rt, view, set, lexemes);
+  std::vector<std::pair<uint32_t, int32_t>> stack;
+  for (uint32_t lexeme : lexemes) {
+    const int32_t start = static_cast<int32_t>(rt.lexeme_start[lexeme]);
+    stack.clear();
+    for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) stack.emplace_back(c, start);
+    while (!stack.empty()) {
+      const auto [child, from] = stack.back();
+      stack.pop_back();
+      const int32_t state = rt.dfa_table[static_cast<size_t>(from) * 256 + rt.trie_byte[child]];
+      if (state < 0) continue;
+      for (uint32_t i = rt.trie_tok_offsets[child]; i < rt.trie_tok_offsets[child + 1]; ++i) {
+        set_bit(words, rt.trie_tokens[i]);
+      }
+      const bool has_children = rt.trie_end[child] > child + 1;
+      if (!has_children) continue;
+      if (rt.dfa_accepting[state]) {
+        sc.scans.assign(1, {set, rt.lexeme_base() + lexeme});
+        const uint32_t next_set = build_earley_set(rt, view, sc.scans, sc.seen);
+        walk_subtree(rt, view, sc, child, next_set, words);
+        pop_overlay_set(*view.top);
+      }
+      for (uint32_t c = child + 1; c < rt.trie_end[child]; c = rt.trie_end[c]) {
+        stack.emplace_back(c, state);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Matcher::Matcher(std::shared_ptr<const Runtime> runtime) : runtime_(std::move(runtime)) {
+  reset();
+}
+
+void Matcher::reset() {
+  history_.clear();
+  threads_.clear();
+  terminated_ = false;
+  frontier_ = true;
+  build_initial_set(*runtime_, chart_, thread_scratch().seen);
+  start_threads_for_last_set();
+}
+
+void Matcher::start_threads_for_last_set() {
+  const Runtime& rt = *runtime_;
+  Scratch& sc = thread_scratch();
+  ChartView view{nullptr, &chart_, 0};
+  const uint32_t last = chart_.num_sets() - 1;
+  expected_lexemes(rt, view, last, sc.lexemes);
+  for (uint32_t lexeme : sc.lexemes) {
+    threads_.push_back(Thread{last, static_cast<int32_t>(rt.lexeme_start[lexeme])});
+  }
+  std::sort(threads_.begin(), threads_.end());
+  threads_.erase(std::unique(threads_.begin(), threads_.end()), threads_.end());
+}
+
+bool Matcher::accepting_now() const {
+  if (!frontier_) return false;
+  const Runtime& rt = *runtime_;
+  const uint32_t last = chart_.num_sets() - 1;
+  for (uint32_t j = chart_.set_begin[last]; j < chart_.set_begin[last + 1]; ++j) {
+    const Item& item = chart_.items[j];
+    if (item.origin == 0 && rt.dotted_accepts[item.dotted]) return true;
+  }
+  return false;
+}
+
+bool Matcher::is_accepting() const { return accepting_now(); }
+
+bool Matcher::step_byte(uint8_t byte,
+                        const std::vector<std::pair<uint32_t, uint32_t>>* extra_scans) {
+  const Runtime& rt = *runtime_;
+  Scratch& sc = thread_scratch();
+  std::vector<std::pair<uint32_t, uint32_t>> scans;
+  std::vector<Thread> next;
+  next.reserve(threads_.size());
+  for (const Thread& th : threads_) {
+    const int32_t state = rt.dfa_table[static_cast<size_t>(th.state) * 256 + byte];
+    if (state < 0) continue;
+    next.push_back(Thread{th.origin, state});
+    if (rt.dfa_accepting[state]) scans.emplace_back(th.origin, rt.lexeme_base() + rt.dfa_lexeme[state]);
+  }
+  if (extra_scans) scans.insert(scans.end(), extra_scans->begin(), extra_scans->end());
+  threads_.swap(next);
+  if (scans.empty()) {
+    frontier_ = false;
+  } else {
+    ChartView view{nullptr, &chart_, 0};
+    build_earley_set(rt, view, scans, sc.seen);
+    frontier_ = true;
+    start_threads_for_last_set();
+  }
+  return !threads_.empty() || frontier_;
+}
+
+Matcher::Snapshot Matcher::snapshot() const {
+  return Snapshot{chart_.num_sets(), static_cast<uint32_t>(chart_.items.size()), threads_,
+                  frontier_, terminated_};
+}
+
+void Matcher::restore(Snapshot&& snap) {
+  chart_.set_begin.resize(snap.num_sets + 1);
+  chart_.items.resize(snap.num_items);
+  threads_ = std::move(snap.threads);
+  frontier_ = snap.frontier;
+  terminated_ = snap.terminated;
+}
+
+bool Matcher::accept_token(int64_t token_id) {
+  const Runtime& rt = *runtime_;
+  if (token_id < 0 || token_id >= static_cast<int64_t>(rt.vocab_size)) {
+    throw std::out_of_range("token id " + std::to_string(token_id) + " is outside [0, " +
+                            std::to_string(rt.vocab_size) + ")");
+  }
+  if (terminated_) return false;
+  const uint32_t id = static_cast<uint32_t>(token_id);
+  if (id >= rt.num_tokens) return false;  // padding ids are never allowed
+  if (test_bit(rt.end_bits.data(), id) && accepting_now()) {
+    history_.push_back(snapshot());
+    terminated_ = true;
+    return true;
+  }
+  // Token-set symbols can only be matched at a lexeme boundary, i.e. from the frontier set.
+  std::vector<std::pair<uint32_t, uint32_t>> token_scans;
+  if (frontier_) {
+    const uint32_t last = chart_.num_sets() - 1;
+    for (uint32_t j = chart_.set_begin[last]; j < chart_.set_begin[last + 1]; ++j) {
+      const uint32_t next = rt.dotted_next[chart_.items[j].dotted];
+      if (next == kComplete || next < rt.tokenset_base()) continue;
+      const uint32_t* bits = &rt.tokenset_bits[static_cast<size_t>(next - rt.tokenset_base()) * rt.words];
+      if (test_bit(bits, id)) {
+        bool present = false;
+        for (const auto& scan : token_scans) present = present || scan.second == next;
+        if (!present) token_scans.emplace_back(last, next);
+      }
+    }
+  }
+  const bool text = test_bit(rt.text_bits.data(), id);
+  if (!text && token_scans.empty()) return false;
+  Snapshot before = snapshot();
+  bool ok = text;
+  if (text) {
+    const uint32_t begin = rt.token_offsets[id], end = rt.token_offsets[id + 1];
+    for (uint32_t i = begin; i < end && ok; ++i) {
+      ok = step_byte(rt.token_bytes[i], i + 1 == end ? &token_scans : nullptr);
+    }
+  }
+  if (!ok) {
+    restore(Snapshot(before));
+    if (token_scans.empty()) return false;
+    threads_.clear();
+    ChartView view{nullptr, &chart_, 0};
+    build_earley_set(rt, view, token_scans, thread_scratch().seen);
+    frontier_ = true;
+    start_threads_for_last_set();
+  }
+  history_.push_back(std::move(before));
+  return true;
+}
+
+bool Matcher::accept_bytes(const std::string& bytes) {
+  if (terminated_) return false;
+  Snapshot before = snapshot();
+  for (char c : bytes) {
+    if (!step_byte(static_cast<uint8_t>(c), nullptr)) {
+      restore(std::move(before));
+      return false;
+    }
+  }
+  history_.push_back(std::move(before));
+  return true;
+}
+
+void Matcher::rollback(uint32_t n) {
+  if (n > history_.size()) {
+    throw std::out_of_range("cannot roll back " + std::to_string(n) + " steps; only " +
+                            std::to_string(history_.size()) + " recorded");
+  }
+  if (n == 0) return;
+  const size_t keep = history_.size() - n;
+  restore(std::move(history_[keep]));
+  history_.resize(keep);
+}
+
+void Matcher::fill_mask(uint32_t* words) const {
+  const Runtime& rt = *runtime_;
+  std::fill(words, words + rt.words, 0u);
+  if (terminated_) return;
+  Scratch& sc = thread_scratch();
+  sc.overlay.items.clear();
+  sc.overlay.set_begin.assign(1, 0);
+  ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
+  for (const Thread& th : threads_) {
+    or_words(words, &rt.inside_bits[static_cast<size_t>(rt.inside_index[th.state]) * rt.words],
+             rt.words);
+    const uint32_t lo = rt.exit_offsets[th.state], hi = rt.exit_offsets[th.state + 1];
+    if (lo == hi) continue;
+    sc.scans.assign(1, {th.origin, rt.lexeme_base() + rt.dfa_lexeme[th.state]});
+    const uint32_t after = build_earley_set(rt, view, sc.scans, sc.seen);
+    for (uint32_t e = lo; e < hi; ++e) walk_subtree(rt, view, sc, rt.exit_nodes[e], after, words);
+    pop_overlay_set(sc.overlay);
+  }
+  if (frontier_) {
+    const uint32_t last = chart_.num_sets() - 1;
+    for (uint32_t j = chart_.set_begin[last]; j < chart_.set_begin[last + 1]; ++j) {
+      const uint32_t next = rt.dotted_next[chart_.items[j].dotted];
+      if (next == kComplete || next < rt.tokenset_base()) continue;
+      or_words(words, &rt.tokenset_bits[static_cast<size_t>(next - rt.tokenset_base()) * rt.words],
+               rt.words);
+    }
+  }
+  if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
+}
+
+std::string Matcher::jump_forward_bytes(uint32_t limit) const {
+  const Runtime& rt = *runtime_;
+  Matcher probe(*this);
+  probe.history_.clear();
+  std::string out;
+  while (out.size() < limit && !probe.terminated_ && !probe.accepting_now()) {
+    if (probe.frontier_) {
+      bool token_choice = false;
+      const uint32_t last = probe.chart_.num_sets() - 1;
+      for (uint32_t j = probe.chart_.set_begin[last]; j < probe.chart_.set_begin[last + 1]; ++j) {
+        const uint32_t next = rt.dotted_next[probe.chart_.items[j].dotted];
+        token_choice = token_choice || (next != kComplete && next >= rt.tokenset_base());
+      }
+      if (token_choice) break;
+    }
+    int only = -1;
+    bool several = false;
+    for (const Thread& th : probe.threads_) {
+      const int32_t* row = &rt.dfa_table[static_cast<size_t>(th.state) * 256];
+      for (int b = 0; b < 256 && !several; ++b) {
+        if (row[b] < 0) continue;
+        if (only < 0) {
+          only = b;
+        } else if (only != b) {
+          several = true;
+        }
+      }
+      if (several) break;
+    }
+    if (only < 0 || several) break;
+    if (!probe.step_byte(static_cast<uint8_t>(only), nullptr)) break;
+    out.push_back(static_cast<char>(only));
+  }
+  return out;
+}
+
+void fill_masks_parallel(const std::vector<const Matcher*>& matchers, uint32_t* base,
+                         uint32_t words, const std::vector<uint32_t>& rows, unsigned threads) {
+  const size_t count = matchers.size();
+  std::atomic<size_t> next{0};
+  auto work = [&]() {
+    for (size_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+      matchers[i]->fill_mask(base + static_cast<size_t>(rows[i]) * words);
+    }
+  };
+  const unsigned workers = static_cast<unsigned>(std::min<size_t>(std::max(1u, threads), count));
+  if (workers <= 1) {
+    work();
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(workers - 1);
+  for (unsigned t = 0; t + 1 < workers; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace gramkiln

@@ -1,0 +1,103 @@
+// Internal layout of a loaded runtime, shared by the builder, the loader and the matcher.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gramkiln/core.hpp"
+
+namespace gramkiln {
+
+constexpr uint32_t kBlobMagic = 0x54524b47;  // "GKRT" little-endian
+constexpr uint32_t kBlobVersion = 1;
+constexpr uint32_t kComplete = 0xffffffffu;  // dotted_next value of a completed production
+
+// Everything a matcher reads. Built once by load_runtime and never modified afterwards, so any
+// number of matchers and threads may share it.
+class Runtime {
+ public:
+  // Stored in the blob.
+  uint32_t vocab_size = 0, num_tokens = 0, num_nonterminals = 0, num_lexemes = 0;
+  uint32_t num_tokensets = 0, start = 0, num_states = 0, words = 0;
+  std::vector<uint32_t> prod_lhs, prod_offsets, prod_rhs, lexeme_start;
+  std::vector<int32_t> dfa_table;
+  std::vector<uint8_t> dfa_accepting;
+  std::vector<uint32_t> dfa_lexeme;
+  std::vector<uint32_t> tokenset_bits, end_bits, text_bits;
+  std::vector<uint32_t> token_offsets;
+  std::vector<uint8_t> token_bytes;
+  std::vector<uint8_t> trie_byte;
+  std::vector<uint32_t> trie_end, trie_tok_offsets, trie_tokens;
+  std::vector<uint32_t> inside_index, inside_bits, exit_offsets, exit_nodes;
+
+  // Derived at load time (cheap, linear in the grammar size).
+  std::vector<uint32_t> dotted_next;   // next symbol after the dot, or kComplete
+  std::vector<uint32_t> dotted_prod;   // production of each dotted id
+  std::vector<uint32_t> prod_dotted;   // first dotted id of each production
+  std::vector<uint32_t> nt_prod_offsets, nt_prods;  // productions by left-hand side
+  std::vector<uint8_t> symbol_nullable;             // nonterminals and lexemes
+  std::vector<uint8_t> dotted_accepts;  // completed production of the start symbol
+
+  uint32_t lexeme_base() const { return num_nonterminals; }
+  uint32_t tokenset_base() const { return num_nonterminals + num_lexemes; }
+  uint32_t num_symbols() const { return num_nonterminals + num_lexemes + num_tokensets; }
+};
+
+// Open-addressing set of 64-bit keys, cleared in O(1) by bumping a generation counter, so that
+// building an Earley set allocates nothing in the steady state.
+class KeySet {
+ public:
+  void clear();
+  bool insert(uint64_t key);  // true if newly inserted
+
+ private:
+  void grow();
+  std::vector<uint64_t> keys_;
+  std::vector<uint32_t> stamps_;
+  uint32_t generation_ = 1;
+  uint32_t size_ = 0;
+};
+
+// A view of the chart in which sets below base_sets live in `base` and the rest in `top`. Mask
+// computation builds hypothetical sets on a scratch `top` without touching the matcher.
+struct ChartView {
+  const Chart* base;
+  Chart* top;
+  uint32_t base_sets;
+  uint32_t num_sets() const { return base_sets + top->num_sets(); }
+  const Chart& chart_of(uint32_t set, uint32_t* local) const {
+    if (set < base_sets) {
+      *local = set;
+      return *base;
+    }
+    *local = set - base_sets;
+    return *top;
+  }
+};
+
+// Per-thread reusable buffers.
+struct Scratch {
+  Chart overlay;
+  KeySet seen;
+  std::vector<uint32_t> lexemes;
+  std::vector<std::pair<uint32_t, uint32_t>> scans;
+};
+
+Scratch& thread_scratch();
+
+// Append to view.top a new Earley set: the items of the given (origin set, symbol) scans moved
+// past the symbol, closed under prediction and completion. Returns its index.
+uint32_t build_earley_set(const Runtime& rt, ChartView& view,
+                          const std::vector<std::pair<uint32_t, uint32_t>>& scans, KeySet& seen);
+// The initial set (prediction of the start symbol).
+void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen);
+// Distinct lexeme symbols (as lexeme indices) expected by a set, in first-seen order.
+void expected_lexemes(const Runtime& rt, const ChartView& view, uint32_t set,
+                      std::vector<uint32_t>& out);
+
+inline bool test_bit(const uint32_t* words, uint32_t index) {
+  return (words[index >> 5] >> (index & 31)) & 1u;
+}
+inline void set_bit(uint32_t* words, uint32_t index) { words[index >> 5] |= 1u << (index & 31); }
+
+}  // namespace gramkiln

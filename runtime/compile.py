@@ -1,0 +1,363 @@
+"""Compile a grammar IR against a vocabulary into runtime tables.
+
+Steps: `lower_for_runtime` (the pass pipeline) -> `flatten_grammar` (context-free productions
+over three kinds of symbols: nonterminals, lexemes whose languages are byte DFAs, and token
+sets) -> the C++ table builder (token trie, per-DFA-state token tables; GIL released) ->
+`CompiledGrammar`. The flattener accepts any valid IR, not only lowered IR, so the pipeline can
+change without breaking compilation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gramkiln.errors import CompileError
+from gramkiln.ir import (
+    Bytes,
+    CharClass,
+    Choice,
+    Embed,
+    Empty,
+    Expr,
+    GrammarIR,
+    Literal,
+    Ref,
+    Repeat,
+    Seq,
+    SpecialToken,
+    TokenSet,
+    print_expr,
+)
+
+# Largest bounded repetition expanded into productions (each bound adds one helper rule).
+MAX_REPEAT_EXPANSION = 100_000
+MAX_DFA_STATES = 200_000
+
+
+def lower_for_runtime(ir: GrammarIR) -> GrammarIR:
+    """The IR the flattener consumes: the compile pass pipeline's output."""
+    from gramkiln.passes.pipeline import COMPILE_PIPELINE, run_pipeline
+
+    return run_pipeline(ir, COMPILE_PIPELINE)
+
+
+def _build_dfa(expr: Expr, terminals: Mapping[str, Expr], lazy: bool) -> Any:
+    try:
+        from gramkiln.ir.automata import build_dfa  # type: ignore[import-not-found]
+    except ImportError:
+        from gramkiln.runtime._bytedfa import build_dfa
+    return build_dfa(expr, terminals, lazy=lazy, max_states=MAX_DFA_STATES)
+
+
+@dataclass
+class FlatGrammar:
+    """Productions over numbered symbols, ready for the C++ builder.
+
+    Symbols: nonterminals ``[0, N)``, lexemes ``[N, N+L)``, token sets ``[N+L, N+L+S)``.
+    """
+
+    nonterminal_names: list[str] = field(default_factory=list)
+    productions: list[tuple[int, tuple[tuple[str, int], ...]]] = field(default_factory=list)
+    lexeme_names: list[str] = field(default_factory=list)
+    lexeme_dfas: list[Any] = field(default_factory=list)
+    tokensets: list[tuple[int, ...]] = field(default_factory=list)
+    start: int = 0
+
+
+class _Flattener:
+    """Turns rule bodies into productions; memoises lexemes, token sets and helper rules."""
+
+    def __init__(self, ir: GrammarIR, vocab: Any) -> None:
+        if ir.subgrammars:
+            raise CompileError("sub-grammars must be inlined before compilation")
+        self.ir = ir
+        self.vocab = vocab
+        self.rules = ir.rule_map()
+        self.terminal_bodies = {r.name: r.body for r in ir.rules if r.terminal}
+        self.flat = FlatGrammar()
+        self.nonterminal_ids: dict[str, int] = {}
+        self.lexeme_ids: dict[str, int] = {}
+        self.tokenset_ids: dict[tuple[int, ...], int] = {}
+        self.helper_ids: dict[str, int] = {}
+        self.ignore_star: tuple[str, int] | None = None
+        self.wrapped: dict[tuple[str, int], tuple[str, int]] = {}
+
+    # -- symbols ----------------------------------------------------------------------------
+    def nonterminal(self, name: str) -> tuple[str, int]:
+        if name not in self.nonterminal_ids:
+            self.nonterminal_ids[name] = len(self.flat.nonterminal_names)
+            self.flat.nonterminal_names.append(name)
+        return ("N", self.nonterminal_ids[name])
+
+    def lexeme(self, key: str, expr: Expr, lazy: bool = False) -> tuple[str, int]:
+        if key not in self.lexeme_ids:
+            dfa = _build_dfa(expr, self.terminal_bodies, lazy)
+            self.lexeme_ids[key] = len(self.flat.lexeme_names)
+            self.flat.lexeme_names.append(key)
+            self.flat.lexeme_dfas.append(dfa)
+        return ("L", self.lexeme_ids[key])
+
+    def tokenset(self, ids: Iterable[int]) -> tuple[str, int]:
+        key = tuple(sorted(set(ids)))
+        if key not in self.tokenset_ids:
+            self.tokenset_ids[key] = len(self.flat.tokensets)
+            self.flat.tokensets.append(key)
+        return ("S", self.tokenset_ids[key])
+
+    def add(self, lhs: tuple[str, int], rhs: Sequence[tuple[str, int]]) -> None:
+        self.flat.productions.append((lhs[1], tuple(rhs)))
+
+    def helper(self, key: str) -> tuple[tuple[str, int], bool]:
+        """A helper nonterminal for `key`; the flag says whether it still needs productions."""
+        if key in self.helper_ids:
+            return ("N", self.helper_ids[key]), False
+        symbol = self.nonterminal(f"$h{len(self.helper_ids)}")
+        self.helper_ids[key] = symbol[1]
+        return symbol, True
+
+    # -- %ignore (only when the pipeline left it in place) ------------------------------------
+    def after_lexeme(self, symbol: tuple[str, int]) -> list[tuple[str, int]]:
+        if not self.ir.ignore:
+            return [symbol]
+        return [symbol, self.ignore_repeat()]
+
+    def ignore_repeat(self) -> tuple[str, int]:
+        if self.ignore_star is None:
+            ignore = self.lexeme("$ignore", Choice(alternatives=tuple(self.ir.ignore)))
+            star = self.nonterminal("$ignore*")
+            self.ignore_star = star
+            self.add(star, [])
+            self.add(star, [star, ignore])
+        return self.ignore_star
+
+    # -- expressions ------------------------------------------------------------------------
+    def symbols(self, expr: Expr) -> list[tuple[str, int]]:
+        """The symbol sequence matching `expr` inside a nonterminal body."""
+        if isinstance(expr, Empty):
+            return []
+        if isinstance(expr, Seq):
+            out: list[tuple[str, int]] = []
+            for item in expr.items:
+                out.extend(self.symbols(item))
+            return out
+        if isinstance(expr, Choice):
+            symbol, fresh = self.helper("choice:" + print_expr(expr))
+            if fresh:
+                for alternative in expr.alternatives:
+                    self.add(symbol, self.symbols(alternative))
+            return [symbol]
+        if isinstance(expr, Repeat):
+            return self.repeat(expr)
+        if isinstance(expr, (Literal, Bytes)):
+            if (isinstance(expr, Literal) and not expr.text) or (
+                isinstance(expr, Bytes) and not expr.data
+            ):
+                return []
+            return self.after_lexeme(self.lexeme("lit:" + print_expr(expr), expr))
+        if isinstance(expr, CharClass):
+            return self.after_lexeme(self.lexeme("lit:" + print_expr(expr), expr))
+        if isinstance(expr, Ref):
+            return self.reference(expr.name)
+        if isinstance(expr, TokenSet):
+            return self.after_lexeme(self.tokenset(self.token_ids(expr)))
+        if isinstance(expr, SpecialToken):
+            return self.after_lexeme(self.tokenset(self.special_ids(expr.text)))
+        if isinstance(expr, Embed):
+            raise CompileError(f"embedded grammar @{expr.name} was not inlined")
+        raise CompileError(f"cannot compile expression of kind {expr.kind}")
+
+    def reference(self, name: str) -> list[tuple[str, int]]:
+        rule = self.rules.get(name)
+        if rule is None:
+            raise CompileError(f"reference to undefined rule {name}")
+        if rule.terminal:
+            return self.after_lexeme(self.lexeme("term:" + name, Ref(name=name)))
+        options = rule.options
+        if options.max_tokens is not None or options.max_chars is not None:
+            raise CompileError(f"rule {name}: max_tokens / max_chars are not supported yet")
+        marker = options.suffix if options.suffix is not None else options.stop
+        if options.lazy or marker is not None:
+            body = rule.body if marker is None else Seq(items=(rule.body, marker))
+            return self.after_lexeme(self.lexeme("lazy:" + name, body, lazy=True))
+        return [self.nonterminal(name)]
+
+    def repeat(self, expr: Repeat) -> list[tuple[str, int]]:
+        bound = expr.max if expr.max is not None else expr.min
+        if bound > MAX_REPEAT_EXPANSION:
+            raise CompileError(f"repetition bound {bound} exceeds {MAX_REPEAT_EXPANSION}")
+        item = self.symbols(expr.item)
+        out: list[tuple[str, int]] = []
+        for _ in range(expr.min):
+            out.extend(item)
+        if expr.max is None:
+            symbol, fresh = self.helper("star:" + print_expr(expr.item))
+            if fresh:  # left recursion: Earley handles it without growing the item count
+                self.add(symbol, [])
+                self.add(symbol, [symbol, *item])
+            out.append(symbol)
+        elif expr.max > expr.min:
+            # optional chain: O_k = () | item O_{k-1}
+            previous: tuple[str, int] | None = None
+            for level in range(1, expr.max - expr.min + 1):
+                symbol, fresh = self.helper(f"upto{level}:" + print_expr(expr.item))
+                if fresh:
+                    self.add(symbol, [])
+                    self.add(symbol, [*item] + ([previous] if previous else []))
+                previous = symbol
+            assert previous is not None
+            out.append(previous)
+        return out
+
+    def token_ids(self, expr: TokenSet) -> list[int]:
+        count = len(self.vocab.tokens)
+        if expr.wildcard:
+            return list(range(count))
+        chosen = set()
+        for lo, hi in expr.ranges:
+            chosen.update(range(lo, min(hi, count - 1) + 1))
+        if expr.negated:
+            return [i for i in range(count) if i not in chosen]
+        return sorted(chosen)
+
+    def special_ids(self, text: str) -> list[int]:
+        return list(self.vocab.ids_for_text(text))
+
+    # -- whole grammar ----------------------------------------------------------------------
+    def run(self) -> FlatGrammar:
+        start = self.nonterminal("$start")
+        self.flat.start = start[1]
+        prefix = []
+        if self.ir.ignore and self.ir.options.allow_initial_skip:
+            prefix = [self.ignore_repeat()]
+        self.add(start, prefix + self.reference(self.ir.start))
+        done: set[str] = set()
+        while True:
+            pending = [n for n in self.nonterminal_ids if n in self.rules and n not in done]
+            if not pending:
+                break
+            for name in pending:
+                done.add(name)
+                self.add(("N", self.nonterminal_ids[name]), self.symbols(self.rules[name].body))
+        return self.flat
+
+
+def flatten_grammar(ir: GrammarIR, vocab: Any) -> FlatGrammar:
+    """Productions over nonterminals, lexemes (byte DFAs) and token sets, with every
+    unproductive production removed (so a live parse can always be completed)."""
+    flat = _Flattener(ir, vocab).run()
+    productive_lexeme = [dfa.start >= 0 and len(dfa.accepting) > 0 for dfa in flat.lexeme_dfas]
+    productive_set = [len(ids) > 0 for ids in flat.tokensets]
+    productive_nt = [False] * len(flat.nonterminal_names)
+
+    def ok(symbol: tuple[str, int]) -> bool:
+        kind, index = symbol
+        if kind == "N":
+            return productive_nt[index]
+        if kind == "L":
+            return productive_lexeme[index]
+        return productive_set[index]
+
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in flat.productions:
+            if not productive_nt[lhs] and all(ok(s) for s in rhs):
+                productive_nt[lhs] = True
+                changed = True
+    flat.productions = [(lhs, rhs) for lhs, rhs in flat.productions if all(ok(s) for s in rhs)]
+    return flat
+
+
+def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> bytes:
+    """Run the C++ builder; returns the runtime blob."""
+    from gramkiln.runtime import _core
+
+    n = len(flat.nonterminal_names)
+    lexeme_count = len(flat.lexeme_dfas)
+
+    def number(symbol: tuple[str, int]) -> int:
+        kind, index = symbol
+        return index if kind == "N" else n + index if kind == "L" else n + lexeme_count + index
+
+    prod_lhs, prod_offsets, prod_rhs = [], [0], []
+    for lhs, rhs in flat.productions:
+        prod_lhs.append(lhs)
+        prod_rhs.extend(number(s) for s in rhs)
+        prod_offsets.append(len(prod_rhs))
+    tables, accepting, owner, starts = [], [], [], []
+    base = 0
+    for index, dfa in enumerate(flat.lexeme_dfas):
+        count = len(dfa.accepting)
+        if count == 0:  # empty language: one dead state keeps the numbering simple
+            tables.append(np.full((1, 256), -1, dtype=np.int32))
+            accepting.append(0)
+            owner.append(index)
+            starts.append(base)
+            base += 1
+            continue
+        table = np.asarray(dfa.table, dtype=np.int32)
+        tables.append(np.where(table >= 0, table + base, -1).astype(np.int32))
+        accepting.extend(int(a) for a in dfa.accepting)
+        owner.extend([index] * count)
+        starts.append(base + int(dfa.start))
+        base += count
+    table_bytes = (
+        np.concatenate(tables).astype("<i4").tobytes() if tables else b""
+    )
+    tokenset_offsets, tokenset_ids = [0], []
+    for ids in flat.tokensets:
+        tokenset_ids.extend(ids)
+        tokenset_offsets.append(len(tokenset_ids))
+    is_text = [0 if i in vocab.special_ids else 1 for i in range(len(vocab.tokens))]
+    return _core.build_runtime_blob(
+        n,
+        flat.start,
+        prod_lhs,
+        prod_offsets,
+        prod_rhs,
+        starts,
+        table_bytes,
+        bytes(accepting),
+        owner,
+        tokenset_offsets,
+        tokenset_ids,
+        vocab.vocab_size,
+        list(vocab.tokens),
+        is_text,
+        list(end_tokens),
+    )
+
+
+def compile_grammar(
+    ir: GrammarIR,
+    vocab: Any = None,
+    end_tokens: Sequence[int] | None = None,
+    **options: Any,
+) -> Any:
+    """Compile `ir` against `vocab` (default: the built-in byte vocabulary).
+
+    `end_tokens` defaults to the vocabulary's EOS ids; they are allowed exactly where the
+    input so far is accepted. Raises CompileError for constructs the runtime cannot handle.
+    """
+    from gramkiln.runtime.compiled import CompiledGrammar
+    from gramkiln.runtime.vocab import Vocab
+
+    if options:
+        raise CompileError(f"unknown compile options: {', '.join(sorted(options))}")
+    if vocab is None:
+        vocab = Vocab.byte_level()
+    ends = list(vocab.eos_ids if end_tokens is None else end_tokens)
+    for token_id in ends:
+        if isinstance(token_id, bool) or not isinstance(token_id, int):
+            raise CompileError(f"end token {token_id!r} is not an int")
+        if not 0 <= token_id < len(vocab.tokens):
+            raise CompileError(f"end token {token_id} is outside the vocabulary")
+    ir = ir.verify()
+    lowered = lower_for_runtime(ir)
+    flat = flatten_grammar(lowered, vocab)
+    blob = build_tables(flat, vocab, ends)
+    return CompiledGrammar.from_parts(ir, vocab, blob, {"end_tokens": ends})

@@ -1,0 +1,170 @@
+"""`CompiledGrammar` (runtime tables + metadata), matchers and bitmask helpers.
+
+A compiled grammar is an artifact (see `gramkiln.runtime.artifact`) with two sections: ``ir``
+(the source IR, for inspection) and ``runtime`` (the C++ tables, validated by the C++ loader).
+Loading reads and validates; it never compiles.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gramkiln.errors import ArtifactError
+from gramkiln.ir import GrammarIR, ir_to_msgpack
+from gramkiln.runtime import _core
+from gramkiln.runtime.artifact import (
+    check_vocab,
+    load_artifact,
+    make_header,
+    read_artifact,
+    save_artifact,
+    write_artifact,
+)
+
+GrammarMatcher = _core.GrammarMatcher
+RUNTIME_SECTION = "runtime"
+RUNTIME_LAYOUT = 1
+
+
+class CompiledGrammar:
+    """A grammar compiled against one vocabulary: save it, load it, make matchers from it."""
+
+    __slots__ = ("_header", "_sections", "_runtime")
+
+    def __init__(self, header: Mapping[str, Any], sections: Mapping[str, bytes]) -> None:
+        if RUNTIME_SECTION not in sections:
+            raise ArtifactError("artifact has no 'runtime' section")
+        if header.get("runtime_layout") != RUNTIME_LAYOUT:
+            raise ArtifactError(
+                f"runtime table layout {header.get('runtime_layout')!r} is not the supported "
+                f"layout {RUNTIME_LAYOUT}"
+            )
+        self._header = dict(header)
+        self._sections = dict(sections)
+        self._runtime = _core.load_runtime(self._sections[RUNTIME_SECTION])
+        vocab_info = self._header.get("vocab")
+        if not isinstance(vocab_info, Mapping) or vocab_info.get("vocab_size") != (
+            self._runtime.vocab_size
+        ):
+            raise ArtifactError("runtime tables disagree with the header's vocabulary size")
+
+    @classmethod
+    def from_parts(
+        cls, ir: GrammarIR, vocab: Any, runtime_blob: bytes, options: Mapping[str, Any]
+    ) -> CompiledGrammar:
+        """Assemble a compiled grammar from the compiler's outputs."""
+        header = make_header(ir, vocab, options, runtime_layout=RUNTIME_LAYOUT)
+        return cls(header, {"ir": ir_to_msgpack(ir), RUNTIME_SECTION: runtime_blob})
+
+    # -- persistence ------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """The artifact bytes (deterministic for the same grammar, vocabulary and options)."""
+        return write_artifact(self._header, self._sections)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the artifact to `path` atomically."""
+        save_artifact(path, self._header, self._sections)
+
+    @classmethod
+    def load(
+        cls, source: str | os.PathLike[str] | bytes | bytearray | memoryview, vocab: Any = None
+    ) -> CompiledGrammar:
+        """Load an artifact from a path or bytes; with `vocab`, check it is the right one.
+
+        Raises ArtifactError for a bad file and VocabError for a vocabulary mismatch.
+        """
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            header, sections = read_artifact(bytes(source))
+        elif isinstance(source, (str, Path, os.PathLike)):
+            header, sections = load_artifact(source)
+        else:
+            raise TypeError(f"expected a path or bytes, got {type(source).__name__}")
+        if vocab is not None:
+            check_vocab(header, vocab)
+        return cls(header, sections)
+
+    # -- use --------------------------------------------------------------------------------
+    def matcher(self) -> GrammarMatcher:
+        """A fresh matcher at the start of the grammar."""
+        return GrammarMatcher(self._runtime)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids (bitmask width is ceil(vocab_size / 32) words)."""
+        return int(self._runtime.vocab_size)
+
+    @property
+    def header(self) -> dict[str, Any]:
+        """The artifact header (producer, IR hash, vocabulary fingerprint, options)."""
+        return dict(self._header)
+
+    @property
+    def size_bytes(self) -> int:
+        """Size of the encoded artifact in bytes."""
+        return len(self.to_bytes())
+
+    def __repr__(self) -> str:
+        return f"<CompiledGrammar vocab_size={self.vocab_size} ir_hash={self._header['ir_hash'][:12]}>"
+
+
+def allocate_token_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
+    """A zeroed int32 bitmask of shape [batch_size, ceil(vocab_size / 32)]."""
+    if batch_size < 1 or vocab_size < 1:
+        raise ValueError("batch_size and vocab_size must be positive")
+    return np.zeros((batch_size, (vocab_size + 31) // 32), dtype=np.int32)
+
+
+def _bits_to_bool(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
+    as_bytes = np.ascontiguousarray(bitmask, dtype=np.int32).view(np.uint8)
+    bits = np.unpackbits(as_bytes.reshape(bitmask.shape[0], -1), axis=1, bitorder="little")
+    return bits[:, :vocab_size].astype(bool)
+
+
+def apply_token_bitmask_inplace(logits: Any, bitmask: Any) -> None:
+    """Set logits of disallowed tokens to -inf (numpy arrays or torch CPU tensors).
+
+    `logits` is [batch, vocab] or [vocab]; `bitmask` is [batch, words] or [words]. Columns of
+    `logits` beyond the bitmask's width are treated as disallowed.
+    """
+    is_torch = type(logits).__module__.startswith("torch")
+    mask = bitmask.numpy() if type(bitmask).__module__.startswith("torch") else bitmask
+    mask = np.asarray(mask)
+    if mask.dtype != np.int32:
+        raise ValueError(f"bitmask dtype must be int32, got {mask.dtype}")
+    target = logits.numpy() if is_torch else logits
+    if not isinstance(target, np.ndarray):
+        raise TypeError("logits must be a numpy array or a torch CPU tensor")
+    squeeze = target.ndim == 1
+    logits_2d = target.reshape(1, -1) if squeeze else target
+    mask_2d = mask.reshape(1, -1) if mask.ndim == 1 else mask
+    if logits_2d.ndim != 2 or mask_2d.ndim != 2 or mask_2d.shape[0] != logits_2d.shape[0]:
+        raise ValueError(f"shapes do not match: logits {target.shape}, bitmask {mask.shape}")
+    vocab = logits_2d.shape[1]
+    allowed = np.zeros(logits_2d.shape, dtype=bool)
+    width = min(vocab, mask_2d.shape[1] * 32)
+    allowed[:, :width] = _bits_to_bool(mask_2d, width)
+    logits_2d[~allowed] = -np.inf
+
+
+def fill_next_token_bitmask_batch(
+    matchers: Sequence[GrammarMatcher],
+    bitmask: Any,
+    indices: Sequence[int] | None = None,
+    threads: int | None = None,
+) -> None:
+    """Fill row `indices[i]` (default i) of `bitmask` from `matchers[i]`, in parallel.
+
+    `threads` defaults to the number of CPUs (at most one per matcher); the GIL is released.
+    """
+    count = threads if threads is not None else (os.cpu_count() or 1)
+    _core.fill_next_token_bitmask_batch(list(matchers), bitmask, indices, max(1, int(count)))
+
+
+def bitmask_to_ids(bitmask_row: np.ndarray, vocab_size: int) -> list[int]:
+    """The token ids set in one bitmask row (a debugging and testing helper)."""
+    return [int(i) for i in np.flatnonzero(_bits_to_bool(bitmask_row.reshape(1, -1), vocab_size)[0])]
