@@ -20,6 +20,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass, replace
 
+from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
 from gramkiln.frontend._regex_unicode import (
     ASCII_DIGIT,
     ASCII_SPACE,
@@ -30,7 +31,7 @@ from gramkiln.frontend._regex_unicode import (
     fold_ranges,
     property_ranges,
 )
-from gramkiln.ir import CharClass, Choice, Empty, Expr, GrammarIR, Literal, Repeat, Rule, Seq
+from gramkiln.ir import CharClass, Expr, GrammarIR, Literal, Repeat, Rule
 from gramkiln.ir.nodes import MAX_CODEPOINT, SURROGATES, complement_ranges, normalise_ranges
 
 from gramkiln.errors import GrammarError
@@ -41,6 +42,8 @@ DIALECTS = ("python", "ecma")
 # Counted repetitions stay `Repeat` nodes, but a bound this large is almost surely a mistake
 # and would make any automaton built from it unusable, so it is rejected up front.
 MAX_REPEAT = 1_000_000
+# Group nesting is bounded so that recursion stays far from Python's stack limit.
+MAX_NESTING = 200
 _SUPPORTED_FLAGS = "is"
 _HEX_DIGITS = "0123456789abcdefABCDEF"
 _OCTAL_DIGITS = "01234567"
@@ -120,7 +123,7 @@ def parse_regex(pattern: str, flags: str = "", *, dialect: str = "python") -> Ex
     unsupported syntax.
     """
     branches = _Parser(pattern, flags, dialect).parse()
-    return _choice([branch.expr for branch in branches])
+    return flat_choice([branch.expr for branch in branches])
 
 
 def regex_grammar(pattern: str, flags: str = "") -> GrammarIR:
@@ -142,9 +145,9 @@ def search_regex(pattern: str) -> Expr:
     if len(shapes) == 1:
         # All alternatives share their anchoring: keep one choice wrapped once.
         anchored_start, anchored_end = shapes.pop()
-        body = _choice([branch.expr for branch in branches])
+        body = flat_choice([branch.expr for branch in branches])
         return _wrap_unanchored(body, anchored_start, anchored_end, anything)
-    return _choice(
+    return flat_choice(
         [
             _wrap_unanchored(branch.expr, branch.anchored_start, branch.anchored_end, anything)
             for branch in branches
@@ -159,45 +162,7 @@ def _wrap_unanchored(body: Expr, anchored_start: bool, anchored_end: bool, anyth
     items.append(body)
     if not anchored_end:
         items.append(anything)
-    return _seq(items)
-
-
-# ---------------------------------------------------------------------------------------------
-# expression builders (flatten and merge so the IR stays small and readable)
-
-
-def _seq(items: list[Expr]) -> Expr:
-    flat: list[Expr] = []
-    for item in items:
-        parts = item.items if isinstance(item, Seq) else (item,)
-        for part in parts:
-            if isinstance(part, Empty):
-                continue
-            previous = flat[-1] if flat else None
-            if (
-                isinstance(part, Literal)
-                and isinstance(previous, Literal)
-                and previous.case_insensitive == part.case_insensitive
-            ):
-                flat[-1] = Literal(
-                    text=previous.text + part.text, case_insensitive=part.case_insensitive
-                )
-            else:
-                flat.append(part)
-    if not flat:
-        return Empty()
-    if len(flat) == 1:
-        return flat[0]
-    return Seq(items=tuple(flat))
-
-
-def _choice(alternatives: list[Expr]) -> Expr:
-    flat: list[Expr] = []
-    for alternative in alternatives:
-        flat.extend(alternative.alternatives if isinstance(alternative, Choice) else (alternative,))
-    if len(flat) == 1:
-        return flat[0]
-    return Choice(alternatives=tuple(flat))
+    return merged_seq(items)
 
 
 def _class(
@@ -222,6 +187,7 @@ class _Parser:
         self.dialect = dialect
         self.pos = 0
         self.group_names: set[str] = set()
+        self.depth = 0
         for flag in flags:
             if flag not in _SUPPORTED_FLAGS:
                 raise self.error(f"unsupported regex flag {flag!r} (supported: i, s)", 0)
@@ -316,7 +282,7 @@ class _Parser:
                 continue
             items.append(atom)
             quantifiable, quantified = len(items) - 1, False
-        return _Branch(_seq(items), anchored_start, anchored_end)
+        return _Branch(merged_seq(items), anchored_start, anchored_end)
 
     # -- quantifiers ------------------------------------------------------------------------
     def _brace_quantifier_ahead(self) -> bool:
@@ -417,16 +383,20 @@ class _Parser:
 
     def _group(self, flags: _Flags) -> Expr | None:
         open_at = self.pos
+        if self.depth >= MAX_NESTING:
+            raise self.error(f"groups are nested more than {MAX_NESTING} deep", open_at)
         self.pos += 1
         if self.peek() == "?":
             flags, is_comment = self._group_extension(flags, open_at)
             if is_comment:
                 return None
+        self.depth += 1
         branches = self._alternation(flags, top=False)
+        self.depth -= 1
         if self.peek() != ")":
             raise self.error("missing ')': this group is never closed", open_at)
         self.pos += 1
-        return _choice([branch.expr for branch in branches])
+        return flat_choice([branch.expr for branch in branches])
 
     def _group_extension(self, flags: _Flags, open_at: int) -> tuple[_Flags, bool]:
         """Read what follows ``(?``; returns the flags inside the group and whether it is a

@@ -349,6 +349,14 @@ def test_error_in_a_multi_line_pattern_points_at_the_right_line() -> None:
     assert info.value.source_line == "cd(?=x)"
 
 
+def test_deep_nesting_is_an_error_not_a_crash() -> None:
+    assert parse_regex("(" * 200 + "a" + ")" * 200) == lit("a")
+    with pytest.raises(RegexError) as info:
+        parse_regex("(" * 5000)
+    assert info.value.message == "groups are nested more than 200 deep"
+    assert info.value.offset == 200
+
+
 def test_search_regex_rejects_inner_anchors() -> None:
     with pytest.raises(RegexError, match=r"anchor '\^' is only supported at the start"):
         search_regex("(^a)")
