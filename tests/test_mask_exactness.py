@@ -1,0 +1,148 @@
+"""The C++ masks equal the reference matcher's brute force, position by position.
+
+Random small grammars (gramkiln.testing.strategies) and random strings sampled from them and
+mutated; a small vocabulary with multi-byte tokens (so tokens cross lexeme boundaries), a
+special token and EOS. Plus the non-greedy, ignore, lazy and special-token cases by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gramkiln.ir import GrammarIR, parse_grammar
+from gramkiln.runtime.compile import compile_grammar
+from gramkiln.runtime.compiled import allocate_token_bitmask, bitmask_to_ids
+from gramkiln.runtime.vocab import Vocab
+from gramkiln.testing import ReferenceMatcher
+from gramkiln.testing.strategies import grammars, mutated_strings
+
+TEXT_TOKENS = [
+    b"a", b"b", b"(", b")", b",", b" ", b"ab", b"ba", b"aa", b"a(", b"(a", b"a)", b")(",
+    b"),", b"))", b", ", b" a", b"a,b", b"(ab)", b"<s>", b"\xc3\xa9", b"x",
+]
+SPECIAL = b"<|sp|>"
+TOKENS = [*TEXT_TOKENS, SPECIAL, b"</s>"]
+SPECIAL_ID = len(TEXT_TOKENS)
+EOS_ID = len(TEXT_TOKENS) + 1
+VOCAB = Vocab(TOKENS, eos_ids=[EOS_ID], special_ids=[SPECIAL_ID, EOS_ID], vocab_size=40)
+
+
+def oracle_for(ir: GrammarIR) -> ReferenceMatcher:
+    texts = {i: t.decode("utf-8") for i, t in enumerate(TOKENS) if i != EOS_ID}
+    return ReferenceMatcher(ir, special_texts=texts)
+
+
+def expected_ids(oracle: ReferenceMatcher, prefix: bytes) -> list[int]:
+    allowed = oracle.allowed_tokens(prefix, TOKENS, VOCAB.special_ids, VOCAB.eos_ids)
+    return [i for i, ok in enumerate(allowed) if ok]
+
+
+def mask_ids(matcher, vocab_size: int) -> list[int]:
+    bitmask = allocate_token_bitmask(1, vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return bitmask_to_ids(bitmask[0], vocab_size)
+
+
+def check_string(ir: GrammarIR, text: bytes) -> None:
+    """Masks agree at every byte position while the prefix is viable; acceptance agrees."""
+    oracle = oracle_for(ir)
+    compiled = compile_grammar(ir, VOCAB)
+    matcher = compiled.matcher()
+    assert mask_ids(matcher, compiled.vocab_size) == expected_ids(oracle, b"")
+    for end in range(1, len(text) + 1):
+        viable = oracle.is_prefix(text[:end])
+        assert matcher.accept_string(text[end - 1 : end]) == viable, text[:end]
+        if not viable:
+            # The rejected byte left the matcher unchanged.
+            assert mask_ids(matcher, compiled.vocab_size) == expected_ids(oracle, text[: end - 1])
+            break
+        assert mask_ids(matcher, compiled.vocab_size) == expected_ids(oracle, text[:end]), text[
+            :end
+        ]
+        assert matcher.is_accepting() == oracle.accepts(text[:end])
+    whole = compiled.matcher()
+    assert (whole.accept_string(text) and whole.is_accepting()) == oracle.accepts(text)
+
+
+@st.composite
+def grammar_and_string(draw: st.DrawFn) -> tuple[GrammarIR, str]:
+    ir = draw(grammars(subgrammars=False))
+    text = draw(mutated_strings(ir))
+    return ir, text
+
+
+@settings(max_examples=60)
+@given(grammar_and_string())
+def test_random_grammars_masks_equal_brute_force(case: tuple[GrammarIR, str]) -> None:
+    ir, text = case
+    check_string(ir, text.encode("utf-8"))
+
+
+def grammar(text: str) -> GrammarIR:
+    return parse_grammar("%ir 1\n%start start\n" + text)
+
+
+@pytest.mark.parametrize(
+    ("source", "text"),
+    [
+        ("term INT = [0-9]+\nrule start = INT INT\n", "123"),
+        ('%ignore " "\nterm INT = [0-9]+\nrule start = INT INT\n', "1 23 "),
+        ('rule start = "<" name ">" rest\nrule name [lazy] = [a-z]+\nrule rest = [a-z]*\n', "<a>b"),
+        ('rule start = "<" name ">" rest\nrule name [lazy] = [a-z]+\nrule rest = [a-z]*\n', "<ab>c"),
+        ('rule start = start "a" | "b" | ()\n', "baaa"),
+        ('rule start = "(" start ")" start | ()\n', "(()())"),
+        ('rule start = "a"{2,4} ("," "b")*\n', "aaa,b,b"),
+        ('rule start = [^a]+\n', "b\u00e9x"),
+        ('rule start = "a" <"<|sp|>"> "b" <[0-2]>\n', "a"),
+        ('rule start = "ab"i "x"\n', "aBx"),
+    ],
+)
+def test_hand_written_cases(source: str, text: str) -> None:
+    check_string(grammar(source), text.encode("utf-8"))
+
+
+def test_special_tokens_and_eos() -> None:
+    ir = grammar('rule start = "a" <"<|sp|>"> "b" <[0-2]>\n')
+    compiled = compile_grammar(ir, VOCAB)
+    oracle = oracle_for(ir)
+    matcher = compiled.matcher()
+    assert matcher.accept_token(0)  # "a"
+    assert mask_ids(matcher, compiled.vocab_size) == [SPECIAL_ID]
+    assert not matcher.accept_token(EOS_ID)
+    assert matcher.accept_token(SPECIAL_ID)
+    assert matcher.accept_token(1)  # "b"
+    units = [97, oracle_tokenunit(SPECIAL_ID), 98]
+    allowed = oracle.allowed_tokens(units, TOKENS, VOCAB.special_ids, VOCAB.eos_ids)
+    assert mask_ids(matcher, compiled.vocab_size) == [i for i, ok in enumerate(allowed) if ok]
+    assert matcher.accept_token(2)  # "(" as the token set <[0-2]>
+    assert matcher.is_accepting()
+    assert mask_ids(matcher, compiled.vocab_size) == [EOS_ID]
+    assert matcher.accept_token(EOS_ID)
+    assert matcher.is_terminated()
+    assert mask_ids(matcher, compiled.vocab_size) == []
+    assert not matcher.accept_token(0)
+
+
+def oracle_tokenunit(token_id: int):
+    from gramkiln.testing import TokenUnit
+
+    data = TOKENS[token_id]
+    return TokenUnit(token_id, None if token_id in VOCAB.special_ids else data)
+
+
+def test_padding_ids_never_allowed_and_out_of_range_raises() -> None:
+    compiled = compile_grammar(grammar('rule start = [a-z]*\n'), VOCAB)
+    matcher = compiled.matcher()
+    bitmask = allocate_token_bitmask(1, compiled.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    ids = bitmask_to_ids(bitmask[0], compiled.vocab_size)
+    assert all(i < len(TOKENS) for i in ids)
+    assert not matcher.accept_token(len(TOKENS) + 1)
+    with pytest.raises(IndexError):
+        matcher.accept_token(compiled.vocab_size)
+    with pytest.raises(IndexError):
+        matcher.accept_token(-1)
+    assert np.all(bitmask[0][len(TOKENS) // 32 + 1 :] == 0)
