@@ -25,6 +25,7 @@ NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 DIRECTIVE_RE = re.compile(r"%[A-Za-z_]+")
 SPECIAL_RE = re.compile(r"<[^<>\s]+>")
 REGEX_FLAG_RE = re.compile(r"[A-Za-z]*")
+ASCII_DIGITS = frozenset("0123456789")
 SINGLE_CHAR_OPS = frozenset("()[]|?*+~{},:=!^.")
 
 # JSON string escapes (the seed: \", \\, \/, \b, \f, \n, \r, \t and \uXXXX).
@@ -96,7 +97,8 @@ def skip_blank(text: str, pos: int, newlines: bool) -> int:
     length = len(text)
     while pos < length:
         char = text[pos]
-        if char in " \t\r\f\v" or (newlines and char == "\n"):
+        # U+FEFF: a byte-order mark left at the start of a file read as text.
+        if char in " \t\r\f\v\ufeff" or (newlines and char == "\n"):
             pos += 1
         elif char == "#" or text.startswith("//", pos):
             end = text.find("\n", pos)
@@ -133,7 +135,7 @@ def read_token(source: Source, pos: int) -> Token:
         if match is None:
             raise source.error("expected a grammar name after '@'", pos)
         return Token("at", match.group(), pos, match.end(), match.group())
-    if char.isdigit() or (char == "-" and text[pos + 1 : pos + 2].isdigit()):
+    if char in ASCII_DIGITS or (char == "-" and text[pos + 1 : pos + 2] in ASCII_DIGITS):
         match = NUMBER_RE.match(text, pos)
         assert match is not None  # a digit (or '-' and a digit) always starts a number
         return Token("number", match.group(), pos, match.end())

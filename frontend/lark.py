@@ -48,6 +48,8 @@ from gramkiln.errors import GramkilnError, GrammarError
 __all__ = ["parse_lark"]
 
 START_RULE = "start"
+# Groups and %lark blocks nest by recursion; this bound keeps far below Python's stack limit.
+MAX_NESTING = 100
 MAX_TOKEN_RANGE_SPAN = 1_000_000
 GRAMMAR_OPTION_NAMES = frozenset(GrammarOptions.model_fields)
 RULE_OPTION_NAMES = (
@@ -83,7 +85,12 @@ def parse_lark(
             f"grammar source must be a str, not {type(source).__name__}", language=LANGUAGE
         )
     resolver = _NamedGrammars(named_grammars, vocab)
-    return _Parser(Source(source), 0, resolver, vocab).parse_grammar()
+    try:
+        return _Parser(Source(source), 0, resolver, vocab).parse_grammar()
+    except RecursionError:
+        # A very long chain of named grammars referencing each other; groups and %lark
+        # blocks are bounded by MAX_NESTING before this can happen.
+        raise GrammarError("grammar is nested too deeply", language=LANGUAGE) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,6 +194,7 @@ class _Parser:
         resolver: _NamedGrammars,
         vocab: Any,
         nested_at: int | None = None,
+        nesting: int = 0,
     ) -> None:
         self.src = source
         self.text = source.text
@@ -195,6 +203,8 @@ class _Parser:
         self.vocab = vocab
         # Offset of the '%lark' keyword when this parser reads a nested block.
         self.nested_at = nested_at
+        # How many groups and %lark blocks enclose the current position.
+        self.nesting = nesting
         self.definitions: dict[str, _Definition] = {}
         self.ignore: list[Expr] = []
         self.ignore_refs: list[tuple[str, int]] = []
@@ -652,7 +662,9 @@ class _Parser:
         token = self.advance()
         if token.kind == "op" and token.text in "([":
             closer = ")" if token.text == "(" else "]"
+            self.enter_nesting(token)
             inner = self.parse_expansions()
+            self.nesting -= 1
             if not self.at_op(closer):
                 found = self.peek()
                 if found.kind == "op" and found.text in ")]":
@@ -677,6 +689,11 @@ class _Parser:
         if token.kind == "directive" and token.text == "%lark":
             return self.make_lark_embed(token)
         raise self.unexpected(token)
+
+    def enter_nesting(self, token: Token) -> None:
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise self.src.error(f"nested more than {MAX_NESTING} levels deep", token.start)
 
     def parse_string_atom(self, token: Token) -> Expr:
         text, insensitive = token.value  # type: ignore[misc]
@@ -712,10 +729,7 @@ class _Parser:
 
     def make_regex(self, token: Token) -> Expr:
         pattern, flags, offsets = token.value  # type: ignore[misc]
-        try:
-            from gramkiln.frontend.regex import RegexError, parse_regex
-        except ImportError:
-            raise self.src.error("regular expressions are not supported yet", token.start) from None
+        from gramkiln.frontend.regex import RegexError, parse_regex
         try:
             expr = parse_regex(pattern, flags)
         except RegexError as error:
@@ -778,7 +792,7 @@ class _Parser:
             where = offset + len(part) - len(part.lstrip())
             item = part.strip()
             low_text, dash, high_text = item.partition("-")
-            if not low_text.isdigit() or (dash and not high_text.isdigit()):
+            if not _is_int(low_text) or (dash and not _is_int(high_text)):
                 raise self.src.error(
                     "expected a token id or an id range like 3-8 in a token set", where
                 )
@@ -829,8 +843,17 @@ class _Parser:
         brace = self.peek()
         if not (brace.kind == "op" and brace.text == "{"):
             raise self.src.error("expected '{' after %lark", brace.start)
-        child = _Parser(self.src, brace.end, self.resolver, self.vocab, nested_at=token.start)
+        self.enter_nesting(token)
+        child = _Parser(
+            self.src,
+            brace.end,
+            self.resolver,
+            self.vocab,
+            nested_at=token.start,
+            nesting=self.nesting,
+        )
         grammar = child.parse_grammar()
+        self.nesting -= 1
         self.pos = child.pos
         self.embed_counters["lark"] += 1
         name = f"lark.{self.embed_counters['lark']}"
@@ -908,7 +931,8 @@ class _Parser:
 
 
 def _is_int(text: str) -> bool:
-    return text.isdigit()
+    # str.isdigit() also accepts non-ASCII digits such as '²', which int() rejects.
+    return text.isascii() and text.isdigit()
 
 
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
