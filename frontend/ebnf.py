@@ -1,0 +1,500 @@
+"""EBNF front end: the ``::=`` grammar family of XGrammar and llama.cpp (GBNF) to IR.
+
+Syntax (see docs/ebnf.md)::
+
+    root ::= "{" ws pair ("," ws pair)* "}"     # a comment
+    pair ::= [a-z]+ ws ":" ws value
+    name[lazy] ::= [^>]+ ">"
+
+A rule runs until the next ``name ::=`` (so rules may span lines). Every rule becomes a
+non-terminal IR ``Rule``; EBNF has no terminals, the literal and class leaves are the lexemes.
+Besides the core syntax, XGrammar's ``Regex("...")``, ``Token(ids...)`` and
+``ExcludeToken(ids...)`` macros are accepted; its lookahead assertions ``(= ...)`` and
+``TagDispatch`` macros are rejected with a clear error. XGrammar's EBNF has no ``/regex/``
+terminals, so neither does this one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
+from gramkiln.frontend._regex_unicode import ASCII_DIGIT, ASCII_SPACE, ASCII_WORD
+from gramkiln.frontend.regex import MAX_REPEAT, RegexError, parse_regex
+from gramkiln.ir import (
+    CharClass,
+    Empty,
+    Expr,
+    GrammarIR,
+    Literal,
+    Ref,
+    Repeat,
+    Rule,
+    RuleOptions,
+    Span,
+    TokenSet,
+)
+from gramkiln.ir.nodes import MAX_CODEPOINT, SURROGATES, complement_ranges, normalise_ranges
+from pydantic import ValidationError
+
+from gramkiln.errors import GrammarError
+
+__all__ = ["parse_ebnf"]
+
+LANGUAGE = "EBNF"
+# Parenthesised groups are bounded so that recursion stays far from Python's stack limit.
+MAX_NESTING = 200
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_SIMPLE_ESCAPES = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "0": "\0",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "e": "\x1b",
+}
+_HEX_ESCAPE_LENGTHS = {"x": 2, "u": 4, "U": 8}
+# Inside classes these also stand for themselves when escaped.
+_CLASS_ESCAPES = {"]": "]", "[": "[", "-": "-", "^": "^", "/": "/"}
+_CLASS_SHORTHANDS = {"d": ASCII_DIGIT, "w": ASCII_WORD, "s": ASCII_SPACE}
+_MACROS = ("Regex", "Token", "ExcludeToken", "TagDispatch", "TokenTagDispatch")
+
+
+def parse_ebnf(source: str, root: str = "root") -> GrammarIR:
+    """Parse an EBNF/GBNF grammar whose entry rule is ``root`` into a verified IR grammar.
+
+    Raises :class:`GrammarError` (language ``EBNF``) with line, column, the source line and a
+    caret for every syntax error, undefined or duplicate rule, and a missing root rule.
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"an EBNF grammar must be a str, not {type(source).__name__}")
+    return _EbnfParser(source, root).parse()
+
+
+@dataclass
+class _RuleHeader:
+    name: str
+    offset: int
+    options: RuleOptions
+
+
+class _EbnfParser:
+    """Recursive-descent parser over the source text; ``pos`` is the next unread offset."""
+
+    def __init__(self, source: str, root: str) -> None:
+        self.source = source
+        self.root = root
+        self.pos = 0
+        self.depth = 0
+        # Every rule reference with its offset, checked once all rules are known.
+        self.references: list[tuple[str, int]] = []
+        # Whether each name is a rule (used to tell a macro call from a rule reference).
+        self.defined_names = self._prescan_rule_names()
+
+    # -- helpers ----------------------------------------------------------------------------
+    def error(self, message: str, offset: int | None = None) -> GrammarError:
+        """A located EBNF error (default position: the current one)."""
+        return GrammarError.at(
+            LANGUAGE, message, self.source, self.pos if offset is None else offset
+        )
+
+    def peek(self, delta: int = 0) -> str:
+        index = self.pos + delta
+        return self.source[index] if index < len(self.source) else ""
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.source)
+
+    def skip_space(self) -> None:
+        """Skip white space (newlines included) and ``#`` comments."""
+        while not self.at_end():
+            char = self.peek()
+            if char in " \t\r\n":
+                self.pos += 1
+            elif char == "#":
+                end = self.source.find("\n", self.pos)
+                self.pos = len(self.source) if end < 0 else end + 1
+            else:
+                return
+
+    def span_at(self, offset: int) -> Span:
+        line = self.source.count("\n", 0, offset) + 1
+        column = offset - (self.source.rfind("\n", 0, offset) + 1) + 1
+        return Span(line=line, column=column)
+
+    def _name_end(self, start: int) -> int:
+        end = start
+        while end < len(self.source) and self.source[end] in _NAME_CHARS:
+            end += 1
+        return end
+
+    def _header_end(self, start: int) -> int | None:
+        """If ``start`` begins ``name ::=`` or ``name[...] ::=``, the offset of its ``::=``."""
+        end = self._name_end(start)
+        if end == start:
+            return None
+        index = end
+        while index < len(self.source) and self.source[index] in " \t":
+            index += 1
+        if index < len(self.source) and self.source[index] == "[":
+            close = self.source.find("]", index)
+            newline = self.source.find("\n", index)
+            if close < 0 or (0 <= newline < close):
+                return None
+            index = close + 1
+            while index < len(self.source) and self.source[index] in " \t":
+                index += 1
+        return index if self.source.startswith("::=", index) else None
+
+    def _prescan_rule_names(self) -> set[str]:
+        names: set[str] = set()
+        index = 0
+        at_line_start = True
+        while index < len(self.source):
+            if at_line_start or self.source[index - 1] in " \t":
+                if self._header_end(index) is not None:
+                    names.add(self.source[index : self._name_end(index)])
+            at_line_start = self.source[index] == "\n"
+            index += 1
+        return names
+
+    # -- rules ------------------------------------------------------------------------------
+    def parse(self) -> GrammarIR:
+        rules: list[Rule] = []
+        first_definition: dict[str, int] = {}
+        self.skip_space()
+        while not self.at_end():
+            header = self._rule_header()
+            if header.name in first_definition:
+                line = self.span_at(first_definition[header.name]).line
+                raise self.error(
+                    f"rule '{header.name}' is defined more than once (first on line {line})",
+                    header.offset,
+                )
+            first_definition[header.name] = header.offset
+            body = self._alternation()
+            self.skip_space()
+            if self.peek() == ")":
+                raise self.error("unbalanced ')': no group is open")
+            if not self.at_end() and self._header_end(self.pos) is None:
+                raise self.error(f"unexpected character {self.peek()!r}")
+            rules.append(
+                Rule(
+                    name=header.name,
+                    body=body,
+                    options=header.options,
+                    span=self.span_at(header.offset),
+                )
+            )
+        for name, offset in self.references:
+            if name not in first_definition:
+                raise self.error(f"undefined rule '{name}'", offset)
+        if self.root not in first_definition:
+            raise self.error(f"the root rule '{self.root}' is not defined", 0)
+        return GrammarIR(start=self.root, rules=tuple(rules)).verify()
+
+    def _rule_header(self) -> _RuleHeader:
+        start = self.pos
+        end = self._name_end(start)
+        if end == start:
+            if self.source.startswith("::=", start):
+                raise self.error("expected a rule name before '::='")
+            raise self.error(f"expected a rule name, found {self.peek()!r}")
+        name = self.source[start:end]
+        self.pos = end
+        self._skip_blanks()
+        options = RuleOptions()
+        if self.peek() == "[":
+            options = self._rule_options(name)
+            self._skip_blanks()
+        if not self.source.startswith("::=", self.pos):
+            raise self.error(f"expected '::=' after rule name '{name}'")
+        self.pos += 3
+        return _RuleHeader(name, start, options)
+
+    def _skip_blanks(self) -> None:
+        while self.peek() in (" ", "\t") and self.peek():
+            self.pos += 1
+
+    def _rule_options(self, rule_name: str) -> RuleOptions:
+        """``[lazy, max_tokens=N, capture, capture="x"]`` after a rule name."""
+        open_at = self.pos
+        close = self.source.find("]", self.pos)
+        newline = self.source.find("\n", self.pos)
+        if close < 0 or (0 <= newline < close):
+            raise self.error("unterminated rule options: missing ']'", open_at)
+        values: dict[str, object] = {}
+        for raw in self.source[self.pos + 1 : close].split(","):
+            item = raw.strip()
+            key, has_value, value = (part.strip() for part in item.partition("="))
+            item_at = self.source.find(key, self.pos) if key else open_at
+            if key == "lazy" and not has_value:
+                values["lazy"] = True
+            elif key == "max_tokens" and has_value and value.isdigit():
+                values["max_tokens"] = int(value)
+            elif key == "capture" and not has_value:
+                values["capture"] = rule_name
+            elif key == "capture" and len(value) >= 2 and value[0] == value[-1] == '"':
+                values["capture"] = value[1:-1]
+            elif key in ("lazy", "max_tokens", "capture"):
+                raise self.error(f"bad value for rule option '{key}': {item!r}", item_at)
+            else:
+                raise self.error(f"unknown rule option {item!r}", item_at)
+        self.pos = close + 1
+        try:
+            return RuleOptions(**values)  # type: ignore[arg-type]
+        except ValidationError as problem:
+            reason = problem.errors()[0]["msg"].removeprefix("Value error, ")
+            raise self.error(f"bad rule options: {reason}", open_at) from None
+
+    # -- expressions --------------------------------------------------------------------------
+    def _alternation(self) -> Expr:
+        alternatives = [self._sequence()]
+        while True:
+            self.skip_space()
+            if self.peek() != "|":
+                break
+            self.pos += 1
+            alternatives.append(self._sequence())
+        return flat_choice(alternatives)
+
+    def _sequence(self) -> Expr:
+        items: list[Expr] = []
+        while True:
+            self.skip_space()
+            if self.at_end() or self.peek() in "|)":
+                break
+            if self._header_end(self.pos) is not None:
+                break  # the next rule starts here
+            items.append(self._postfix())
+        return merged_seq(items)
+
+    def _postfix(self) -> Expr:
+        element = self._element()
+        while True:
+            char = self.peek()
+            if char == "*":
+                self.pos += 1
+                element = Repeat(item=element, min=0, max=None)
+            elif char == "+":
+                self.pos += 1
+                element = Repeat(item=element, min=1, max=None)
+            elif char == "?":
+                self.pos += 1
+                element = Repeat(item=element, min=0, max=1)
+            elif char == "{":
+                low, high = self._bounds()
+                element = Repeat(item=element, min=low, max=high)
+            else:
+                return element
+
+    def _bounds(self) -> tuple[int, int | None]:
+        start = self.pos
+        close = self.source.find("}", start)
+        newline = self.source.find("\n", start)
+        if close < 0 or (0 <= newline < close):
+            raise self.error("unterminated repetition bounds: missing '}'", start)
+        text = self.source[start + 1 : close]
+        spelled = self.source[start : close + 1]
+        low_text, comma, high_text = (part.strip() for part in text.partition(","))
+        if not (low_text or comma) or not all(p.isdigit() for p in (low_text, high_text) if p):
+            raise self.error(
+                f"bad repetition bounds {spelled}: expected {{m}}, {{m,}}, {{m,n}} or {{,n}}",
+                start,
+            )
+        low = int(low_text) if low_text else 0
+        high = int(high_text) if high_text else (None if comma else low)
+        for bound in (low, high):
+            if bound is not None and bound > MAX_REPEAT:
+                raise self.error(
+                    f"bad repetition bounds {spelled}: {bound} exceeds the limit of {MAX_REPEAT:,}",
+                    start,
+                )
+        if high is not None and high < low:
+            raise self.error(
+                f"bad repetition bounds {spelled}: the minimum is greater than the maximum",
+                start,
+            )
+        self.pos = close + 1
+        return low, high
+
+    def _element(self) -> Expr:
+        start = self.pos
+        char = self.peek()
+        if char == '"':
+            text, _ = self._string()
+            return Literal(text=text) if text else Empty()
+        if char == "[":
+            return self._char_class()
+        if char == "(":
+            return self._group()
+        if char == ".":
+            self.pos += 1
+            return CharClass.of([(0, MAX_CODEPOINT)])
+        if char in _NAME_CHARS:
+            end = self._name_end(start)
+            name = self.source[start:end]
+            self.pos = end
+            if name in _MACROS and name not in self.defined_names and self.peek() == "(":
+                return self._macro(name, start)
+            self.references.append((name, start))
+            return Ref(name=name)
+        if char in "*+?{":
+            raise self.error(f"nothing to repeat before {char!r}")
+        if char == "/":
+            raise self.error("'/regex/' terminals are not part of EBNF; write Regex(\"...\")")
+        if char == "'":
+            raise self.error("strings use double quotes in EBNF")
+        raise self.error(f"unexpected character {char!r}")
+
+    def _group(self) -> Expr:
+        open_at = self.pos
+        if self.peek(1) == "=":
+            raise self.error("lookahead assertions '(=' are not supported", open_at)
+        if self.depth >= MAX_NESTING:
+            raise self.error(f"groups are nested more than {MAX_NESTING} deep", open_at)
+        self.pos += 1
+        self.depth += 1
+        body = self._alternation()
+        self.depth -= 1
+        self.skip_space()
+        if self.peek() != ")":
+            raise self.error("missing ')': this group is never closed", open_at)
+        self.pos += 1
+        return body
+
+    # -- strings and classes --------------------------------------------------------------------
+    def _string(self) -> tuple[str, list[int]]:
+        """Read ``"..."``; returns the text and the source offset of each of its characters."""
+        open_at = self.pos
+        self.pos += 1
+        chars: list[str] = []
+        offsets: list[int] = []
+        while True:
+            char = self.peek()
+            if char in ("", "\n", "\r"):
+                raise self.error("unterminated string literal", open_at)
+            if char == '"':
+                self.pos += 1
+                offsets.append(self.pos - 1)  # where an error at the end should point
+                return "".join(chars), offsets
+            offsets.append(self.pos)
+            chars.append(chr(self._string_char({})))
+
+    def _string_char(self, extra_escapes: dict[str, str]) -> int:
+        """One possibly escaped character of a string or class, as a code point."""
+        start = self.pos
+        char = self.peek()
+        if char != "\\":
+            self.pos += 1
+            return self._scalar(ord(char), start)
+        escaped = self.peek(1)
+        if escaped in _SIMPLE_ESCAPES or escaped in extra_escapes:
+            self.pos += 2
+            return ord(_SIMPLE_ESCAPES.get(escaped) or extra_escapes[escaped])
+        if escaped in _HEX_ESCAPE_LENGTHS:
+            count = _HEX_ESCAPE_LENGTHS[escaped]
+            digits = self.source[self.pos + 2 : self.pos + 2 + count]
+            if len(digits) != count or not set(digits) <= _HEX_DIGITS:
+                raise self.error(
+                    f"invalid escape '\\{escaped}': expected {count} hex digits", start
+                )
+            self.pos += 2 + count
+            value = int(digits, 16)
+            if value > MAX_CODEPOINT:
+                raise self.error(f"code point U+{value:X} is out of range", start)
+            return self._scalar(value, start)
+        if escaped == "":
+            raise self.error("unterminated string literal", start)
+        raise self.error(f"invalid escape '\\{escaped}'", start)
+
+    def _scalar(self, value: int, offset: int) -> int:
+        if SURROGATES[0] <= value <= SURROGATES[1]:
+            raise self.error(f"surrogate code point U+{value:04X} cannot be matched", offset)
+        return value
+
+    def _char_class(self) -> CharClass:
+        open_at = self.pos
+        self.pos += 1
+        negated = self.peek() == "^"
+        if negated:
+            self.pos += 1
+        ranges: list[tuple[int, int]] = []
+        while True:
+            char = self.peek()
+            if char in ("", "\n", "\r"):
+                raise self.error("unterminated character class: missing ']'", open_at)
+            if char == "]":
+                self.pos += 1
+                return CharClass.of(normalise_ranges(ranges), negated=negated)
+            if char == "\\" and self.peek(1).lower() in _CLASS_SHORTHANDS:
+                letter = self.peek(1)
+                self.pos += 2
+                base = _CLASS_SHORTHANDS[letter.lower()]
+                if letter.isupper():
+                    ranges.extend(complement_ranges(tuple(base)))
+                else:
+                    ranges.extend(base)
+                continue
+            low_at = self.pos
+            low = self._string_char(_CLASS_ESCAPES)
+            if self.peek() == "-" and self.peek(1) not in ("]", ""):
+                self.pos += 1
+                high = self._string_char(_CLASS_ESCAPES)
+                if low > high:
+                    spelled = self.source[low_at : self.pos]
+                    raise self.error(
+                        f"bad character range '{spelled}': the start is after the end", low_at
+                    )
+                ranges.append((low, high))
+            else:
+                ranges.append((low, low))
+
+    # -- XGrammar macros -----------------------------------------------------------------------
+    def _macro(self, name: str, start: int) -> Expr:
+        if name in ("TagDispatch", "TokenTagDispatch"):
+            raise self.error(f"the XGrammar macro '{name}(...)' is not supported", start)
+        self.pos += 1  # the '('
+        self.skip_space()
+        if name == "Regex":
+            return self._regex_macro(start)
+        ids: list[int] = []
+        while True:
+            self.skip_space()
+            digits_at = self.pos
+            while self.peek().isdigit() and self.peek().isascii():
+                self.pos += 1
+            if digits_at == self.pos:
+                raise self.error(f"{name}() takes non-negative integer token ids")
+            ids.append(int(self.source[digits_at : self.pos]))
+            self.skip_space()
+            if self.peek() == ",":
+                self.pos += 1
+                continue
+            if self.peek() == ")":
+                self.pos += 1
+                break
+            raise self.error(f"expected ',' or ')' in {name}(...)")
+        ranges = tuple(normalise_ranges([(i, i) for i in ids]))
+        return TokenSet(ranges=ranges, negated=name == "ExcludeToken")
+
+    def _regex_macro(self, start: int) -> Expr:
+        if self.peek() != '"':
+            raise self.error('Regex() takes one string argument: Regex("pattern")')
+        pattern, offsets = self._string()
+        self.skip_space()
+        if self.peek() != ")":
+            raise self.error('Regex() takes one string argument: Regex("pattern")')
+        self.pos += 1
+        try:
+            return parse_regex(pattern)
+        except RegexError as problem:
+            # Point into the EBNF source at the character the pattern error names.
+            raise self.error(problem.message, offsets[problem.offset]) from None
