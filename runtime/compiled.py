@@ -44,7 +44,8 @@ class CompiledGrammar:
                 f"runtime table layout {header.get('runtime_layout')!r} is not the supported "
                 f"layout {RUNTIME_LAYOUT}"
             )
-        self._header = dict(header)
+        # The checksum belongs to one encoding; write_artifact recomputes it.
+        self._header = {k: v for k, v in header.items() if k != "checksum"}
         self._sections = dict(sections)
         self._runtime = _core.load_runtime(self._sections[RUNTIME_SECTION])
         vocab_info = self._header.get("vocab")

@@ -1,0 +1,260 @@
+"""Runtime behaviour: rollback/fork/reset, determinism, save/load, buffers, batches, misuse."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gramkiln.errors import ArtifactError, CompileError, VocabError
+from gramkiln.ir import parse_grammar
+from gramkiln.runtime.compile import compile_grammar
+from gramkiln.runtime.compiled import (
+    CompiledGrammar,
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    bitmask_to_ids,
+    fill_next_token_bitmask_batch,
+)
+from gramkiln.runtime.vocab import Vocab
+
+TOKENS = [b"{", b"}", b'"', b":", b",", b" ", b"a", b"b", b'"a"', b'":', b'",', b"{}", b"1",
+          b"12", b"</s>"]
+VOCAB = Vocab(TOKENS, eos_ids=[14], special_ids=[14])
+JSONISH = parse_grammar(
+    """%ir 1
+%start start
+%ignore " "
+rule start = obj
+rule obj = "{" (pair ("," pair)*)? "}"
+rule pair = STR ":" value
+rule value = STR | NUM | obj
+term STR = "\\"" [a-b]* "\\""
+term NUM = [0-9]+
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def compiled() -> CompiledGrammar:
+    return compile_grammar(JSONISH, VOCAB)
+
+
+def mask(matcher, vocab_size: int) -> list[int]:
+    bitmask = allocate_token_bitmask(1, vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return bitmask_to_ids(bitmask[0], vocab_size)
+
+
+def random_valid_walk(compiled: CompiledGrammar, rnd: random.Random, steps: int) -> list[int]:
+    """Token ids chosen uniformly among the allowed ones (stops at a dead end or EOS)."""
+    matcher = compiled.matcher()
+    chosen: list[int] = []
+    for _ in range(steps):
+        allowed = mask(matcher, compiled.vocab_size)
+        if not allowed:
+            break
+        token = rnd.choice(allowed)
+        assert matcher.accept_token(token)
+        chosen.append(token)
+    return chosen
+
+
+_SHARED: dict[str, CompiledGrammar] = {}
+
+
+def shared_compiled() -> CompiledGrammar:
+    """One compiled grammar for all hypothesis examples (compiling per example is wasteful)."""
+    if "jsonish" not in _SHARED:
+        _SHARED["jsonish"] = compile_grammar(JSONISH, VOCAB)
+    return _SHARED["jsonish"]
+
+
+@settings(max_examples=30)
+@given(st.integers(0, 2**32 - 1), st.lists(st.integers(0, 3), min_size=1, max_size=25))
+def test_accept_rollback_fork_interleavings_match_fresh_matcher(seed: int, ops: list[int]) -> None:
+    compiled = shared_compiled()
+    rnd = random.Random(seed)
+    matcher = compiled.matcher()
+    fed: list[int] = []
+    for op in ops:
+        allowed = mask(matcher, compiled.vocab_size)
+        if op in (0, 1):  # accept an allowed token, or try any token
+            token = rnd.choice(allowed) if allowed and op == 0 else rnd.randrange(len(TOKENS))
+            if matcher.accept_token(token):
+                fed.append(token)
+        elif op == 2 and fed:  # roll back a random number of steps
+            count = rnd.randint(1, len(fed))
+            matcher.rollback(count)
+            del fed[len(fed) - count :]
+        elif op == 3 and allowed:  # advance a fork; the original must be unaffected
+            token = rnd.choice(allowed)
+            other = matcher.fork()
+            assert other.accept_token(token)
+            assert mask(matcher, compiled.vocab_size) == allowed
+            if rnd.random() < 0.5:
+                matcher, fed = other, [*fed, token]
+        fresh = compiled.matcher()
+        assert fresh.accept_tokens(fed)
+        assert mask(matcher, compiled.vocab_size) == mask(fresh, compiled.vocab_size)
+        assert matcher.is_accepting() == fresh.is_accepting()
+        assert matcher.is_terminated() == fresh.is_terminated()
+
+
+def test_rejected_token_leaves_state_unchanged(compiled: CompiledGrammar) -> None:
+    matcher = compiled.matcher()
+    assert matcher.accept_token(0)
+    before = mask(matcher, compiled.vocab_size)
+    assert not matcher.accept_token(12)  # a number cannot be a key
+    assert mask(matcher, compiled.vocab_size) == before
+    assert not matcher.accept_string('1"')
+    assert mask(matcher, compiled.vocab_size) == before
+
+
+def test_accept_tokens_is_all_or_nothing(compiled: CompiledGrammar) -> None:
+    matcher = compiled.matcher()
+    assert not matcher.accept_tokens([0, 8, 3, 12, 0])  # "{" "a" ":" 1 "{" -> the last fails
+    assert matcher.num_steps == 0
+    assert matcher.accept_tokens([0, 8, 3, 13, 1])
+    assert matcher.is_accepting()
+    assert mask(matcher, compiled.vocab_size) == [5, 14]  # trailing ignore, or the end
+
+
+def test_rollback_past_history_and_reset(compiled: CompiledGrammar) -> None:
+    matcher = compiled.matcher()
+    initial = mask(matcher, compiled.vocab_size)
+    assert matcher.accept_token(0)
+    with pytest.raises(ValueError):
+        matcher.rollback(2)
+    with pytest.raises(ValueError):
+        matcher.rollback(-1)
+    matcher.reset()
+    assert matcher.num_steps == 0
+    assert mask(matcher, compiled.vocab_size) == initial
+
+
+def test_jump_forward(compiled: CompiledGrammar) -> None:
+    matcher = compiled.matcher()
+    assert matcher.find_jump_forward_string() == "{"
+    assert matcher.accept_string('{"a"')
+    assert matcher.find_jump_forward_string() == ""  # ":" or an ignored " " may follow
+    forced = compile_grammar(parse_grammar('%ir 1\n%start start\nrule start = "h\u00e9llo" [a-b]\n'))
+    assert forced.matcher().find_jump_forward_string() == "h\u00e9llo"
+
+
+def test_deterministic_artifact_and_roundtrip(tmp_path, compiled: CompiledGrammar) -> None:
+    again = compile_grammar(JSONISH, VOCAB)
+    assert again.to_bytes() == compiled.to_bytes()
+    path = tmp_path / "g.gkc"
+    compiled.save(path)
+    loaded = CompiledGrammar.load(path, vocab=VOCAB)
+    assert loaded.to_bytes() == compiled.to_bytes()
+    rnd = random.Random(7)
+    walk = random_valid_walk(compiled, rnd, 12)
+    a, b = compiled.matcher(), CompiledGrammar.load(compiled.to_bytes()).matcher()
+    for token in walk:
+        assert mask(a, compiled.vocab_size) == mask(b, compiled.vocab_size)
+        assert a.accept_token(token) and b.accept_token(token)
+    with pytest.raises(VocabError):
+        CompiledGrammar.load(path, vocab=Vocab(TOKENS[:-1] + [b"x"], eos_ids=[14]))
+
+
+def test_bitmask_buffer_checks(compiled: CompiledGrammar) -> None:
+    matcher = compiled.matcher()
+    words = (compiled.vocab_size + 31) // 32
+    with pytest.raises(ValueError):
+        matcher.fill_next_token_bitmask(np.zeros((1, words + 1), dtype=np.int32))
+    with pytest.raises(ValueError):
+        matcher.fill_next_token_bitmask(np.zeros((1, words), dtype=np.int64))
+    with pytest.raises(ValueError):
+        matcher.fill_next_token_bitmask(np.zeros((2, 2 * words), dtype=np.int32)[:, ::2])
+    with pytest.raises(IndexError):
+        matcher.fill_next_token_bitmask(np.zeros((2, words), dtype=np.int32), 2)
+    with pytest.raises(TypeError):
+        matcher.fill_next_token_bitmask([0] * words)
+    with pytest.raises(ValueError):
+        read_only = np.zeros((1, words), dtype=np.int32)
+        read_only.setflags(write=False)
+        matcher.fill_next_token_bitmask(read_only)
+    one_d = np.zeros(words, dtype=np.int32)
+    matcher.fill_next_token_bitmask(one_d)
+    assert bitmask_to_ids(one_d, compiled.vocab_size) == [0]
+
+
+def test_apply_token_bitmask_inplace(compiled: CompiledGrammar) -> None:
+    matcher = compiled.matcher()
+    bitmask = allocate_token_bitmask(2, compiled.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask, 1)
+    logits = np.zeros((2, compiled.vocab_size), dtype=np.float32)
+    apply_token_bitmask_inplace(logits, bitmask)
+    assert np.isneginf(logits[0]).all()
+    assert np.flatnonzero(np.isfinite(logits[1])).tolist() == [0, 11]
+
+
+def test_batch_fill_from_threads_matches_serial(compiled: CompiledGrammar) -> None:
+    rnd = random.Random(3)
+    matchers = []
+    for _ in range(16):
+        matcher = compiled.matcher()
+        for token in random_valid_walk(compiled, rnd, rnd.randint(0, 10)):
+            matcher.accept_token(token)
+        matchers.append(matcher)
+    serial = allocate_token_bitmask(len(matchers), compiled.vocab_size)
+    for row, matcher in enumerate(matchers):
+        matcher.fill_next_token_bitmask(serial, row)
+    batch = allocate_token_bitmask(len(matchers), compiled.vocab_size)
+    fill_next_token_bitmask_batch(matchers, batch, threads=4)
+    assert np.array_equal(batch, serial)
+    reversed_rows = allocate_token_bitmask(len(matchers), compiled.vocab_size)
+    fill_next_token_bitmask_batch(matchers, reversed_rows, list(range(15, -1, -1)), threads=3)
+    assert np.array_equal(reversed_rows[::-1], serial)
+
+    outputs = [allocate_token_bitmask(len(matchers), compiled.vocab_size) for _ in range(4)]
+
+    def worker(out: np.ndarray) -> None:
+        for _ in range(5):
+            fill_next_token_bitmask_batch(matchers, out, threads=2)
+
+    workers = [threading.Thread(target=worker, args=(out,)) for out in outputs]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    for out in outputs:
+        assert np.array_equal(out, serial)
+    with pytest.raises(IndexError):
+        fill_next_token_bitmask_batch(matchers[:2], batch, [0, 16])
+    with pytest.raises(ValueError):
+        fill_next_token_bitmask_batch(matchers[:2], batch, [0])
+
+
+def test_compile_errors_are_clear() -> None:
+    with pytest.raises(CompileError):
+        compile_grammar(JSONISH, VOCAB, end_tokens=[99])
+    with pytest.raises(CompileError):
+        compile_grammar(JSONISH, VOCAB, bogus_option=True)
+    bounded = parse_grammar('%ir 1\n%start start\nrule start [max_tokens=3] = "a"+\n')
+    with pytest.raises(CompileError):
+        compile_grammar(bounded, VOCAB)
+
+
+def test_empty_language_allows_nothing() -> None:
+    ir = parse_grammar('%ir 1\n%start start\nrule start = "a" <[13]> \n')
+    small = Vocab([b"a", b"b"])
+    compiled = compile_grammar(ir, small)
+    matcher = compiled.matcher()
+    assert mask(matcher, compiled.vocab_size) == []
+    assert not matcher.accept_token(0)
+
+
+def test_corrupt_runtime_section_is_artifact_error(compiled: CompiledGrammar) -> None:
+    from gramkiln.runtime import _core
+
+    blob = compiled._sections["runtime"]  # noqa: SLF001 - testing the loader directly
+    for cut in (0, 3, 8, len(blob) // 2, len(blob) - 1):
+        with pytest.raises(ArtifactError):
+            _core.load_runtime(blob[:cut])
