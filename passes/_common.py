@@ -87,6 +87,30 @@ def is_lexeme_like(rule: Rule) -> bool:
     return rule.terminal or options.lazy or options.suffix is not None or options.stop is not None
 
 
+def rules_inside_lexemes(grammar: GrammarIR) -> set[str]:
+    """Non-terminal rules reachable from inside a lexeme-like rule (its body or marker).
+
+    Such rules are part of one lexeme: they are matched as a regular language, never get
+    ``%ignore`` woven in, and must stay non-recursive.
+    """
+    rules = grammar.rule_map()
+    inside: set[str] = set()
+    pending = [
+        name
+        for rule in grammar.rules
+        if is_lexeme_like(rule) and not rule.terminal
+        for name in referenced_names(rule_exprs(rule))
+    ]
+    while pending:
+        name = pending.pop()
+        rule = rules.get(name)
+        if rule is None or rule.terminal or name in inside:
+            continue
+        inside.add(name)
+        pending.extend(referenced_names(rule_exprs(rule)))
+    return inside
+
+
 def is_terminal_only(expr: Expr, terminals: set[str] | frozenset[str]) -> bool:
     """Whether ``expr`` could be the body of a terminal (only text nodes and terminal refs)."""
     for node in walk(expr):

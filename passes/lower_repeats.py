@@ -18,7 +18,14 @@ from gramkiln.ir import (
     SpecialToken,
     TokenSet,
 )
-from gramkiln.passes._common import NameAllocator, map_expr, structural_key, with_subgrammars
+from gramkiln.passes._common import (
+    NameAllocator,
+    is_lexeme_like,
+    map_expr,
+    rules_inside_lexemes,
+    structural_key,
+    with_subgrammars,
+)
 
 STAR_PREFIX = "__star_"
 PLUS_PREFIX = "__plus_"
@@ -30,7 +37,11 @@ _SMALL_ITEMS = (Ref, Literal, Bytes, CharClass, TokenSet, SpecialToken, Embed, E
 
 
 def lower_repeats(grammar: GrammarIR) -> GrammarIR:
-    """Rewrite every ``Repeat`` in non-terminal rules with helper rules; terminals keep theirs.
+    """Rewrite every ``Repeat`` in CFG rules with helper rules; lexemes keep theirs.
+
+    Terminals, lexeme-like (lazy/suffix/stop) rules and the ordinary rules used inside them
+    are lexemes that the runtime compiles into one automaton each, so their repeats stay
+    (lowering them would also make a lexeme's rules recursive). Everywhere else:
 
     - ``x?`` becomes ``x | ()`` in place;
     - ``x*`` becomes ``__star_n`` with ``__star_n = __star_n x | ()`` (left recursion: an
@@ -51,9 +62,10 @@ def lower_repeats(grammar: GrammarIR) -> GrammarIR:
     the span of the ``Repeat``).
     """
     lowerer = _RepeatLowerer(grammar)
+    inside_lexemes = rules_inside_lexemes(grammar)
     rules = [
         rule
-        if rule.terminal
+        if is_lexeme_like(rule) or rule.name in inside_lexemes
         else rule.model_copy(update={"body": map_expr(rule.body, lowerer.lower)})
         for rule in grammar.rules
     ]

@@ -1,0 +1,310 @@
+"""Tests of the pass framework and the passes: golden fixtures and language preservation.
+
+Golden fixtures live in tests/golden/passes/<pass>/<case>.txt with ``--- before ---`` and
+``--- after ---`` sections in the canonical IR text form. ``GRAMKILN_BLESS=1 pytest
+tests/test_passes.py`` rewrites the ``after`` sections from the current output (review the
+diff before committing it).
+
+The property tests run every pass on random grammars from gramkiln.testing.strategies and
+ask the reference matcher whether the language stayed the same, on strings sampled from
+the grammar before and after the pass, mutated samples and short random strings.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+from pathlib import Path
+
+import pytest
+from gramkiln.ir import GrammarIR, parse_grammar, print_grammar
+from gramkiln.passes import (
+    COMPILE_PIPELINE,
+    FRONTEND_PIPELINE,
+    PASSES,
+    Pass,
+    eliminate_dead_rules,
+    fuse_terminals,
+    get_pass,
+    inline_subgrammars,
+    lower_repeats,
+    lower_suffix_stop,
+    normalise_expressions,
+    run_pipeline,
+    weave_ignore,
+)
+from gramkiln.passes._common import rules_inside_lexemes
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gramkiln.errors import IRError
+from gramkiln.testing import ReferenceMatcher
+from gramkiln.testing.strategies import (
+    grammar_strings,
+    grammars,
+    probe_strings,
+    sample_string,
+)
+
+GOLDEN_DIR = Path(__file__).parent / "golden" / "passes"
+BEFORE, AFTER = "--- before ---", "--- after ---"
+BLESS = os.environ.get("GRAMKILN_BLESS") == "1"
+
+# ---------------------------------------------------------------------------------------------
+# golden fixtures
+
+
+def _golden_cases() -> list[Path]:
+    return sorted(GOLDEN_DIR.glob("*/*.txt"))
+
+
+def _split_fixture(text: str) -> tuple[str, str, str]:
+    """(header comments, before section, after section) of a fixture file."""
+    head, found, rest = text.partition(BEFORE + "\n")
+    assert found, "fixture lacks a '--- before ---' line"
+    before, found, after = rest.partition(AFTER + "\n")
+    assert found, "fixture lacks a '--- after ---' line"
+    return head, before, after
+
+
+@pytest.mark.parametrize("path", _golden_cases(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_golden(path: Path) -> None:
+    head, before_text, after_text = _split_fixture(path.read_text())
+    before = parse_grammar(before_text).verify()
+    transform = get_pass(path.parent.name)
+    result = transform(before).verify()
+    printed = print_grammar(result)
+    if BLESS:
+        path.write_text(f"{head}{BEFORE}\n{before_text}{AFTER}\n{printed}")
+        return
+    assert printed == after_text, f"{path}: output differs (GRAMKILN_BLESS=1 to accept)"
+    # The expected text must itself describe the result, not just print like it.
+    assert parse_grammar(after_text) == result
+    _assert_same_language_on_samples(before, result, count=30)
+
+
+def test_every_pass_has_three_golden_cases() -> None:
+    counts = {name: len(list((GOLDEN_DIR / name).glob("*.txt"))) for name in PASSES}
+    assert all(count >= 3 for count in counts.values()), counts
+
+
+def _assert_same_language_on_samples(before: GrammarIR, after: GrammarIR, count: int) -> None:
+    old, new = ReferenceMatcher(before), ReferenceMatcher(after)
+    rnd = random.Random(0)
+    texts = {""}
+    for grammar in (before, after):
+        for _ in range(count):
+            sample = sample_string(grammar, rnd)
+            if sample is not None:
+                texts.update((sample, sample[:-1], sample + sample[-1:]))
+    for text in sorted(texts):
+        assert old.accepts(text) == new.accepts(text), text
+        assert old.is_prefix(text) == new.is_prefix(text), text
+
+
+# ---------------------------------------------------------------------------------------------
+# language preservation on random grammars
+
+
+def _check_language(data: st.DataObject, before: GrammarIR, after: GrammarIR) -> None:
+    after.verify()
+    old, new = ReferenceMatcher(before), ReferenceMatcher(after)
+    texts = [data.draw(probe_strings(before), label="probe") for _ in range(6)]
+    texts += [data.draw(grammar_strings(after), label="sample of result") for _ in range(3)]
+    for text in texts:
+        assert old.accepts(text) == new.accepts(text), (text, print_grammar(after))
+        assert old.is_prefix(text) == new.is_prefix(text), (text, print_grammar(after))
+
+
+@given(data=st.data(), grammar=grammars(subgrammars=True))
+def test_normalise_expressions_keeps_language(data: st.DataObject, grammar: GrammarIR) -> None:
+    _check_language(data, grammar, normalise_expressions(grammar))
+
+
+@given(data=st.data(), grammar=grammars(subgrammars=True))
+def test_eliminate_dead_rules_keeps_language(data: st.DataObject, grammar: GrammarIR) -> None:
+    _check_language(data, grammar, eliminate_dead_rules(grammar))
+
+
+@given(data=st.data(), grammar=grammars(subgrammars=True))
+def test_weave_ignore_keeps_language(data: st.DataObject, grammar: GrammarIR) -> None:
+    woven = weave_ignore(grammar)
+    assert not woven.ignore and all(not sub.grammar.ignore for sub in woven.subgrammars)
+    _check_language(data, grammar, woven)
+
+
+@given(data=st.data(), grammar=grammars(subgrammars=True))
+def test_inline_subgrammars_keeps_language(data: st.DataObject, grammar: GrammarIR) -> None:
+    woven = weave_ignore(grammar)
+    inlined = inline_subgrammars(woven)
+    assert not inlined.subgrammars
+    _check_language(data, grammar, inlined)
+
+
+@given(data=st.data(), grammar=grammars(subgrammars=True))
+def test_lower_suffix_stop_keeps_language(data: st.DataObject, grammar: GrammarIR) -> None:
+    lowered = lower_suffix_stop(grammar)
+    assert all(rule.options.suffix is None and rule.options.stop is None for rule in lowered.rules)
+    _check_language(data, grammar, lowered)
+
+
+@given(data=st.data(), grammar=grammars(subgrammars=True), weave_first=st.booleans())
+def test_fuse_terminals_keeps_language(
+    data: st.DataObject, grammar: GrammarIR, weave_first: bool
+) -> None:
+    source = weave_ignore(grammar) if weave_first else grammar
+    _check_language(data, grammar, fuse_terminals(source))
+
+
+@given(data=st.data(), grammar=grammars(subgrammars=True))
+def test_lower_repeats_keeps_language(data: st.DataObject, grammar: GrammarIR) -> None:
+    lowered = lower_repeats(grammar)
+    _check_language(data, grammar, lowered)
+
+
+@given(data=st.data(), grammar=grammars(subgrammars=True))
+def test_compile_pipeline_keeps_language(data: st.DataObject, grammar: GrammarIR) -> None:
+    lowered = run_pipeline(grammar, COMPILE_PIPELINE)
+    assert not lowered.ignore and not lowered.subgrammars
+    _check_language(data, grammar, lowered)
+
+
+# ---------------------------------------------------------------------------------------------
+# shape guarantees of the lowering
+
+
+def _rule_names_are_unique(grammar: GrammarIR) -> bool:
+    names = [rule.name for rule in grammar.rules]
+    return len(names) == len(set(names))
+
+
+@given(grammar=grammars(subgrammars=True))
+def test_compile_pipeline_output_shape(grammar: GrammarIR) -> None:
+    from gramkiln.ir import Literal, Repeat, walk
+
+    lowered = run_pipeline(grammar, COMPILE_PIPELINE)
+    assert _rule_names_are_unique(lowered)
+    inside_lexemes = rules_inside_lexemes(lowered)
+    for rule in lowered.rules:
+        if rule.terminal or rule.options.lazy or rule.name in inside_lexemes:
+            continue
+        for node in walk(rule.body):
+            # CFG rules hold no text and no repeats: those live in terminals.
+            assert not isinstance(node, (Literal, Repeat)), print_grammar(lowered)
+
+
+@given(grammar=grammars(subgrammars=True))
+def test_passes_are_deterministic_and_idempotent_where_expected(grammar: GrammarIR) -> None:
+    once = run_pipeline(grammar, COMPILE_PIPELINE)
+    assert run_pipeline(grammar, COMPILE_PIPELINE) == once
+    normal = normalise_expressions(grammar)
+    assert normalise_expressions(normal) == normal
+    pruned = eliminate_dead_rules(grammar)
+    assert eliminate_dead_rules(pruned) == pruned
+
+
+def test_inline_subgrammars_requires_woven_ignore() -> None:
+    grammar = parse_grammar(
+        """
+        %start start
+        rule start = @sub
+        %subgrammar sub {
+          %ignore " "
+          rule start = "a" "b"
+        }
+        """
+    )
+    with pytest.raises(IRError, match="run weave_ignore first"):
+        inline_subgrammars(grammar)
+
+
+def test_lower_repeats_large_bound_is_linear() -> None:
+    grammar = parse_grammar('rule start = item{0,300}\nrule item = "x" | "y" "z"')
+    lowered = lower_repeats(grammar)
+    assert len(lowered.rules) <= 2 + 300 + 1
+    matcher = ReferenceMatcher(lowered)
+    assert matcher.accepts("x" * 300) and not matcher.accepts("x" * 301)
+    assert matcher.accepts("yz" * 150 + "x")
+
+
+# ---------------------------------------------------------------------------------------------
+# the framework
+
+
+def test_registry_holds_every_pass_with_a_docstring() -> None:
+    expected = {
+        "normalise_expressions",
+        "eliminate_dead_rules",
+        "weave_ignore",
+        "inline_subgrammars",
+        "lower_suffix_stop",
+        "fuse_terminals",
+        "lower_repeats",
+    }
+    assert expected <= set(PASSES)
+    for name, registered in PASSES.items():
+        assert registered.name == name
+        assert "Preserves" in registered.description, name
+    with pytest.raises(KeyError, match="unknown pass 'nope'"):
+        get_pass("nope")
+
+
+def test_pipelines_are_tuples_of_registered_passes() -> None:
+    for pipeline in (FRONTEND_PIPELINE, COMPILE_PIPELINE):
+        assert isinstance(pipeline, tuple)
+        assert all(isinstance(step, Pass) and PASSES[step.name] is step for step in pipeline)
+    names = [step.name for step in COMPILE_PIPELINE]
+    assert names.index("weave_ignore") < names.index("inline_subgrammars")
+    assert names.index("weave_ignore") < names.index("fuse_terminals")
+    assert names.index("lower_suffix_stop") < names.index("weave_ignore")
+
+
+SIMPLE = parse_grammar('%ignore " "\nrule start = "a" "b"*\nrule dead = "d"')
+
+
+def test_run_pipeline_prints_after_named_pass() -> None:
+    out = io.StringIO()
+    result = run_pipeline(
+        SIMPLE, ("normalise_expressions", weave_ignore), print_after="weave_ignore", out=out
+    )
+    text = out.getvalue()
+    assert text.startswith("# after weave_ignore (step 2)\n")
+    assert text.split("\n", 1)[1] == print_grammar(result)
+
+
+def test_run_pipeline_prints_after_several_passes_to_stderr(capsys: pytest.CaptureFixture) -> None:
+    run_pipeline(SIMPLE, COMPILE_PIPELINE, print_after={"weave_ignore", "eliminate_dead_rules"})
+    err = capsys.readouterr().err
+    assert "# after weave_ignore (step 3)" in err
+    assert "# after eliminate_dead_rules (step 9)" in err
+    assert "rule dead" not in err.split("# after eliminate_dead_rules")[1]
+
+
+def test_run_pipeline_rejects_unknown_print_after() -> None:
+    with pytest.raises(KeyError, match="lower_repeats"):
+        run_pipeline(SIMPLE, FRONTEND_PIPELINE, print_after="lower_repeats")
+
+
+def test_run_pipeline_names_the_pass_that_broke_an_invariant() -> None:
+    def drop_all_rules(grammar: GrammarIR) -> GrammarIR:
+        """Breaks the IR on purpose. Preserves: nothing."""
+        return grammar.with_rules(())
+
+    with pytest.raises(IRError, match=r"after pass drop_all_rules \(step 2\)"):
+        run_pipeline(SIMPLE, (normalise_expressions, drop_all_rules))
+    # Without verification the broken IR comes back unchecked.
+    assert run_pipeline(SIMPLE, (drop_all_rules,), verify=False).rules == ()
+
+
+def test_run_pipeline_checks_its_input() -> None:
+    broken = GrammarIR(rules=SIMPLE.rules, start="missing")
+    with pytest.raises(IRError, match="in the pipeline input"):
+        run_pipeline(broken, FRONTEND_PIPELINE)
+
+
+def test_passes_are_pure() -> None:
+    before = print_grammar(SIMPLE)
+    for step in COMPILE_PIPELINE:
+        step(SIMPLE)
+    assert print_grammar(SIMPLE) == before
