@@ -1,0 +1,182 @@
+"""Arrays: prefixItems/items, item counts, contains counts and (finite-domain) uniqueItems.
+
+The plain case (one item schema, optional bounds) is a bounded ``Repeat``. Otherwise the
+items form a chain of rules whose state is (items so far, matches of ``contains`` so far,
+values used so far for ``uniqueItems``), each component capped where further counting
+cannot change the answer, so that the grammar is exact and finite.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gramkiln.ir import Expr
+
+from .combinators import NotNegatable, canonical, negate, type_set
+from .exprs import NEVER, choice, is_never, lit, repeat, seq
+from .values import value_expr, value_may_satisfy
+
+if TYPE_CHECKING:
+    from .compiler import Compiler
+
+MAX_UNIQUE_DOMAIN = 8
+
+
+def array_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
+    """The expression for arrays valid against a flat schema."""
+    from .compiler import Unsupported
+
+    layout = compiler.layout
+    prefix = list(flat.get("prefixItems") or [])
+    items = flat.get("items", True)
+    min_items = int(flat.get("minItems", 0))
+    max_items = flat.get("maxItems")
+    max_items = int(max_items) if max_items is not None else None
+    if items is False:
+        max_items = len(prefix) if max_items is None else min(max_items, len(prefix))
+    if max_items is not None and max_items < min_items:
+        return NEVER
+    contains = flat.get("contains")
+    min_contains = int(flat.get("minContains", 1)) if contains is not None else 0
+    max_contains = flat.get("maxContains") if contains is not None else None
+    if contains is None or (min_contains == 0 and max_contains is None):
+        contains = None
+    unique = bool(flat.get("uniqueItems")) and (max_items is None or max_items > 1)
+
+    domains: dict[int, list[Any]] = {}
+    if unique:
+        for index in range(len(prefix) + 1):
+            schema = prefix[index] if index < len(prefix) else items
+            domain = finite_domain(compiler, schema, pointer, base)
+            if domain is None:
+                compiler.unsupported(
+                    pointer,
+                    ["uniqueItems"],
+                    f"exact only for items drawn from at most {MAX_UNIQUE_DOMAIN} fixed scalar values",
+                )
+                unique = False
+                break
+            domains[index] = domain
+
+    def position_schema(index: int) -> Any:
+        return prefix[index] if index < len(prefix) else items
+
+    def ref(schema: Any, index: int) -> Expr:
+        where = f"{pointer}/prefixItems/{index}" if index < len(prefix) else f"{pointer}/items"
+        return compiler.value_ref(schema, where, base, depth + 1)
+
+    if contains is None and not unique and not prefix:
+        item = ref(items, len(prefix))
+        empty = layout.close_empty("]", depth) if min_items == 0 else NEVER
+        if is_never(item):
+            return seq(lit("["), empty)
+        rest = repeat(seq(layout.item_separator(depth), item), max(min_items - 1, 0), None if max_items is None else max_items - 1)
+        nonempty = NEVER if max_items == 0 else seq(layout.open_first(depth), item, rest, layout.close_nonempty("]", depth))
+        return seq(lit("["), choice(empty, nonempty))
+
+    # Item variants per position: (expression, counts towards contains?, fixed value or None)
+    variants_cache: dict[int, list[tuple[Expr, bool, str | None]]] = {}
+
+    def variants(index: int) -> list[tuple[Expr, bool, str | None]]:
+        key = min(index, len(prefix))
+        if key in variants_cache:
+            return variants_cache[key]
+        schema = position_schema(index)
+        out: list[tuple[Expr, bool, str | None]] = []
+        if unique:
+            for value in domains[key]:
+                matches = contains is not None and _value_matches(compiler, value, contains, pointer, base)
+                out.append((value_expr(value, layout, depth + 1), matches, canonical(value)))
+        elif contains is None:
+            out.append((ref(schema, index), False, None))
+        else:
+            schema_flat = schema if isinstance(schema, bool) else compiler.flatten(schema, pointer, base, 0)
+            contains_flat = compiler.flatten(contains, f"{pointer}/contains", base, 0)
+            both = compiler.merge_at(_as_flat(schema_flat), contains_flat, pointer)
+            out.append((compiler.branch(both, f"{pointer}/contains", base, depth + 1), True, None))
+            try:
+                negated = negate(compiler.flatten_for_negation(contains, f"{pointer}/contains", base))
+            except NotNegatable as exc:
+                compiler.unsupported(pointer, ["contains"], str(exc))
+                negated = [True]
+            for alternative in negated:
+                if alternative is False:
+                    continue
+                other = compiler.merge_at(_as_flat(schema_flat), alternative, pointer)
+                out.append((compiler.branch(other, f"{pointer}/items", base, depth + 1), False, None))
+        variants_cache[key] = out
+        return out
+
+    count_cap = max_items if max_items is not None else max(min_items, len(prefix), 1)
+    contains_cap = (max_contains + 1) if max_contains is not None else max(min_contains, 0)
+
+    def moves(state: Any) -> list[tuple[Expr, Any]]:
+        count, matched, used = state
+        if max_items is not None and count >= max_items:
+            return []
+        separator = layout.open_first(depth) if count == 0 else layout.item_separator(depth)
+        out = []
+        for expr, matches, value_key in variants(count):
+            if value_key is not None and value_key in used:
+                continue
+            new_matched = min(matched + 1, contains_cap) if matches else matched
+            new_used = used | {value_key} if value_key is not None else used
+            out.append((seq(separator, expr), (min(count + 1, count_cap), new_matched, new_used)))
+        return out
+
+    def end(state: Any) -> Expr | None:
+        count, matched, _ = state
+        if count < min_items or matched < min_contains:
+            return None
+        if max_contains is not None and matched > max_contains:
+            return None
+        return layout.close_nonempty("]", depth) if count else layout.close_empty("]", depth)
+
+    try:
+        body = compiler.chain(f"{pointer}/array", (0, 0, frozenset()), moves, end)
+    except Unsupported as exc:
+        raise compiler.error(pointer, exc.reason) from None
+    return seq(lit("["), body)
+
+
+def _as_flat(schema: Any) -> dict[str, Any]:
+    if schema is True:
+        return {}
+    if schema is False:
+        return {"__false": True}
+    return schema
+
+
+def _value_matches(compiler: Compiler, value: Any, schema: Any, pointer: str, base: str) -> bool:
+    if isinstance(schema, bool):
+        return schema
+    flat = compiler.flatten(schema, pointer, base, 0)
+    if "enum" in flat:
+        return canonical(value) in {canonical(v) for v in flat["enum"]} and value_may_satisfy(value, flat)
+    return value_may_satisfy(value, flat) and not any(k.startswith("__") and k != "__exclude" for k in flat)
+
+
+def finite_domain(compiler: Compiler, schema: Any, pointer: str, base: str) -> list[Any] | None:
+    """The values an item schema allows when they are few (for exact uniqueItems), else None."""
+    if schema is False:
+        return []
+    flat = {} if schema is True else compiler.flatten(schema, f"{pointer}/items", base, 0)
+    if flat.get("__false"):
+        return []
+    if any(k in flat for k in ("__groups", "__not", "__conds")):
+        return None
+    if "enum" in flat:
+        values = [v for v in flat["enum"] if value_may_satisfy(v, flat)]
+        if any(isinstance(v, (dict, list)) for v in values):
+            return None
+    else:
+        types = type_set(flat)
+        if types is None or not types <= {"boolean", "null"}:
+            return None
+        values = ([True, False] if "boolean" in types else []) + ([None] if "null" in types else [])
+    deduplicated: dict[str, Any] = {}
+    for value in values:
+        deduplicated.setdefault(canonical(value), value)
+    if len(deduplicated) > MAX_UNIQUE_DOMAIN:
+        return None
+    return list(deduplicated.values())

@@ -1,0 +1,533 @@
+"""allOf merging, negation (``not``, the else-branch of ``if``) and oneOf disjointness.
+
+A *flat* schema is a normalized schema object whose ``allOf`` and ``$ref`` have been merged
+into it. Merging collects what cannot be merged keyword-by-keyword into internal list
+keywords, each consumed by a later stage:
+
+- ``__patterns`` / ``__formats``: every ``pattern`` / ``format`` that applies (intersected);
+- ``__not``: schemas the value must not match;
+- ``__exclude``: fixed values the value must differ from (the negation of ``enum``);
+- ``__false``: nothing matches (a ``false`` schema or a contradiction);
+- ``__groups``: ``("anyOf" | "oneOf", alternatives, location)`` to distribute over;
+- ``__conds``: ``(if, then, else, location)`` triples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+# Keywords that only make sense for one type: used to decide oneOf disjointness and to keep
+# merges of type-specific keywords independent.
+NUMERIC_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+class Unmergeable(Exception):
+    """Two schemas combine a keyword in a way the front end cannot express exactly."""
+
+    def __init__(self, keyword: str, reason: str) -> None:
+        super().__init__(reason)
+        self.keyword = keyword
+        self.reason = reason
+
+
+def canonical(value: Any) -> str:
+    """A canonical JSON text for comparing JSON values (1 and 1.0 are equal, True is not 1)."""
+    return json.dumps(_canon(value), sort_keys=True, separators=(",", ":"))
+
+
+def _canon(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and value.is_integer():
+            return {"#num": str(int(value))}
+        if isinstance(value, float):
+            return {"#num": repr(value)}
+        return {"#num": str(value)}
+    if isinstance(value, list):
+        return [_canon(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _canon(v) for k, v in value.items()}
+    return repr(value)
+
+
+def json_type_of(value: Any) -> str:
+    """The JSON Schema type name of a Python JSON value ("integer" for integral numbers)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def type_set(schema: dict[str, Any]) -> set[str] | None:
+    """The allowed types (with "integer" implied by "number"), or None when unrestricted."""
+    declared = schema.get("type")
+    if declared is None:
+        return None
+    names = [declared] if isinstance(declared, str) else list(declared)
+    result = set(names)
+    if "number" in result:
+        result.add("integer")
+    return result
+
+
+def _merge_types(a: dict[str, Any], b: dict[str, Any]) -> list[str] | None:
+    ta, tb = type_set(a), type_set(b)
+    if ta is None and tb is None:
+        return None
+    if ta is None or tb is None:
+        both = ta if ta is not None else tb
+    else:
+        both = ta & tb
+    assert both is not None
+    if "number" in both:
+        both.discard("integer")
+    return sorted(both)
+
+
+def _values(schema: dict[str, Any]) -> list[Any] | None:
+    if "const" in schema:
+        return [schema["const"]]
+    if "enum" in schema:
+        return list(schema["enum"])
+    return None
+
+
+def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The conjunction of two flat schemas, as one flat schema (raises Unmergeable)."""
+    if a.get("__false") or b.get("__false"):
+        return {"__false": True}
+    out: dict[str, Any] = {}
+    types = _merge_types(a, b)
+    if types is not None:
+        out["type"] = types
+    va, vb = _values(a), _values(b)
+    if va is not None or vb is not None:
+        if va is None or vb is None:
+            out["enum"] = va if va is not None else vb
+        else:
+            keys_b = {canonical(v) for v in vb}
+            out["enum"] = [v for v in va if canonical(v) in keys_b]
+    for keyword in (
+        "minimum",
+        "exclusiveMinimum",
+        "minLength",
+        "minItems",
+        "minProperties",
+        "minContains",
+    ):
+        values = [s[keyword] for s in (a, b) if keyword in s]
+        if values:
+            out[keyword] = max(values)
+    for keyword in (
+        "maximum",
+        "exclusiveMaximum",
+        "maxLength",
+        "maxItems",
+        "maxProperties",
+        "maxContains",
+    ):
+        values = [s[keyword] for s in (a, b) if keyword in s]
+        if values:
+            out[keyword] = min(values)
+    if "multipleOf" in a and "multipleOf" in b:
+        out["multipleOf"] = _lcm(a["multipleOf"], b["multipleOf"])
+    elif "multipleOf" in a or "multipleOf" in b:
+        out["multipleOf"] = a.get("multipleOf", b.get("multipleOf"))
+    if a.get("uniqueItems") or b.get("uniqueItems"):
+        out["uniqueItems"] = True
+    for keyword in ("__patterns", "__formats", "__not", "__groups", "__conds", "__exclude"):
+        combined = list(a.get(keyword, ())) + list(b.get(keyword, ()))
+        if combined:
+            out[keyword] = combined
+    required = list(dict.fromkeys(list(a.get("required", ())) + list(b.get("required", ()))))
+    if required:
+        out["required"] = required
+    _merge_objects(a, b, out)
+    _merge_arrays(a, b, out)
+    _merge_dependencies(a, b, out)
+    if "propertyNames" in a and "propertyNames" in b:
+        out["propertyNames"] = {"allOf": [a["propertyNames"], b["propertyNames"]]}
+    elif "propertyNames" in a or "propertyNames" in b:
+        out["propertyNames"] = a.get("propertyNames", b.get("propertyNames"))
+    if "contains" in a and "contains" in b:
+        if canonical(a["contains"]) != canonical(b["contains"]):
+            raise Unmergeable("contains", "two different 'contains' schemas apply to one array")
+    for keyword in ("contains",):
+        if keyword in a or keyword in b:
+            out[keyword] = a.get(keyword, b.get(keyword))
+    return out
+
+
+def _all_of(*schemas: Any) -> Any:
+    present = [s for s in schemas if s is not True and s != {}]
+    if not present:
+        return True
+    if any(s is False for s in present):
+        return False
+    if len(present) == 1:
+        return present[0]
+    return {"allOf": present}
+
+
+def _pattern_matches(pattern: str, key: str) -> bool:
+    """Whether a JSON Schema pattern matches a fixed key (exact, via the regex front end)."""
+    from .keys import pattern_matches
+
+    return pattern_matches(pattern, key)
+
+
+def _constraint_for_key(side: dict[str, Any], key: str) -> list[Any]:
+    """What ``side`` requires of property ``key`` when ``key`` is not among its properties."""
+    matched = [
+        schema
+        for pattern, schema in (side.get("patternProperties") or {}).items()
+        if _pattern_matches(pattern, key)
+    ]
+    if matched:
+        return matched
+    if "additionalProperties" in side:
+        return [side["additionalProperties"]]
+    return []
+
+
+def _merge_objects(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any]) -> None:
+    props_a = a.get("properties") or {}
+    props_b = b.get("properties") or {}
+    if props_a or props_b:
+        merged: dict[str, Any] = {}
+        for key in list(props_a) + [k for k in props_b if k not in props_a]:
+            parts = []
+            for side, props in ((a, props_a), (b, props_b)):
+                parts.extend([props[key]] if key in props else _constraint_for_key(side, key))
+            merged[key] = _all_of(*parts)
+        out["properties"] = merged
+    patterns_a = a.get("patternProperties") or {}
+    patterns_b = b.get("patternProperties") or {}
+    if patterns_a or patterns_b:
+        if ("additionalProperties" in a and patterns_b and set(patterns_b) - set(patterns_a)) or (
+            "additionalProperties" in b and patterns_a and set(patterns_a) - set(patterns_b)
+        ):
+            raise Unmergeable(
+                "patternProperties",
+                "allOf combines patternProperties with another branch's additionalProperties",
+            )
+        merged_patterns = dict(patterns_a)
+        for pattern, schema in patterns_b.items():
+            merged_patterns[pattern] = (
+                _all_of(merged_patterns[pattern], schema) if pattern in merged_patterns else schema
+            )
+        out["patternProperties"] = merged_patterns
+    if "additionalProperties" in a or "additionalProperties" in b:
+        out["additionalProperties"] = _all_of(
+            a.get("additionalProperties", True), b.get("additionalProperties", True)
+        )
+
+
+def _merge_arrays(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any]) -> None:
+    prefix_a = list(a.get("prefixItems") or [])
+    prefix_b = list(b.get("prefixItems") or [])
+    if prefix_a or prefix_b:
+        length = max(len(prefix_a), len(prefix_b))
+        merged = []
+        for index in range(length):
+            part_a = prefix_a[index] if index < len(prefix_a) else a.get("items", True)
+            part_b = prefix_b[index] if index < len(prefix_b) else b.get("items", True)
+            merged.append(_all_of(part_a, part_b))
+        out["prefixItems"] = merged
+    if "items" in a or "items" in b:
+        out["items"] = _all_of(a.get("items", True), b.get("items", True))
+
+
+def _merge_dependencies(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any]) -> None:
+    required: dict[str, list[str]] = {}
+    for side in (a, b):
+        for key, names in (side.get("dependentRequired") or {}).items():
+            required[key] = list(dict.fromkeys(required.get(key, []) + list(names)))
+    if required:
+        out["dependentRequired"] = required
+    schemas: dict[str, Any] = {}
+    for side in (a, b):
+        for key, schema in (side.get("dependentSchemas") or {}).items():
+            schemas[key] = _all_of(schemas[key], schema) if key in schemas else schema
+    if schemas:
+        out["dependentSchemas"] = schemas
+
+
+def _lcm(x: Any, y: Any) -> Any:
+    dx, dy = (
+        Decimal(repr(x)) if isinstance(x, float) else Decimal(x),
+        Decimal(repr(y)) if isinstance(y, float) else Decimal(y),
+    )
+    scale = max(-dx.as_tuple().exponent, -dy.as_tuple().exponent, 0)  # type: ignore[operator]
+    ix, iy = int(dx.scaleb(scale)), int(dy.scaleb(scale))
+    value = Decimal(math.lcm(ix, iy)).scaleb(-scale)
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# negation
+
+
+class NotNegatable(Exception):
+    """A ``not`` (or ``if`` without ``else`` coverage) whose complement is not expressible."""
+
+
+ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
+
+
+def negate(schema: Any) -> list[Any]:
+    """Schemas whose union is exactly the complement of ``schema`` (raises NotNegatable).
+
+    Supported: booleans, ``type``, ``const``/``enum`` (as ``__not`` value exclusions),
+    ``required``, ``properties`` with ``required`` (presence tests and negatable
+    sub-schemas), numeric and length bounds, and conjunctions of these.
+    """
+    if schema is True or schema == {}:
+        return [False]
+    if schema is False:
+        return [True]
+    if not isinstance(schema, dict):
+        raise NotNegatable("not a schema object")
+    keys = {k for k in schema if k not in ANNOTATION_KEYS}
+    if not keys:
+        return [False]
+    pieces: list[list[Any]] = []
+    types = type_set(schema)
+    if types is not None:
+        excluded = [t for t in ALL_TYPES if t not in types]
+        alternatives: list[Any] = []
+        if excluded:
+            alternatives.append({"type": excluded})
+        if "integer" in types and "number" not in types:
+            # "a number that is not an integer" has no exact grammar here (1.5e1 is 15).
+            raise NotNegatable("cannot negate type integer (non-integral numbers)")
+        pieces.append(alternatives)
+    values = _values(schema)
+    if values is not None:
+        pieces.append([{"__exclude": values}])
+    handled = {"type", "const", "enum"}
+    bound_keys = {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minProperties",
+        "maxProperties",
+    }
+    flipped = {
+        "minimum": "exclusiveMaximum",
+        "maximum": "exclusiveMinimum",
+        "exclusiveMinimum": "maximum",
+        "exclusiveMaximum": "minimum",
+    }
+    type_for = {
+        "minLength": "string",
+        "maxLength": "string",
+        "minItems": "array",
+        "maxItems": "array",
+        "minProperties": "object",
+        "maxProperties": "object",
+    }
+    for key in sorted(keys & bound_keys):
+        value = schema[key]
+        if key in flipped:
+            pieces.append(
+                [
+                    {"type": [t for t in ALL_TYPES if t != "number"]},
+                    {"type": ["number"], flipped[key]: value},
+                ]
+            )
+        else:
+            other = [t for t in ALL_TYPES if t != type_for[key]]
+            if key.startswith("min"):
+                if value == 0:
+                    pieces.append([False])
+                    continue
+                tight = {"type": [type_for[key]], "max" + key[3:]: value - 1}
+            else:
+                tight = {"type": [type_for[key]], "min" + key[3:]: value + 1}
+            pieces.append([{"type": other}, tight])
+        handled.add(key)
+    required = list(schema.get("required", ()))
+    properties = schema.get("properties") or {}
+    if required or properties:
+        non_objects = {"type": [t for t in ALL_TYPES if t != "object"]}
+        alternatives = []
+        for name in required:
+            alternatives.append({"type": ["object"], "properties": {name: False}})
+        for name, sub in properties.items():
+            for negated in negate(sub):
+                if negated is False:
+                    continue
+                alternatives.append(
+                    {"type": ["object"], "required": [name], "properties": {name: negated}}
+                )
+        pieces.append([non_objects, *alternatives])
+        handled |= {"required", "properties"}
+    rest = keys - handled
+    if rest:
+        raise NotNegatable("cannot negate keywords: " + ", ".join(sorted(rest)))
+    # not(A and B and ...) = not A or not B or ...
+    union: list[Any] = []
+    for alternatives in pieces:
+        for alternative in alternatives:
+            if alternative is False:
+                continue
+            if canonical(alternative) not in {canonical(u) for u in union}:
+                union.append(alternative)
+    return union or [False]
+
+
+ANNOTATION_KEYS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$comment",
+        "$id",
+        "$schema",
+        "$anchor",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+        "$defs",
+        "definitions",
+    }
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# oneOf disjointness
+
+
+def provably_disjoint(a: Any, b: Any) -> bool:
+    """True when no JSON value can satisfy both flat schemas (a sound, incomplete test)."""
+    if a is False or b is False:
+        return True
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    ta, tb = _effective_types(a), _effective_types(b)
+    if ta is not None and tb is not None and not (ta & tb):
+        return True
+    va, vb = _values(a), _values(b)
+    if (
+        va is not None
+        and vb is not None
+        and not ({canonical(v) for v in va} & {canonical(v) for v in vb})
+    ):
+        return True
+    for values, other in ((va, b), (vb, a)):
+        if values is not None and not any(_value_may_match(v, other) for v in values):
+            return True
+    # Objects told apart by a required property whose values cannot coincide.
+    if _only_objects(a) or _only_objects(b) or True:
+        props_a, props_b = a.get("properties") or {}, b.get("properties") or {}
+        required_a, required_b = set(a.get("required", ())), set(b.get("required", ()))
+        objects_only = _only_objects(a) and _only_objects(b)
+        for name in set(props_a) & set(props_b):
+            if name in required_a and name in required_b and objects_only:
+                sa, sb = props_a[name], props_b[name]
+                if isinstance(sa, dict) and isinstance(sb, dict) and provably_disjoint(sa, sb):
+                    return True
+        if objects_only:
+            # A property required by one side is forbidden by the other.
+            for required, other in ((required_a, b), (required_b, a)):
+                for name in required:
+                    if (other.get("properties") or {}).get(name) is False:
+                        return True
+                    if (
+                        name not in (other.get("properties") or {})
+                        and other.get("additionalProperties") is False
+                        and not other.get("patternProperties")
+                    ):
+                        return True
+    # Numeric ranges that do not overlap.
+    if _only_numbers(a) and _only_numbers(b) and _ranges_disjoint(a, b):
+        return True
+    return False
+
+
+def _effective_types(schema: dict[str, Any]) -> set[str] | None:
+    types = type_set(schema)
+    values = _values(schema)
+    if values is not None:
+        value_types = {json_type_of(v) for v in values}
+        if "integer" in value_types:
+            value_types.add("number")
+        return (
+            value_types
+            if types is None
+            else value_types & (types | ({"number"} if "integer" in types else set()))
+        )
+    if types is not None and "integer" in types:
+        types = set(types) | {"number"} if "number" in types else set(types)
+    return types
+
+
+def _only_objects(schema: dict[str, Any]) -> bool:
+    types = type_set(schema)
+    return types is not None and types <= {"object"}
+
+
+def _only_numbers(schema: dict[str, Any]) -> bool:
+    types = type_set(schema)
+    return types is not None and types <= {"number", "integer"}
+
+
+def _ranges_disjoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    def bounds(s: dict[str, Any]) -> tuple[tuple[float, bool], tuple[float, bool]]:
+        low = (-math.inf, False)
+        high = (math.inf, False)
+        if "minimum" in s:
+            low = (s["minimum"], False)
+        if "exclusiveMinimum" in s and s["exclusiveMinimum"] >= low[0]:
+            low = (s["exclusiveMinimum"], True)
+        if "maximum" in s:
+            high = (s["maximum"], False)
+        if "exclusiveMaximum" in s and s["exclusiveMaximum"] <= high[0]:
+            high = (s["exclusiveMaximum"], True)
+        return low, high
+
+    (la, xa), (ha, ya) = bounds(a)
+    (lb, xb), (hb, yb) = bounds(b)
+    if ha < lb or (ha == lb and (ya or xb)):
+        return True
+    if hb < la or (hb == la and (yb or xa)):
+        return True
+    return False
+
+
+def _value_may_match(value: Any, schema: dict[str, Any]) -> bool:
+    """A conservative test: False only when ``value`` certainly fails ``schema``."""
+    types = type_set(schema)
+    kind = json_type_of(value)
+    if types is not None:
+        if kind == "integer" and not ({"integer", "number"} & types):
+            return False
+        if kind == "number" and "number" not in types:
+            return False
+        if kind not in ("integer", "number") and kind not in types:
+            return False
+    values = _values(schema)
+    if values is not None and canonical(value) not in {canonical(v) for v in values}:
+        return False
+    return True

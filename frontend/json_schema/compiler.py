@@ -1,0 +1,651 @@
+"""The driver: walks a schema, merges and distributes its combinators, and emits IR rules.
+
+One rule is made per schema location (and nesting depth, when indentation makes depth
+visible); ``$ref`` targets are shared rules, which is how recursive schemas terminate. A schema
+is first *flattened* (``$ref`` and ``allOf`` merged in, see :mod:`.combinators`), then its
+``anyOf``/``oneOf``/``if``/``not``/dependencies are distributed into a choice of flat
+branches, and finally each branch is split by type and handed to the per-type builders
+(:mod:`.objects`, :mod:`.arrays`, :mod:`.strings`, :mod:`.numbers`).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable, Hashable
+from decimal import Decimal
+from typing import Any
+
+from gramkiln.errors import GrammarError
+from gramkiln.ir import CharClass, Expr, GrammarIR, Ref, Rule
+
+from . import arrays, objects
+from .automaton import (
+    AutomatonTooLarge,
+    Dfa,
+    complement,
+    dfa_from_expr,
+    group_edges,
+    intersect,
+    is_empty,
+    length_dfa,
+    only_self_loops,
+)
+from .combinators import (
+    NotNegatable,
+    Unmergeable,
+    canonical,
+    merge,
+    negate,
+    provably_disjoint,
+    type_set,
+)
+from .drafts import ANNOTATIONS, CONSTRAINTS, detect_draft, normalize
+from .exprs import NEVER, choice, char_class, is_never, lit, repeat, seq
+from .formats import FORMAT_PATTERNS, format_expr
+from .keys import word_set_dfa
+from .layout import Layout
+from .numbers import Bound, NumberSpec, NumberSpecError, number_dfa, plain_number_expr, to_decimal
+from .options import JsonSchemaOptions
+from .refs import DEFAULT_BASE, RefError, RefIndex
+from .strings import any_encoded_char, encode_expr, encoded_char
+from .values import value_expr, value_may_satisfy
+
+LANGUAGE = "JSON Schema"
+MAX_FLATTEN_DEPTH = 64
+MAX_BRANCHES = 128
+MAX_CHAIN_STATES = 4096
+SUPPORTED_UNEVALUATED = ()
+TYPE_ORDER = ("null", "boolean", "integer", "number", "string", "array", "object")
+ALL_VALUE_TYPES = ("null", "boolean", "number", "string", "array", "object")
+
+
+class Unsupported(Exception):
+    """Raised inside the builders; turned into a located GrammarError or a warning."""
+
+    def __init__(self, keywords: list[str] | tuple[str, ...], reason: str) -> None:
+        super().__init__(reason)
+        self.keywords = tuple(keywords)
+        self.reason = reason
+
+
+class Compiler:
+    """Compiles one schema document into a GrammarIR (see the module docstring)."""
+
+    def __init__(self, schema: Any, options: JsonSchemaOptions) -> None:
+        self.options = options
+        self.root = schema
+        self.draft = detect_draft(schema)
+        self.index = RefIndex(schema, legacy_id=self.draft <= 4)
+        self.layout = Layout(options)
+        self.rules: dict[str, Rule] = {}
+        self.rule_for_key: dict[Hashable, str] = {}
+        self.keepalive: list[Any] = []
+        self.warnings: list[str] = []
+        self._counter = 0
+
+    # -- public entry -----------------------------------------------------------------------
+    def grammar(self) -> GrammarIR:
+        """Build and verify the grammar for the whole document."""
+        if not isinstance(self.root, (dict, bool)):
+            raise self.error("#", "a schema must be a JSON object or a boolean")
+        body = self.value_ref(self.root, "#", DEFAULT_BASE, 0)
+        start = Rule(name="start", body=seq(self.layout.top(), body, self.layout.top()))
+        return GrammarIR(start="start", rules=(start, *self.rules.values())).verify()
+
+    # -- diagnostics ------------------------------------------------------------------------
+    def error(self, pointer: str, message: str) -> GrammarError:
+        """A located error: the JSON pointer of the schema location leads the message."""
+        return GrammarError(f"at {pointer}: {message}", language=LANGUAGE)
+
+    def unsupported(self, pointer: str, keywords: tuple[str, ...] | list[str], reason: str) -> None:
+        """Report keywords that are not enforced: an error, or a warning when lenient."""
+        listed = ", ".join(sorted(set(keywords)))
+        message = f"unsupported keyword(s) {listed}: {reason}"
+        if not self.options.lenient:
+            raise self.error(pointer, message)
+        text = f"{LANGUAGE} at {pointer}: {message} (not enforced)"
+        self.warnings.append(text)
+        warnings.warn(text, stacklevel=4)
+
+    # -- rules ------------------------------------------------------------------------------
+    def new_name(self, hint: str) -> str:
+        """A fresh rule name derived from a location hint."""
+        self._counter += 1
+        cleaned = re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_")[-40:] or "value"
+        if not cleaned[0].isalpha():
+            cleaned = "s_" + cleaned
+        return f"{cleaned}__{self._counter}"
+
+    def add_rule(self, name: str, body: Expr, terminal: bool = False) -> Ref:
+        """Define a rule and return a reference to it."""
+        self.rules[name] = Rule(name=name, body=body, terminal=terminal)
+        return Ref(name=name)
+
+    def shared_rule(self, key: Hashable, hint: str, build: Callable[[], Expr], terminal: bool = False) -> Expr:
+        """A rule built once per key (a reference to it, reserved before building)."""
+        name = self.rule_for_key.get(key)
+        if name is not None:
+            return Ref(name=name)
+        name = self.new_name(hint)
+        self.rule_for_key[key] = name
+        body = build()
+        return self.add_rule(name, body, terminal)
+
+    def chain(
+        self,
+        hint: str,
+        start: Hashable,
+        moves: Callable[[Hashable], list[tuple[Expr, Hashable]]],
+        end: Callable[[Hashable], Expr | None],
+    ) -> Expr:
+        """Rules for a finite state machine over sub-expressions (objects, arrays).
+
+        Each state becomes a rule: a choice of ``move_expr next_state`` and, where the state
+        may stop, its end expression. States are explored from ``start`` only.
+        """
+        names = {start: self.new_name(hint)}
+        pending = [start]
+        while pending:
+            state = pending.pop()
+            alternatives: list[Expr] = []
+            for expr, nxt in moves(state):
+                if is_never(expr):
+                    continue
+                if nxt not in names:
+                    if len(names) >= MAX_CHAIN_STATES:
+                        raise Unsupported((), f"more than {MAX_CHAIN_STATES} grammar states needed")
+                    names[nxt] = self.new_name(hint)
+                    pending.append(nxt)
+                alternatives.append(seq(expr, Ref(name=names[nxt])))
+            stop = end(state)
+            if stop is not None:
+                alternatives.append(stop)
+            self.add_rule(names[state], choice(*alternatives))
+        return Ref(name=names[start])
+
+    def emit_dfa(self, dfa: Dfa, hint: str, edge: Callable[[tuple[tuple[int, int], ...]], Expr]) -> Expr:
+        """Rules for an automaton, with ``edge`` turning a range label into an expression.
+
+        Automata whose only cycles are self-loops become terminal rules (a self-loop is a
+        ``Repeat``); others become right-linear rules.
+        """
+        if not dfa.accepting:
+            return NEVER
+        terminal = only_self_loops(dfa)
+        names = [self.new_name(hint) for _ in range(dfa.size)]
+        for state in range(dfa.size):
+            grouped = group_edges(dfa.edges[state])
+            loop = grouped.pop(state, None) if terminal else None
+            alternatives: list[Expr] = []
+            if state in dfa.accepting:
+                alternatives.append(lit(""))
+            for target, ranges in grouped.items():
+                alternatives.append(seq(edge(ranges), Ref(name=names[target])))
+            body = choice(*alternatives)
+            if loop is not None:
+                body = seq(repeat(edge(loop)), body)
+            self.add_rule(names[state], body, terminal=terminal)
+        return Ref(name=names[dfa.start])
+
+    # -- schemas ----------------------------------------------------------------------------
+    def value_ref(self, schema: Any, pointer: str, base: str, depth: int) -> Expr:
+        """A reference to the rule for values valid against ``schema`` (NEVER for false)."""
+        if schema is False:
+            return NEVER
+        if self.layout.depth_matters and depth > self.options.max_indent_depth:
+            return NEVER
+        depth_key = depth if self.layout.depth_matters else 0
+        if schema is True or schema == {}:
+            return self.any_value(depth_key)
+        if not isinstance(schema, dict):
+            raise self.error(pointer, "a schema must be a JSON object or a boolean")
+        base = self.index.base_of(schema, base)
+        if id(schema) in self.index.bases:
+            key: Hashable = ("schema", id(schema), base, depth_key)
+        else:
+            key = ("synthetic", canonical(_strip_internal(schema)), base, depth_key)
+        self.keepalive.append(schema)
+        return self.shared_rule(key, pointer, lambda: self.schema_body(schema, pointer, base, depth_key))
+
+    def schema_body(self, schema: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
+        """The expression for one schema object."""
+        normalized = normalize(schema, self.draft)
+        ref = normalized.get("$ref")
+        constraint_keys = [k for k in normalized if k in CONSTRAINTS and k != "$ref"]
+        if isinstance(ref, str) and not constraint_keys:
+            target, target_base, location = self.resolve(ref, base, pointer)
+            return self.value_ref(target, location, target_base, depth)
+        flat = self.flatten(schema, pointer, base, 0)
+        return self.flat_body(flat, pointer, base, depth)
+
+    def resolve(self, ref: str, base: str, pointer: str) -> tuple[Any, str, str]:
+        """Resolve a reference or raise a located error."""
+        try:
+            return self.index.resolve(ref, base)
+        except RefError as exc:
+            raise self.error(pointer, str(exc)) from None
+
+    def flatten(self, schema: Any, pointer: str, base: str, level: int) -> dict[str, Any]:
+        """Merge ``$ref`` and ``allOf`` into one flat schema (see :mod:`.combinators`)."""
+        if schema is True:
+            return {}
+        if schema is False:
+            return {"__false": True}
+        if not isinstance(schema, dict):
+            raise self.error(pointer, "a schema must be a JSON object or a boolean")
+        if level > MAX_FLATTEN_DEPTH:
+            raise self.error(pointer, "allOf/$ref chain does not terminate (recursive allOf)")
+        base = self.index.base_of(schema, base)
+        s = normalize(schema, self.draft)
+        self._check_keywords(s, pointer)
+        flat: dict[str, Any] = {}
+        for key, value in s.items():
+            if key in ("allOf", "$ref", "anyOf", "oneOf", "not", "if", "then", "else", "pattern", "format", "const", "$dynamicRef"):
+                continue
+            if key in CONSTRAINTS:
+                flat[key] = value
+        if "const" in s:
+            flat["enum"] = [s["const"]]
+            if "enum" in s:
+                flat = merge(flat, {"enum": list(s["enum"])})
+        if isinstance(s.get("pattern"), str):
+            flat["__patterns"] = [(s["pattern"], pointer)]
+        if isinstance(s.get("format"), str) and s["format"] in FORMAT_PATTERNS:
+            flat["__formats"] = [(s["format"], pointer)]
+        groups = []
+        for kind in ("anyOf", "oneOf"):
+            if isinstance(s.get(kind), list):
+                if not s[kind]:
+                    raise self.error(pointer, f"{kind} must not be empty")
+                groups.append((kind, s[kind], f"{pointer}/{kind}", base))
+        if groups:
+            flat["__groups"] = groups
+        if "not" in s:
+            flat["__not"] = [(s["not"], f"{pointer}/not", base)]
+        if "if" in s and ("then" in s or "else" in s):
+            flat["__conds"] = [(s["if"], s.get("then", True), s.get("else", True), pointer, base)]
+        ref = s.get("$ref", s.get("$dynamicRef"))
+        try:
+            if isinstance(ref, str):
+                target, target_base, location = self.resolve(ref, base, pointer)
+                flat = merge(flat, self.flatten(target, location, target_base, level + 1))
+            for index, sub in enumerate(s.get("allOf") or ()):
+                flat = merge(flat, self.flatten(sub, f"{pointer}/allOf/{index}", base, level + 1))
+        except Unmergeable as exc:
+            self.unsupported(pointer, ("allOf", exc.keyword), exc.reason)
+        return flat
+
+    def _check_keywords(self, s: dict[str, Any], pointer: str) -> None:
+        unsupported = [k for k in ("unevaluatedProperties", "unevaluatedItems") if k in s]
+        if unsupported:
+            self.unsupported(pointer, unsupported, "unevaluated* next to in-place applicators")
+        if "$dynamicRef" in s:
+            name = s["$dynamicRef"].partition("#")[2]
+            count = sum(1 for key in self.index.anchors if key.endswith("#" + name))
+            if count > 1:
+                self.unsupported(pointer, ["$dynamicRef"], "dynamic scope with several anchors")
+
+    # -- distribution of combinators ---------------------------------------------------------
+    def flat_body(self, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
+        """The expression for a flat schema: distribute combinators, then split by type."""
+        if flat.get("__false"):
+            return NEVER
+        groups = list(flat.get("__groups", ()))
+        if groups:
+            kind, alternatives, location, group_base = groups[0]
+            rest = dict(flat)
+            rest["__groups"] = groups[1:]
+            if not rest["__groups"]:
+                del rest["__groups"]
+            return self.distribute(kind, alternatives, location, group_base, rest, depth)
+        conds = list(flat.get("__conds", ()))
+        if conds:
+            condition, then, otherwise, location, cond_base = conds[0]
+            rest = {k: v for k, v in flat.items() if k != "__conds"}
+            if conds[1:]:
+                rest["__conds"] = conds[1:]
+            return self.conditional(condition, then, otherwise, location, cond_base, rest, depth)
+        nots = list(flat.get("__not", ()))
+        if nots:
+            negated_schema, location, not_base = nots[0]
+            rest = {k: v for k, v in flat.items() if k != "__not"}
+            if nots[1:]:
+                rest["__not"] = nots[1:]
+            try:
+                alternatives = negate(self.flatten_for_negation(negated_schema, location, not_base))
+            except NotNegatable as exc:
+                self.unsupported(location, ["not"], str(exc))
+                return self.branch(rest, pointer, base, depth)
+            return choice(*(self.branch(self.merge_at(rest, alt, location), pointer, base, depth) for alt in alternatives))
+        dependents = self.dependency_split(flat)
+        if dependents is not None:
+            return choice(*(self.branch(b, pointer, base, depth) for b in dependents))
+        return self.leaf(flat, pointer, base, depth)
+
+    def flatten_for_negation(self, schema: Any, pointer: str, base: str) -> Any:
+        """A schema ready for :func:`negate`: booleans as is, objects flattened."""
+        if isinstance(schema, bool):
+            return schema
+        flat = self.flatten(schema, pointer, base, 0)
+        if flat.get("__false"):
+            return False
+        if any(k in flat for k in ("__groups", "__not", "__conds", "__patterns", "__formats")):
+            raise NotNegatable("cannot negate combinators, patterns or formats")
+        out = {k: v for k, v in flat.items() if not k.startswith("__")}
+        if "__exclude" in flat:
+            raise NotNegatable("cannot negate a negation")
+        return out
+
+    def merge_at(self, a: dict[str, Any], b: Any, pointer: str) -> dict[str, Any]:
+        """merge() with booleans allowed and errors located."""
+        if b is True:
+            return a
+        if b is False:
+            return {"__false": True}
+        try:
+            return merge(a, b)
+        except Unmergeable as exc:
+            self.unsupported(pointer, (exc.keyword,), exc.reason)
+            return a
+
+    def branch(self, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
+        """A rule for one distributed branch (shared when identical)."""
+        if flat.get("__false"):
+            return NEVER
+        key = ("branch", canonical(_strip_internal(flat)), _internal_key(flat), base, depth)
+        self.keepalive.append(flat)
+        return self.shared_rule(key, pointer, lambda: self.flat_body(flat, pointer, base, depth))
+
+    def distribute(
+        self, kind: str, alternatives: list[Any], location: str, base: str, rest: dict[str, Any], depth: int
+    ) -> Expr:
+        """anyOf/oneOf: one branch per alternative merged with the rest of the schema."""
+        trivial_rest = not any(k for k in rest if k not in ANNOTATIONS)
+        flats = [self.flatten(alt, f"{location}/{i}", base, 0) for i, alt in enumerate(alternatives)]
+        branches = [flats[i] if trivial_rest else self.merge_at(rest, flats[i], location) for i in range(len(flats))]
+        if kind == "oneOf":
+            self.check_one_of(branches, location)
+        if len(branches) > MAX_BRANCHES:
+            raise self.error(location, f"{len(branches)} branches exceed the limit of {MAX_BRANCHES}")
+        exprs = []
+        for index, (alt, flat) in enumerate(zip(alternatives, branches)):
+            if trivial_rest:
+                exprs.append(self.value_ref(alt, f"{location}/{index}", base, depth))
+            else:
+                exprs.append(self.branch(flat, f"{location}/{index}", base, depth))
+        return choice(*exprs)
+
+    def check_one_of(self, branches: list[dict[str, Any]], location: str) -> None:
+        """oneOf is exact only when no value can match two branches."""
+        for i in range(len(branches)):
+            for j in range(i + 1, len(branches)):
+                if not provably_disjoint(branches[i], branches[j]):
+                    message = f"oneOf branches {i} and {j} may overlap; the grammar would accept values matching both"
+                    if self.options.coerce_one_of:
+                        text = f"{LANGUAGE} at {location}: {message} (treated as anyOf)"
+                        self.warnings.append(text)
+                        warnings.warn(text, stacklevel=4)
+                        return
+                    self.unsupported(location, ["oneOf"], message + " (set coerce_one_of to accept)")
+                    return
+
+    def conditional(
+        self, condition: Any, then: Any, otherwise: Any, location: str, base: str, rest: dict[str, Any], depth: int
+    ) -> Expr:
+        """if/then/else as (if and then) or (not if and else)."""
+        try:
+            condition_flat = self.flatten_for_negation(condition, f"{location}/if", base)
+            negated = negate(condition_flat)
+        except NotNegatable as exc:
+            self.unsupported(location, ["if"], str(exc))
+            return self.branch(rest, location, base, depth)
+        positive = self.merge_at(rest, condition_flat, location)
+        positive = self.merge_at(positive, self.flatten(then, f"{location}/then", base, 0), location)
+        exprs = [self.branch(positive, location, base, depth)]
+        otherwise_flat = self.flatten(otherwise, f"{location}/else", base, 0)
+        for alternative in negated:
+            branch = self.merge_at(self.merge_at(rest, alternative, location), otherwise_flat, location)
+            exprs.append(self.branch(branch, location, base, depth))
+        return choice(*exprs)
+
+    def dependency_split(self, flat: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """dependentRequired/dependentSchemas as branches: trigger absent, or present and more."""
+        required = flat.get("dependentRequired") or {}
+        schemas = flat.get("dependentSchemas") or {}
+        if not required and not schemas:
+            return None
+        rest = {k: v for k, v in flat.items() if k not in ("dependentRequired", "dependentSchemas")}
+        triggers = list(dict.fromkeys(list(required) + list(schemas)))
+        trigger = triggers[0]
+        later_required = {k: v for k, v in required.items() if k != trigger}
+        later_schemas = {k: v for k, v in schemas.items() if k != trigger}
+        if later_required:
+            rest["dependentRequired"] = later_required
+        if later_schemas:
+            rest["dependentSchemas"] = later_schemas
+        absent = self.merge_at(rest, {"properties": {trigger: False}}, "#")
+        present = self.merge_at(rest, {"required": [trigger, *required.get(trigger, [])]}, "#")
+        if trigger in schemas:
+            present = self.merge_at(present, self.flatten(schemas[trigger], "#/dependentSchemas", DEFAULT_BASE, 0), "#")
+        # Only objects are affected: keep non-objects in the "absent" branch only.
+        present = self.merge_at(present, {"type": ["object"]}, "#")
+        return [absent, present]
+
+    # -- leaves -----------------------------------------------------------------------------
+    def leaf(self, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
+        """A flat schema without combinators: a choice over its admissible types."""
+        types = type_set(flat)
+        allowed = [t for t in TYPE_ORDER if types is None and t != "integer" or types is not None and t in types]
+        if types is not None and "number" in types:
+            allowed = [t for t in allowed if t != "integer"]
+        if "enum" in flat:
+            if not isinstance(flat["enum"], list):
+                raise self.error(pointer, "enum must be an array")
+            values = [v for v in flat["enum"] if value_may_satisfy(v, flat)]
+            self._check_enum_members(values, flat, pointer)
+            return choice(*(value_expr(v, self.layout, depth) for v in values))
+        alternatives = []
+        for kind in allowed:
+            alternatives.append(self.typed(kind, flat, pointer, base, depth))
+        return choice(*alternatives)
+
+    def _check_enum_members(self, values: list[Any], flat: dict[str, Any], pointer: str) -> None:
+        """Sub-schemas of containers are not checked against fixed members: say so."""
+        nested = [k for k in ("properties", "patternProperties", "additionalProperties", "items", "prefixItems", "contains", "propertyNames") if k in flat]
+        if nested and any(isinstance(v, (dict, list)) for v in values):
+            self.unsupported(pointer, nested, "sub-schemas are not checked against enum/const members")
+
+    def typed(self, kind: str, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
+        """The expression for one JSON type under a flat schema."""
+        excluded = [v for v in flat.get("__exclude", ())]
+        if kind == "null":
+            return NEVER if None in excluded else lit("null")
+        if kind == "boolean":
+            options = [lit(t) for t, v in (("true", True), ("false", False)) if not any(e is v for e in excluded)]
+            return choice(*options)
+        if kind in ("integer", "number"):
+            return self.number(flat, kind == "integer", pointer)
+        if kind == "string":
+            return self.string(flat, pointer)
+        if kind == "array":
+            if any(isinstance(v, list) for v in excluded):
+                self.unsupported(pointer, ["not"], "excluding fixed arrays is not supported")
+            return arrays.array_expr(self, flat, pointer, base, depth)
+        if kind == "object":
+            if any(isinstance(v, dict) for v in excluded):
+                self.unsupported(pointer, ["not"], "excluding fixed objects is not supported")
+            return objects.object_expr(self, flat, pointer, base, depth)
+        raise AssertionError(kind)
+
+    def any_value(self, depth: int) -> Expr:
+        """Any JSON value (shared rules)."""
+        return self.shared_rule(("any", depth), "any_value", lambda: self.leaf({}, "#", DEFAULT_BASE, depth))
+
+    # -- numbers ----------------------------------------------------------------------------
+    def number(self, flat: dict[str, Any], integer: bool, pointer: str) -> Expr:
+        """Numbers with exact bounds and multipleOf."""
+        try:
+            bounds = []
+            for keyword, op in (("minimum", "ge"), ("exclusiveMinimum", "gt"), ("maximum", "le"), ("exclusiveMaximum", "lt")):
+                if keyword in flat:
+                    bounds.append(Bound(op, to_decimal(flat[keyword], keyword)))
+            for value in flat.get("__exclude", ()):
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    bounds.append(Bound("ne", to_decimal(value, "not")))
+            multiple = None
+            if "multipleOf" in flat:
+                multiple = to_decimal(flat["multipleOf"], "multipleOf")
+                if multiple <= 0:
+                    raise NumberSpecError("multipleOf must be greater than 0")
+        except NumberSpecError as exc:
+            raise self.error(pointer, str(exc)) from None
+        spec = NumberSpec(integer=integer, bounds=tuple(bounds), multiple_of=multiple)
+        if spec.is_plain():
+            return self.shared_rule(("number", integer), "integer" if integer else "number", lambda: plain_number_expr(integer), terminal=True)
+        if spec.is_empty_interval():
+            return NEVER
+
+        def build() -> Expr:
+            try:
+                dfa = number_dfa(spec)
+            except AutomatonTooLarge as exc:
+                self.unsupported(pointer, ["multipleOf"], str(exc))
+                return plain_number_expr(integer)
+            return self.emit_dfa(dfa, "num", lambda ranges: CharClass.of(list(ranges)))
+
+        return self.shared_rule(("number", spec), "number_range", build)
+
+    # -- strings ----------------------------------------------------------------------------
+    def string(self, flat: dict[str, Any], pointer: str) -> Expr:
+        """Strings under length, pattern, format and exclusion constraints."""
+        min_length = _non_negative(flat.get("minLength", 0), "minLength", self, pointer)
+        max_length = flat.get("maxLength")
+        if max_length is not None:
+            max_length = _non_negative(max_length, "maxLength", self, pointer)
+            if max_length < min_length:
+                return NEVER
+        patterns = tuple(sorted({p for p, _ in flat.get("__patterns", ())}))
+        formats = tuple(sorted({f for f, _ in flat.get("__formats", ())}))
+        excluded = tuple(sorted({v for v in flat.get("__exclude", ()) if isinstance(v, str)}))
+        key = ("string", min_length, max_length, patterns, formats, excluded)
+
+        def build() -> Expr:
+            return seq(lit('"'), self.string_content(min_length, max_length, patterns, formats, excluded, pointer), lit('"'))
+
+        return self.shared_rule(key, "string", build)
+
+    def string_content(
+        self,
+        min_length: int,
+        max_length: int | None,
+        patterns: tuple[str, ...],
+        formats: tuple[str, ...],
+        excluded: tuple[str, ...],
+        pointer: str,
+    ) -> Expr:
+        """The encoded characters between the quotes."""
+        languages: list[Expr] = []
+        for pattern in patterns:
+            languages.append(self.pattern_language(pattern, pointer))
+        for name in formats:
+            expr = format_expr(name)
+            if expr is not None:
+                languages.append(expr)
+        length_limited = min_length > 0 or max_length is not None
+        if not languages and not excluded:
+            return repeat(any_encoded_char(), min_length, max_length)
+        if len(languages) == 1 and not excluded and not length_limited:
+            return encode_expr(languages[0])
+        try:
+            dfas = [dfa_from_expr(expr) for expr in languages]
+            if length_limited:
+                dfas.append(length_dfa(min_length, max_length))
+            if excluded:
+                dfas.append(complement(word_set_dfa(excluded)))
+            combined = dfas[0]
+            for other in dfas[1:]:
+                combined = intersect(combined, other)
+        except AutomatonTooLarge as exc:
+            self.unsupported(pointer, ["pattern", "maxLength"], f"combining string constraints: {exc}")
+            return encode_expr(languages[0]) if languages else repeat(any_encoded_char(), min_length, max_length)
+        if is_empty(combined):
+            return NEVER
+        return self.emit_dfa(combined, "str", encoded_char)
+
+    def pattern_language(self, pattern: str, pointer: str) -> Expr:
+        """The regex front end's search language for a pattern, errors located here."""
+        from gramkiln.frontend.regex import search_regex
+
+        try:
+            return search_regex(pattern)
+        except GrammarError as exc:
+            raise self.error(pointer, f"pattern {pattern!r}: {exc.message}") from None
+
+    def key_dfa_for(self, names_schema: Any, pointer: str, base: str) -> Dfa | None:
+        """The automaton of keys allowed by ``propertyNames`` (None: no restriction)."""
+        if names_schema is True or names_schema is None or names_schema == {}:
+            return None
+        if names_schema is False:
+            return Dfa(edges=[[]], accepting=set())
+        flat = self.flatten(names_schema, f"{pointer}/propertyNames", base, 0)
+        if flat.get("__false"):
+            return Dfa(edges=[[]], accepting=set())
+        unsupported = [k for k in flat if k in ("__groups", "__not", "__conds")]
+        if unsupported:
+            self.unsupported(pointer, ["propertyNames"], "combinators inside propertyNames")
+        types = type_set(flat)
+        if types is not None and "string" not in types:
+            return Dfa(edges=[[]], accepting=set())
+        dfas = []
+        if "enum" in flat:
+            dfas.append(word_set_dfa(tuple(v for v in flat["enum"] if isinstance(v, str))))
+        for pattern, _ in flat.get("__patterns", ()):
+            dfas.append(dfa_from_expr(self.pattern_language(pattern, pointer)))
+        for name, _ in flat.get("__formats", ()):
+            expr = format_expr(name)
+            if expr is not None:
+                dfas.append(dfa_from_expr(expr))
+        if "minLength" in flat or "maxLength" in flat:
+            dfas.append(length_dfa(int(flat.get("minLength", 0)), flat.get("maxLength")))
+        excluded = tuple(v for v in flat.get("__exclude", ()) if isinstance(v, str))
+        if excluded:
+            dfas.append(complement(word_set_dfa(excluded)))
+        if not dfas:
+            return None
+        combined = dfas[0]
+        for other in dfas[1:]:
+            combined = intersect(combined, other)
+        return combined
+
+
+def _non_negative(value: Any, keyword: str, compiler: Compiler, pointer: str) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise compiler.error(pointer, f"{keyword} must be a non-negative integer")
+    return value
+
+
+def _strip_internal(flat: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in flat.items() if not k.startswith("__")}
+
+
+def _internal_key(flat: dict[str, Any]) -> str:
+    """A printable key for internal list keywords (their raw schemas compare by identity)."""
+    parts = []
+    for key in sorted(k for k in flat if k.startswith("__")):
+        parts.append(f"{key}={_identity_repr(flat[key])}")
+    return ";".join(parts)
+
+
+def _identity_repr(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_identity_repr(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return f"@{id(value)}"
+    return repr(value)
+
+
+def _unused() -> tuple[Any, ...]:  # keep imports referenced for type checkers
+    return (Decimal, char_class)

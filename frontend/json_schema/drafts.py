@@ -1,0 +1,182 @@
+"""Draft detection and rewriting of older drafts' keywords into 2020-12 vocabulary.
+
+After :func:`normalize`, every later stage reads only 2020-12 spellings: ``prefixItems`` for
+tuple ``items``, numeric ``exclusiveMinimum``, ``dependentRequired``/``dependentSchemas`` for
+``dependencies``, and the internal list keywords described in :mod:`.combinators`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DRAFT_URIS = {
+    "draft-03": 3,
+    "draft-04": 4,
+    "draft-06": 6,
+    "draft-07": 7,
+    "2019-09": 2019,
+    "2020-12": 2020,
+}
+DEFAULT_DRAFT = 2020
+
+# Keywords that only annotate: ignored without comment.
+ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "example",
+        "$comment",
+        "$schema",
+        "$id",
+        "id",
+        "$anchor",
+        "$dynamicAnchor",
+        "$recursiveAnchor",
+        "$defs",
+        "definitions",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
+        "$vocabulary",
+        "nullable",
+        "discriminator",
+        "xml",
+        "externalDocs",
+    }
+)
+
+# Every assertion/applicator keyword of drafts 4 to 2020-12. A keyword from this set that the
+# front end does not enforce is reported, never silently dropped.
+CONSTRAINTS = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "minItems",
+        "maxItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "uniqueItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+    }
+)
+
+# In-place applicators: when one is present, "unevaluated*" keywords see more than the
+# schema's own properties/items, so they cannot be rewritten into additional*.
+IN_PLACE_APPLICATORS = (
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "dependentSchemas",
+    "dependencies",
+)
+
+
+def detect_draft(schema: Any) -> int:
+    """The draft named by the root's ``$schema`` (2020-12 when absent or unknown)."""
+    if isinstance(schema, dict):
+        uri = schema.get("$schema")
+        if isinstance(uri, str):
+            for marker, draft in DRAFT_URIS.items():
+                if marker in uri:
+                    return draft
+    return DEFAULT_DRAFT
+
+
+def normalize(schema: dict[str, Any], draft: int) -> dict[str, Any]:
+    """A shallow copy of one schema object rewritten into 2020-12 keywords."""
+    out = dict(schema)
+    if draft <= 4:
+        for exclusive, inclusive in (
+            ("exclusiveMinimum", "minimum"),
+            ("exclusiveMaximum", "maximum"),
+        ):
+            flag = out.get(exclusive)
+            if isinstance(flag, bool):
+                del out[exclusive]
+                if flag and inclusive in out:
+                    out[exclusive] = out.pop(inclusive)
+    if draft <= 7 and "$ref" in out:
+        # Before 2019-09, keywords next to $ref are ignored.
+        out = {"$ref": out["$ref"]}
+    items = out.get("items")
+    if isinstance(items, list):
+        out["prefixItems"] = items
+        if "additionalItems" in out:
+            out["items"] = out.pop("additionalItems")
+        else:
+            del out["items"]
+    else:
+        out.pop("additionalItems", None)
+    dependencies = out.pop("dependencies", None)
+    if isinstance(dependencies, dict):
+        required = dict(out.get("dependentRequired") or {})
+        schemas = dict(out.get("dependentSchemas") or {})
+        for name, value in dependencies.items():
+            if isinstance(value, list):
+                required[name] = value
+            else:
+                schemas[name] = value
+        if required:
+            out["dependentRequired"] = required
+        if schemas:
+            out["dependentSchemas"] = schemas
+    if "$recursiveRef" in out and "$ref" not in out:
+        out["$ref"] = out.pop("$recursiveRef")
+    if not any(key in out for key in IN_PLACE_APPLICATORS):
+        _rewrite_unevaluated(out)
+    return out
+
+
+def _rewrite_unevaluated(out: dict[str, Any]) -> None:
+    """Without in-place applicators, unevaluated* means exactly additional*/items."""
+    if "unevaluatedProperties" in out:
+        value = out.pop("unevaluatedProperties")
+        out.setdefault("additionalProperties", value)
+    if "unevaluatedItems" in out and "contains" not in out:
+        value = out.pop("unevaluatedItems")
+        out.setdefault("items", value)

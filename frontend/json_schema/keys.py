@@ -1,0 +1,52 @@
+"""Languages of strings over decoded code points as automata: patterns, fixed key sets and
+their complements (used for object keys and for string constraints that must intersect)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from gramkiln.frontend.regex import search_regex
+
+from .automaton import Dfa, accepts, complement, dfa_from_expr, minimize, trim
+from .exprs import lit
+from .automaton import literal_set_expr
+
+
+@lru_cache(maxsize=512)
+def pattern_dfa(pattern: str) -> Dfa:
+    """The automaton of strings containing a match of an ECMA-262 ``pattern``."""
+    return dfa_from_expr(search_regex(pattern))
+
+
+def pattern_matches(pattern: str, text: str) -> bool:
+    """Whether the ECMA-262 ``pattern`` matches somewhere in ``text`` (exact)."""
+    return accepts(pattern_dfa(pattern), text)
+
+
+def word_set_dfa(words: tuple[str, ...]) -> Dfa:
+    """The automaton accepting exactly the given strings."""
+    if not words:
+        return Dfa(edges=[[]], accepting=set())
+    return dfa_from_expr(literal_set_expr(words))
+
+
+def not_words_dfa(words: tuple[str, ...]) -> Dfa:
+    """Every string except the given ones."""
+    return complement(word_set_dfa(words))
+
+
+def any_string_dfa() -> Dfa:
+    """Every string."""
+    return complement(Dfa(edges=[[]], accepting=set()))
+
+
+__all__ = [
+    "any_string_dfa",
+    "lit",
+    "minimize",
+    "not_words_dfa",
+    "pattern_dfa",
+    "pattern_matches",
+    "trim",
+    "word_set_dfa",
+]

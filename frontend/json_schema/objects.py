@@ -1,0 +1,244 @@
+"""Objects: declared properties in order, required ones enforced, additional keys exact.
+
+In the default "schema" order the members form a chain of rules, one per (position, count)
+state: at position ``i`` the object either writes property ``i`` or, if it is optional,
+skips it; after the last declared property come the additional members. That is linear in
+the number of properties (no blow-up for many optional ones) and exact for ``required``,
+``minProperties`` and ``maxProperties``. Additional keys are drawn from the language "any
+string except the declared names" (intersected with ``propertyNames`` and split by
+``patternProperties``), built as an automaton so that a declared key can never be re-used
+with the additional-properties schema.
+
+With ``property_order="any"``, a state is the set of declared properties already written,
+which is exact but exponential, so it is limited to a handful of declared properties.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import TYPE_CHECKING, Any
+
+from gramkiln.ir import Expr
+
+from .combinators import canonical
+from .automaton import AutomatonTooLarge, Dfa, accepts, complement, intersect, is_empty
+from .exprs import NEVER, choice, is_never, lit, seq
+from .keys import not_words_dfa, pattern_dfa, pattern_matches
+from .strings import encoded_char, json_string_literal
+
+if TYPE_CHECKING:
+    from .compiler import Compiler
+
+MAX_PATTERN_PROPERTIES = 4
+MAX_ANY_ORDER_PROPERTIES = 8
+
+
+def _all_of(schemas: list[Any]) -> Any:
+    present = [s for s in schemas if s is not True and s != {}]
+    if any(s is False for s in present):
+        return False
+    if not present:
+        return True
+    if len(present) == 1:
+        return present[0]
+    return {"allOf": present}
+
+
+def object_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
+    """The expression for objects valid against a flat schema."""
+    from .compiler import Unsupported
+
+    layout = compiler.layout
+    options = compiler.options
+    properties: dict[str, Any] = dict(flat.get("properties") or {})
+    required = [r for r in flat.get("required", ()) if isinstance(r, str)]
+    patterns: dict[str, Any] = dict(flat.get("patternProperties") or {})
+    default_additional = False if options.strict else True
+    additional = flat.get("additionalProperties", default_additional)
+    min_count = int(flat.get("minProperties", 0))
+    max_count = flat.get("maxProperties")
+    max_count = int(max_count) if max_count is not None else None
+    if max_count is not None and max_count < min_count:
+        return NEVER
+    try:
+        names_dfa = compiler.key_dfa_for(flat.get("propertyNames"), pointer, base)
+        for pattern in patterns:
+            pattern_dfa(pattern)
+    except AutomatonTooLarge as exc:
+        compiler.unsupported(pointer, ["propertyNames", "patternProperties"], str(exc))
+        names_dfa = None
+
+    def pattern_schemas(name: str) -> list[Any]:
+        try:
+            return [schema for pattern, schema in patterns.items() if pattern_matches(pattern, name)]
+        except Exception as exc:  # a regex error: report it at this location
+            raise compiler.error(pointer, f"patternProperties: {exc}") from None
+
+    # Declared members: properties in order, then required names that only patterns or
+    # additionalProperties describe.
+    declared: list[tuple[str, Any, bool]] = []
+    all_names = list(properties) + [r for r in required if r not in properties]
+    for name in all_names:
+        own = [properties[name]] if name in properties else []
+        matched = pattern_schemas(name)
+        if name in properties:
+            value_schema = _all_of(own + matched)
+        else:
+            value_schema = _all_of(matched) if matched else additional
+        if names_dfa is not None and not accepts(names_dfa, name):
+            value_schema = False
+        is_required = name in required
+        if value_schema is False:
+            if is_required:
+                return NEVER
+            continue
+        declared.append((name, value_schema, is_required))
+
+    names_key = canonical(flat.get("propertyNames", True))
+    groups = _additional_groups(compiler, all_names, patterns, additional, names_dfa, names_key, pointer)
+
+    def member(name_expr: Expr, value: Expr, count: int) -> Expr:
+        if is_never(value) or is_never(name_expr):
+            return NEVER
+        separator = layout.open_first(depth) if count == 0 else layout.item_separator(depth)
+        return seq(separator, name_expr, layout.key_separator(), value)
+
+    declared_values = [
+        (json_string_literal(name), compiler.value_ref(schema, f"{pointer}/properties/{_escape(name)}", base, depth + 1), is_required)
+        for name, schema, is_required in declared
+    ]
+    group_values = [
+        (key_expr, compiler.value_ref(schema, f"{pointer}/additionalProperties", base, depth + 1))
+        for key_expr, schema in groups
+    ]
+    cap = max_count if max_count is not None else max(min_count, 1)
+
+    def close(count: int) -> Expr | None:
+        if count < min_count:
+            return None
+        return layout.close_nonempty("}", depth) if count else layout.close_empty("}", depth)
+
+    def bump(count: int) -> int:
+        return min(count + 1, cap)
+
+    def room(count: int) -> bool:
+        return max_count is None or count < max_count
+
+    if options.property_order == "any":
+        if len(declared_values) > MAX_ANY_ORDER_PROPERTIES:
+            compiler.unsupported(
+                pointer,
+                ["properties"],
+                f"property_order='any' is exact for at most {MAX_ANY_ORDER_PROPERTIES} declared properties",
+            )
+        total = len(declared_values)
+        needed = frozenset(i for i, (_, _, req) in enumerate(declared_values) if req)
+
+        def moves_any(state: Any) -> list[tuple[Expr, Any]]:
+            used, count = state
+            if not room(count):
+                return []
+            out = []
+            for index in range(total):
+                if index not in used:
+                    key_expr, value, _ = declared_values[index]
+                    out.append((member(key_expr, value, count), (used | {index}, bump(count))))
+            for key_expr, value in group_values:
+                out.append((member(key_expr, value, count), (used, bump(count))))
+            return out
+
+        def end_any(state: Any) -> Expr | None:
+            used, count = state
+            return close(count) if needed <= used else None
+
+        try:
+            body = compiler.chain(f"{pointer}/object", (frozenset(), 0), moves_any, end_any)
+        except Unsupported as exc:
+            raise compiler.error(pointer, exc.reason) from None
+        return seq(lit("{"), body)
+
+    total = len(declared_values)
+
+    def moves(state: Any) -> list[tuple[Expr, Any]]:
+        position, count = state
+        out: list[tuple[Expr, Any]] = []
+        if position < total:
+            key_expr, value, is_required = declared_values[position]
+            if room(count):
+                out.append((member(key_expr, value, count), (position + 1, bump(count))))
+            if not is_required:
+                out.append((lit(""), (position + 1, count)))
+            return out
+        if room(count):
+            for key_expr, value in group_values:
+                out.append((member(key_expr, value, count), (position, bump(count))))
+        return out
+
+    def end(state: Any) -> Expr | None:
+        position, count = state
+        return close(count) if position == total else None
+
+    try:
+        body = compiler.chain(f"{pointer}/object", (0, 0), moves, end)
+    except Unsupported as exc:
+        raise compiler.error(pointer, exc.reason) from None
+    return seq(lit("{"), body)
+
+
+def _escape(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _additional_groups(
+    compiler: Compiler,
+    names: list[str],
+    patterns: dict[str, Any],
+    additional: Any,
+    names_dfa: Dfa | None,
+    names_key: str,
+    pointer: str,
+) -> list[tuple[Expr, Any]]:
+    """(key expression, value schema) for keys that are not declared names."""
+    if additional is False and not patterns:
+        return []
+    if not names and names_dfa is None and not patterns:
+        return [(compiler.shared_rule(("any-key",), "key", lambda: seq(lit('"'), compiler_string_body(compiler), lit('"'))), additional)]
+    if len(patterns) > MAX_PATTERN_PROPERTIES:
+        compiler.unsupported(pointer, ["patternProperties"], f"more than {MAX_PATTERN_PROPERTIES} patterns")
+        return []
+    try:
+        base_dfa = not_words_dfa(tuple(names))
+        if names_dfa is not None:
+            base_dfa = intersect(base_dfa, names_dfa)
+        pattern_list = list(patterns.items())
+        groups: list[tuple[Expr, Any]] = []
+        for size in range(len(pattern_list) + 1):
+            for chosen in combinations(range(len(pattern_list)), size):
+                value = _all_of([pattern_list[i][1] for i in chosen]) if chosen else additional
+                if value is False:
+                    continue
+                dfa = base_dfa
+                for index, (pattern, _) in enumerate(pattern_list):
+                    pdfa = pattern_dfa(pattern)
+                    dfa = intersect(dfa, pdfa if index in chosen else complement(pdfa))
+                if is_empty(dfa):
+                    continue
+                key = compiler.shared_rule(
+                    ("key-dfa", tuple(names), tuple(pattern_list[i][0] for i in chosen), tuple(p for p, _ in pattern_list), names_key),
+                    "key",
+                    lambda dfa=dfa: seq(lit('"'), compiler.emit_dfa(dfa, "key", encoded_char), lit('"')),
+                )
+                groups.append((key, value))
+        return groups
+    except AutomatonTooLarge as exc:
+        compiler.unsupported(pointer, ["additionalProperties"], f"key language too large: {exc}")
+        return []
+
+
+def compiler_string_body(compiler: Compiler) -> Expr:
+    """Any string's encoded characters (shared with plain strings)."""
+    from .strings import any_encoded_char
+    from .exprs import repeat
+
+    return repeat(any_encoded_char())
+

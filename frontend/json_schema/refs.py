@@ -1,0 +1,134 @@
+"""``$ref`` resolution inside one schema document: JSON pointers, ``$id``, ``$anchor``.
+
+Every sub-schema is indexed under the absolute URI its ``$id`` gives it (relative ids are
+resolved against the enclosing base), and anchors under ``base#name``. References are
+resolved against the base URI in force where they appear. Documents outside the schema
+(remote references) are not fetched: they are reported as unsupported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urldefrag, urljoin
+
+DEFAULT_BASE = "gramkiln:root"
+
+# Keywords whose values are sub-schemas (single, list, or name -> schema maps): the index
+# walks only these, so that e.g. an "enum" value that looks like a schema is not indexed.
+SCHEMA_VALUED = {
+    "additionalProperties",
+    "additionalItems",
+    "items",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+}
+SCHEMA_LISTS = {"allOf", "anyOf", "oneOf", "prefixItems", "items"}
+SCHEMA_MAPS = {
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "dependencies",
+}
+
+
+class RefError(ValueError):
+    """A reference that cannot be resolved locally."""
+
+
+def _join(base: str, ref: str) -> str:
+    if base.startswith(DEFAULT_BASE) and not ref.startswith(("http:", "https:", "urn:")):
+        # urljoin does not understand our private scheme; emulate relative resolution.
+        if ref.startswith("#") or ref == "":
+            return urldefrag(base)[0] + ref
+        return "gramkiln:/" + ref.lstrip("/")
+    return urljoin(base, ref)
+
+
+class RefIndex:
+    """Maps absolute URIs (documents and anchors) to sub-schemas and their base URIs."""
+
+    def __init__(self, root: Any, legacy_id: bool) -> None:
+        self.root = root
+        self.legacy_id = legacy_id  # draft 4 spells $id as "id"
+        self.documents: dict[str, Any] = {}
+        self.anchors: dict[str, tuple[Any, str]] = {}
+        self.bases: dict[int, str] = {}
+        self._walk(root, DEFAULT_BASE)
+
+    def base_of(self, schema: Any, fallback: str) -> str:
+        """The base URI in force inside ``schema`` (its own ``$id`` applied)."""
+        return self.bases.get(id(schema), fallback)
+
+    def _walk(self, schema: Any, base: str) -> None:
+        if not isinstance(schema, dict):
+            return
+        key = "id" if self.legacy_id else "$id"
+        own = schema.get(key)
+        if isinstance(own, str) and not ("$ref" in schema and self.legacy_id):
+            uri, fragment = urldefrag(_join(base, own))
+            if fragment and self.legacy_id:
+                self.anchors[f"{uri}#{fragment}"] = (schema, base)
+            else:
+                base = uri
+                self.documents.setdefault(uri, schema)
+        self.bases[id(schema)] = base
+        for anchor_key in ("$anchor", "$dynamicAnchor"):
+            anchor = schema.get(anchor_key)
+            if isinstance(anchor, str):
+                self.anchors.setdefault(f"{urldefrag(base)[0]}#{anchor}", (schema, base))
+        for name, value in schema.items():
+            if name in ("enum", "const", "examples", "default"):
+                continue
+            if name in SCHEMA_MAPS and isinstance(value, dict):
+                for child in value.values():
+                    self._walk(child, base)
+            elif name in SCHEMA_LISTS and isinstance(value, list):
+                for child in value:
+                    self._walk(child, base)
+            elif name in SCHEMA_VALUED:
+                self._walk(value, base)
+
+    def resolve(self, ref: str, base: str) -> tuple[Any, str, str]:
+        """``(schema, base URI inside it, printable location)`` for a reference."""
+        target = _join(base, ref)
+        uri, fragment = urldefrag(target)
+        if uri == DEFAULT_BASE or uri == "":
+            document: Any = self.root
+            doc_base = DEFAULT_BASE
+        elif uri in self.documents:
+            document = self.documents[uri]
+            doc_base = uri
+        else:
+            raise RefError(
+                f"$ref {ref!r} points outside this schema (remote references are not fetched)"
+            )
+        if fragment == "":
+            return document, doc_base, "#"
+        if not fragment.startswith("/"):
+            found = self.anchors.get(f"{uri or DEFAULT_BASE}#{fragment}")
+            if found is None:
+                raise RefError(f"$ref {ref!r}: no anchor named {fragment!r}")
+            schema, _ = found
+            return schema, self.base_of(schema, doc_base), f"#{fragment}"
+        node = document
+        node_base = doc_base
+        for raw in fragment[1:].split("/"):
+            token = unquote(raw).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                raise RefError(f"$ref {ref!r}: JSON pointer does not resolve")
+            if isinstance(node, dict):
+                node_base = self.base_of(node, node_base)
+        return node, node_base, "#" + fragment
