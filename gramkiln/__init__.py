@@ -9,16 +9,30 @@ from gramkiln.errors import (
     IRError,
     VocabError,
 )
+from gramkiln.runtime.compiled import (
+    CompiledGrammar,
+    GrammarMatcher,
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    fill_next_token_bitmask_batch,
+)
+from gramkiln.runtime.vocab import Vocab
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArtifactError",
     "CompileError",
+    "CompiledGrammar",
     "GramkilnError",
     "Grammar",
     "GrammarError",
+    "GrammarMatcher",
     "IRError",
+    "Vocab",
     "VocabError",
     "__version__",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "fill_next_token_bitmask_batch",
 ]
