@@ -217,16 +217,23 @@ class _Parser:
         self.current_refs: list[tuple[str, int]] = []
         # Terminal names used as suffix/stop markers of the definition being parsed.
         self.marker_refs: list[tuple[str, int]] = []
+        # The token that peek() found at a position (a one-entry cache).
+        self.peeked: tuple[int, Token | None] = (-1, None)
 
     # -- token access ---------------------------------------------------------------------
     def peek(self) -> Token:
         """The next token; a newline whose next non-blank line starts with '|' reads as '|'."""
+        cached_pos, cached = self.peeked
+        if cached_pos == self.pos and cached is not None:
+            # The parser peeks at the same position several times per element.
+            return cached
         pos = skip_blank(self.text, self.pos, newlines=False)
         token = read_token(self.src, pos)
         if token.kind == "newline":
             after = skip_blank(self.text, pos, newlines=True)
             if self.text.startswith("|", after):
-                return Token("op", "|", after, after + 1)
+                token = Token("op", "|", after, after + 1)
+        self.peeked = (self.pos, token)
         return token
 
     def advance(self) -> Token:
@@ -730,6 +737,7 @@ class _Parser:
     def make_regex(self, token: Token) -> Expr:
         pattern, flags, offsets = token.value  # type: ignore[misc]
         from gramkiln.frontend.regex import RegexError, parse_regex
+
         try:
             expr = parse_regex(pattern, flags)
         except RegexError as error:
@@ -823,11 +831,7 @@ class _Parser:
         schema, schema_start = self.read_json("%json")
         if not isinstance(schema, (dict, bool)):
             raise self.src.error("%json expects a JSON Schema object", schema_start)
-        try:
-            from gramkiln.frontend.json_schema import json_schema_grammar
-        except ImportError:
-            # The JSON Schema front end is optional while it is being written.
-            raise self.src.error("%json is not supported yet", token.start) from None
+        from gramkiln.frontend.json_schema import json_schema_grammar
         try:
             grammar = json_schema_grammar(schema)
         except (GramkilnError, ValueError, TypeError) as error:

@@ -398,14 +398,19 @@ def test_named_grammar_ir_values_can_come_from_the_facade() -> None:
     assert len(outer.ir.subgrammars) == 1
 
 
-def test_json_embedding_uses_the_json_schema_front_end_when_present() -> None:
-    source = 'start: "<tool_call>" arguments "</tool_call>"\narguments: %json {"type": "integer"}\n'
-    try:
-        from gramkiln.frontend.json_schema import json_schema_grammar  # noqa: F401
-    except ImportError:
-        with pytest.raises(GrammarError, match="%json is not supported yet"):
-            parse_lark(source)
-        return
+def test_json_embedding() -> None:
+    source = (
+        'start: "<" arguments ">" %json {"type": "string"}\narguments: %json {"type": "integer"}\n'
+    )
     grammar = parse_lark(source)
-    assert print_expr(grammar.rule("arguments").body) == "@json.1"
-    assert grammar.subgrammar("json.1").rules
+    assert print_expr(grammar.rule("start").body) == '"<" arguments ">" @json.1'
+    assert print_expr(grammar.rule("arguments").body) == "@json.2"
+    assert [sub.name for sub in grammar.subgrammars] == ["json.1", "json.2"]
+    grammar.verify()
+
+
+def test_json_schema_errors_are_located_at_the_schema() -> None:
+    with pytest.raises(GrammarError) as caught:
+        parse_lark('start: "a"\nx: %json {"type": "integer", "minimum": "x"}')
+    assert (caught.value.line, caught.value.column) == (2, 10)
+    assert caught.value.message.startswith("invalid %json schema: ")

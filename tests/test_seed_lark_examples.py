@@ -18,20 +18,6 @@ from gramkiln.errors import GrammarError
 from gramkiln.testing import ReferenceMatcher, TokenUnit
 
 
-def _json_front_end_available() -> bool:
-    try:
-        from gramkiln.frontend.json_schema import json_schema_grammar  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_json = pytest.mark.skipif(
-    not _json_front_end_available(),
-    reason="the JSON Schema front end (frontend/json_schema) has not landed yet",
-)
-
-
 def check(source: str, accepted: list[str] = (), rejected: list[str] = ()) -> Grammar:  # type: ignore[assignment]
     """Parse ``source`` and check membership of the given strings."""
     grammar = Grammar.from_lark(source)
@@ -350,7 +336,6 @@ start: "[" %lark {
 """
 
 
-@needs_json
 def test_json_example() -> None:
     check(
         JSON_EXAMPLE,
@@ -359,7 +344,6 @@ def test_json_example() -> None:
     )
 
 
-@needs_json
 def test_lark_example_with_json_inside() -> None:
     check(
         LARK_EXAMPLE, accepted=["[x:1]", "[(x) : 42]", "[((x)):-3]"], rejected=["[x:a]", "[ x:1]"]
@@ -387,7 +371,6 @@ def test_multiple_and_nested_lark_blocks() -> None:
     check(source, accepted=["ab,c"], rejected=["a,c", "ab,"])
 
 
-@needs_json
 def test_named_grammars_example() -> None:
     arguments = Grammar.from_json_schema(
         {
@@ -670,7 +653,6 @@ def test_any_text_terminal_forms(text_regex: str) -> None:
     check(f"start: TEXT\nTEXT: {text_regex}", accepted=["", "a\nb", "😀"])
 
 
-@needs_json
 def test_dispatch_example_with_json() -> None:
     check(
         r"""
