@@ -43,7 +43,7 @@ __all__ = ["parse_ebnf"]
 
 LANGUAGE = "EBNF"
 # Parenthesised groups are bounded so that recursion stays far from Python's stack limit.
-MAX_NESTING = 200
+MAX_NESTING = 100
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _SIMPLE_ESCAPES = {
@@ -277,23 +277,19 @@ class _EbnfParser:
         return merged_seq(items)
 
     def _postfix(self) -> Expr:
+        """An element with at most one quantifier (as in XGrammar: ``x*?`` is an error)."""
         element = self._element()
-        while True:
-            char = self.peek()
-            if char == "*":
-                self.pos += 1
-                element = Repeat(item=element, min=0, max=None)
-            elif char == "+":
-                self.pos += 1
-                element = Repeat(item=element, min=1, max=None)
-            elif char == "?":
-                self.pos += 1
-                element = Repeat(item=element, min=0, max=1)
-            elif char == "{":
-                low, high = self._bounds()
-                element = Repeat(item=element, min=low, max=high)
-            else:
-                return element
+        char = self.peek()
+        if char and char in "*+?":
+            self.pos += 1
+            low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[char]
+        elif char == "{":
+            low, high = self._bounds()
+        else:
+            return element
+        if self.peek() and self.peek() in "*+?{":
+            raise self.error(f"multiple repeat: {self.peek()!r} follows another quantifier")
+        return Repeat(item=element, min=low, max=high)
 
     def _bounds(self) -> tuple[int, int | None]:
         start = self.pos

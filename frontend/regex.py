@@ -43,7 +43,7 @@ DIALECTS = ("python", "ecma")
 # and would make any automaton built from it unusable, so it is rejected up front.
 MAX_REPEAT = 1_000_000
 # Group nesting is bounded so that recursion stays far from Python's stack limit.
-MAX_NESTING = 200
+MAX_NESTING = 100
 _SUPPORTED_FLAGS = "is"
 _HEX_DIGITS = "0123456789abcdefABCDEF"
 _OCTAL_DIGITS = "01234567"
