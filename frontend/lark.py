@@ -103,6 +103,9 @@ class _NamedGrammars:
     def __init__(self, named: Mapping[str, GrammarIR | str] | None, vocab: Any) -> None:
         self._entries: dict[str, GrammarIR | str] = {}
         for name, value in (named or {}).items():
+            # A gramkiln.Grammar stands for its IR (the facade converts too; this keeps
+            # direct callers of parse_lark working).
+            value = getattr(value, "ir", value)
             if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
                 raise GrammarError(
                     f"invalid named grammar key {name!r}: use letters, digits, '_' and '-'"
@@ -832,6 +835,7 @@ class _Parser:
         if not isinstance(schema, (dict, bool)):
             raise self.src.error("%json expects a JSON Schema object", schema_start)
         from gramkiln.frontend.json_schema import json_schema_grammar
+
         try:
             grammar = json_schema_grammar(schema)
         except (GramkilnError, ValueError, TypeError) as error:

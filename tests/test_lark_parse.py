@@ -414,3 +414,11 @@ def test_json_schema_errors_are_located_at_the_schema() -> None:
         parse_lark('start: "a"\nx: %json {"type": "integer", "minimum": "x"}')
     assert (caught.value.line, caught.value.column) == (2, 10)
     assert caught.value.message.startswith("invalid %json schema: ")
+
+
+def test_parse_lark_accepts_grammar_objects_as_named_grammars() -> None:
+    from gramkiln import Grammar
+
+    inner = Grammar.from_lark('start: "x"')
+    grammar = parse_lark("start: @inner", named_grammars={"inner": inner})  # type: ignore[dict-item]
+    assert grammar.subgrammar("@inner") is inner.ir

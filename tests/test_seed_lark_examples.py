@@ -556,6 +556,17 @@ def test_capture_examples_parse() -> None:
         'start[capture="outer"]: field "z"\nfield[capture="inner", suffix="!"]: /[a-z]*/',
         accepted=["xy!z"],
     )
+    check(
+        'start[capture="outer"]: field "z"\nfield[capture="inner", stop="!"]: /[a-z]*/',
+        accepted=["xy!z"],
+    )
+    check(
+        'start[capture="outer"]: field "z"\n'
+        'field[capture="inner", suffix=/!!+/, stop_capture="marker"]: /[a-z]*/',
+        accepted=["xy!!z"],
+        # Committed-shortest: the marker ends at the first "!!", so a third "!" cannot follow.
+        rejected=["xy!!!z", "xy!z"],
+    )
 
 
 def test_marker_flags() -> None:
