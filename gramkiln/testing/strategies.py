@@ -16,6 +16,7 @@ plain Python driven by one drawn ``random.Random``, which keeps it fast.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import string as string_module
@@ -56,6 +57,7 @@ def _chars(alphabet: str) -> st.SearchStrategy[str]:
     return st.sampled_from(alphabet)
 
 
+@functools.lru_cache(maxsize=64)
 def literals(alphabet: str = ALPHABET) -> st.SearchStrategy[Literal]:
     """A literal of one to three characters from ``alphabet``, sometimes ASCII-case-folded."""
     return st.builds(
@@ -67,6 +69,7 @@ def literals(alphabet: str = ALPHABET) -> st.SearchStrategy[Literal]:
     )
 
 
+@functools.lru_cache(maxsize=64)
 def char_classes(alphabet: str = ALPHABET) -> st.SearchStrategy[CharClass]:
     """A class of some characters of ``alphabet``, sometimes negated."""
     return st.builds(
@@ -93,9 +96,37 @@ def terminal_exprs(
     terminals: Sequence[str] = (), alphabet: str = ALPHABET, max_leaves: int = 4
 ) -> st.SearchStrategy[Expr]:
     """A terminal-only expression (text leaves and references to ``terminals``)."""
+    return _terminal_exprs(tuple(terminals), alphabet, max_leaves)
+
+
+# Strategies are cached: building (and validating) a fresh recursive strategy on every draw
+# would cost more than the draws themselves.
+@functools.lru_cache(maxsize=256)
+def _terminal_exprs(
+    terminals: tuple[str, ...], alphabet: str, max_leaves: int
+) -> st.SearchStrategy[Expr]:
     leaves: list[st.SearchStrategy[Expr]] = [literals(alphabet), char_classes(alphabet)]
     if terminals:
-        leaves.append(st.sampled_from(list(terminals)).map(lambda name: Ref(name=name)))
+        leaves.append(st.sampled_from(terminals).map(lambda name: Ref(name=name)))
+    return _expressions(st.one_of(*leaves), max_leaves)
+
+
+@functools.lru_cache(maxsize=256)
+def _rule_exprs(
+    alphabet: str, terminals: tuple[str, ...], rules: tuple[str, ...], embed: bool, max_leaves: int
+) -> st.SearchStrategy[Expr]:
+    """Expressions for ordinary rule bodies referencing ``terminals`` and ``rules``."""
+    leaves: list[st.SearchStrategy[Expr]] = [
+        literals(alphabet),
+        char_classes(alphabet),
+        st.just(Empty()),
+    ]
+    if terminals:
+        leaves.append(st.sampled_from(terminals).map(lambda n: Ref(name=n)))
+    if rules:
+        leaves.append(st.sampled_from(rules).map(lambda n: Ref(name=n)))
+    if embed:
+        leaves.append(st.just(Embed(name=SUBGRAMMAR_NAME)))
     return _expressions(st.one_of(*leaves), max_leaves)
 
 
@@ -160,24 +191,14 @@ def grammars(
         if name in lexeme_like:
             rules.append(draw(_lexeme_like_rule(name, terminal_names, alphabet, suffix_stop)))
             continue
-        later = rule_names[index + 1 :]
-        leaf_options: list[st.SearchStrategy[Expr]] = [
-            literals(alphabet),
-            char_classes(alphabet),
-            st.just(Empty()),
-        ]
-        if terminal_names:
-            leaf_options.append(st.sampled_from(terminal_names).map(lambda n: Ref(name=n)))
-        if later:
-            leaf_options.append(st.sampled_from(later).map(lambda n: Ref(name=n)))
-        if sub_grammar is not None:
-            leaf_options.append(st.just(Embed(name=SUBGRAMMAR_NAME)))
-        safe = draw(_expressions(st.one_of(*leaf_options), max_leaves=4))
+        later = tuple(rule_names[index + 1 :])
+        leaf_args = (alphabet, tuple(terminal_names), later, sub_grammar is not None)
+        safe = draw(_rule_exprs(*leaf_args, 4))
         body: Expr = safe
         shape = draw(st.integers(0, 5))
         if shape == 0:
             # left recursion: r = r x | safe
-            step = draw(_expressions(st.one_of(*leaf_options), max_leaves=2))
+            step = draw(_rule_exprs(*leaf_args, 2))
             body = Choice(alternatives=(Seq(items=(Ref(name=name), step)), safe))
         elif shape == 1:
             # any reference, recursion included, in an extra alternative
