@@ -62,6 +62,8 @@ RULE_OPTION_NAMES = (
     "capture",
     "temperature",
 )
+# The value of a '|' token that starts a continuation line.
+CONTINUATION = "continuation"
 # Tokens that can begin an element of a sequence.
 _ATOM_KINDS = frozenset({"string", "regex", "name", "special", "at"})
 _ATOM_OPS = frozenset({"(", "["})
@@ -83,6 +85,16 @@ def parse_lark(
     if not isinstance(source, str):
         raise GrammarError(
             f"grammar source must be a str, not {type(source).__name__}", language=LANGUAGE
+        )
+    if named_grammars is not None and not isinstance(named_grammars, Mapping):
+        raise TypeError(
+            f"named_grammars must be a mapping of names to grammars, not {type(named_grammars).__name__}"
+        )
+    if vocab is not None and not (
+        callable(getattr(vocab, "ids_for_text", None)) or isinstance(vocab, (list, tuple))
+    ):
+        raise TypeError(
+            f"vocab must be a gramkiln Vocab or a list of token strings, not {type(vocab).__name__}"
         )
     resolver = _NamedGrammars(named_grammars, vocab)
     try:
@@ -235,7 +247,7 @@ class _Parser:
         if token.kind == "newline":
             after = skip_blank(self.text, pos, newlines=True)
             if self.text.startswith("|", after):
-                token = Token("op", "|", after, after + 1)
+                token = Token("op", "|", after, after + 1, CONTINUATION)
         self.peeked = (self.pos, token)
         return token
 
@@ -282,6 +294,8 @@ class _Parser:
                 self.pos = end.end
             elif end.kind == "eof":
                 self.pos = end.end
+            elif end.value == CONTINUATION:
+                raise self.src.error("a line starting with '|' must continue a rule", end.start)
             elif not (end.kind == "op" and end.text == "}" and self.nested_at is not None):
                 raise self.unexpected(end)
         return self.finish()

@@ -347,7 +347,7 @@ A: %lark { start: "a" }
     (
         '%import common.WS\n| "b"\nstart: "a"\n',
         """\
-Lark error at line 2, column 1: unexpected '|'
+Lark error at line 2, column 1: a line starting with '|' must continue a rule
 | "b"
 ^""",
     ),
@@ -531,3 +531,15 @@ def test_named_ir_values_are_used_as_given() -> None:
     inner = parse_grammar('%ir 1\n%start start\nrule start = "q"\n')
     grammar = parse_lark("start: @q", named_grammars={"q": inner})
     assert grammar.subgrammar("@q") is inner
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"named_grammars": ["start: 'a'"]}, "named_grammars must be a mapping"),
+        ({"vocab": 42}, "vocab must be a gramkiln Vocab or a list of token strings"),
+    ],
+)
+def test_bad_argument_types(arguments: dict, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        parse_lark('start: "a"', **arguments)
