@@ -31,7 +31,7 @@ from gramkiln.frontend._regex_unicode import (
     fold_ranges,
     property_ranges,
 )
-from gramkiln.ir import CharClass, Expr, GrammarIR, Literal, Repeat, Rule
+from gramkiln.ir import CharClass, Choice, Expr, GrammarIR, Literal, Repeat, Rule
 from gramkiln.ir.nodes import MAX_CODEPOINT, SURROGATES, complement_ranges, normalise_ranges
 
 from gramkiln.errors import GrammarError
@@ -123,7 +123,7 @@ def parse_regex(pattern: str, flags: str = "", *, dialect: str = "python") -> Ex
     unsupported syntax.
     """
     branches = _Parser(pattern, flags, dialect).parse()
-    return flat_choice([branch.expr for branch in branches])
+    return _alternatives([branch.expr for branch in branches])
 
 
 def regex_grammar(pattern: str, flags: str = "") -> GrammarIR:
@@ -145,7 +145,7 @@ def search_regex(pattern: str) -> Expr:
     if len(shapes) == 1:
         # All alternatives share their anchoring: keep one choice wrapped once.
         anchored_start, anchored_end = shapes.pop()
-        body = flat_choice([branch.expr for branch in branches])
+        body = _alternatives([branch.expr for branch in branches])
         return _wrap_unanchored(body, anchored_start, anchored_end, anything)
     return flat_choice(
         [
@@ -163,6 +163,32 @@ def _wrap_unanchored(body: Expr, anchored_start: bool, anchored_end: bool, anyth
     if not anchored_end:
         items.append(anything)
     return merged_seq(items)
+
+
+def _alternatives(alternatives: list[Expr]) -> Expr:
+    """The union of regex alternatives; when every one is a single character, one class.
+
+    Folding ``a|b`` into ``[ab]`` keeps automata small and gives every spelling of "any
+    character" (``.|\n``, ``[\\s\\S]``, ``(?s:.)``) the same IR, which later passes rely on to
+    recognise any-text terminals.
+    """
+    merged = flat_choice(alternatives)
+    if not isinstance(merged, Choice):
+        return merged
+    ranges: list[tuple[int, int]] = []
+    for alternative in merged.alternatives:
+        if isinstance(alternative, CharClass):
+            # Complement over the whole code space (surrogates included) so that a class and
+            # its complement unite into exactly the "any code point" class.
+            base = alternative.ranges
+            ranges.extend(complement_ranges(base) if alternative.negated else base)
+        elif isinstance(alternative, Literal) and len(alternative.text) == 1:
+            cp = ord(alternative.text)
+            variants = case_variants(cp) if alternative.case_insensitive else (cp,)
+            ranges.extend((v, v) for v in variants)
+        else:
+            return merged
+    return _class(normalise_ranges(ranges))
 
 
 def _class(
@@ -396,7 +422,7 @@ class _Parser:
         if self.peek() != ")":
             raise self.error("missing ')': this group is never closed", open_at)
         self.pos += 1
-        return flat_choice([branch.expr for branch in branches])
+        return _alternatives([branch.expr for branch in branches])
 
     def _group_extension(self, flags: _Flags, open_at: int) -> tuple[_Flags, bool]:
         """Read what follows ``(?``; returns the flags inside the group and whether it is a

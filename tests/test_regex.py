@@ -54,7 +54,8 @@ def contains(expr: CharClass, char: str) -> bool:
         ("a|b|", Choice(alternatives=(lit("a"), lit("b"), Empty()))),
         ("(?:ab)(?P<n>c)(?<m>d)", lit("abcd")),
         ("^ab$", lit("ab")),
-        ("^a|b$", Choice(alternatives=(lit("a"), lit("b")))),
+        ("^a|b$", chars("ab")),
+        ("^a|bc$", Choice(alternatives=(lit("a"), lit("bc")))),
         ("ab*", Seq(items=(lit("a"), Repeat(item=lit("b"))))),
         ("(ab)+", Repeat(item=lit("ab"), min=1)),
         ("x?", Repeat(item=lit("x"), min=0, max=1)),
@@ -97,7 +98,9 @@ def contains(expr: CharClass, char: str) -> bool:
         (r"\.\*\+\?\(\)\[\]\{\}\|\\\/\ \^\$", lit(".*+?()[]{}|\\/ ^$")),
         (r"[\x41-\x43\u00e9]", CharClass.of([(0x41, 0x43), (0xE9, 0xE9)])),
         ("a(?#a comment)*", Repeat(item=lit("a"))),
-        ("(a|b)|c", Choice(alternatives=(lit("a"), lit("b"), lit("c")))),
+        ("(a|b)|c", chars("abc")),
+        ("(a|bc)|d", Choice(alternatives=(lit("a"), lit("bc"), lit("d")))),
+        (r"x|\d|[^\d]", CharClass.of([(0, 0x10FFFF)])),
         ("a{1000000}", Repeat(item=lit("a"), min=MAX_REPEAT, max=MAX_REPEAT)),
         ("中文", lit("中文")),
     ],
@@ -122,6 +125,27 @@ def test_structure(pattern: str, expected) -> None:
 )
 def test_case_insensitive_structure(pattern: str, expected) -> None:
     assert parse_regex(pattern) == expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "flags"),
+    [
+        (r"(.|\n)*", ""),
+        (r"(\n|.)*", ""),
+        (r"(?:.|\n)*", ""),
+        (r"[\s\S]*", ""),
+        (r"(?s:.*)", ""),
+        (r".*", "s"),
+        (r"(?s).*", ""),
+    ],
+)
+def test_every_any_text_spelling_gives_the_same_ir(pattern: str, flags: str) -> None:
+    """Single-character alternatives fold into one class, so later passes see one shape."""
+    assert parse_regex(pattern, flags) == ANYTHING
+
+
+def test_single_character_alternatives_fold_with_case() -> None:
+    assert parse_regex("(?i)a|b") == CharClass.of([(0x41, 0x42), (0x61, 0x62)])
 
 
 def test_flags_argument() -> None:
@@ -205,8 +229,8 @@ def test_search_regex_structure() -> None:
     assert search_regex("^ab") == Seq(items=(lit("ab"), ANYTHING))
     assert search_regex("ab$") == Seq(items=(ANYTHING, lit("ab")))
     assert search_regex("^ab$") == lit("ab")
-    assert search_regex("a|b") == Seq(
-        items=(ANYTHING, Choice(alternatives=(lit("a"), lit("b"))), ANYTHING)
+    assert search_regex("a|bc") == Seq(
+        items=(ANYTHING, Choice(alternatives=(lit("a"), lit("bc"))), ANYTHING)
     )
     assert search_regex("^ab|c$") == Choice(
         alternatives=(Seq(items=(lit("ab"), ANYTHING)), Seq(items=(ANYTHING, lit("c"))))
