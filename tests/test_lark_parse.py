@@ -158,7 +158,7 @@ def test_regex_flags_and_escaped_slash() -> None:
 
 def test_regex_keeps_only_a_lark_source_span() -> None:
     rule = parse_lark("start: /ab|c+d/\n").rule("start")
-    assert rule.body.span == Span(line=1, column=8, end_line=1, end_column=16)
+    assert rule.body.span == Span(line=1, column=8, end_line=1, end_column=15)
     inner = list(walk(rule.body))[1:]
     assert inner, "the regex should produce a compound expression"
     assert all(node.span is None for node in inner)  # type: ignore[attr-defined]
