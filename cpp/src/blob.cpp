@@ -175,6 +175,10 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
   Trie trie = build_trie(v);
   const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
   std::vector<uint32_t> inside_index(num_states), inside_bits, exit_offsets{0}, exit_nodes;
+  // Children of exit nodes, grouped by state then byte, so the run time only visits children
+  // whose byte can start a lexeme expected after the exit.
+  std::vector<uint32_t> exit_child_offsets{0}, exit_children;
+  std::vector<std::vector<uint32_t>> by_byte(256);
   std::map<std::vector<uint32_t>, uint32_t> bitset_ids;
   std::vector<uint32_t> bits(words);
   std::vector<std::pair<uint32_t, int32_t>> stack;  // (node, state after the node's byte)
@@ -196,7 +200,16 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
     }
     // The stack visits nodes in reverse order; sort so the list is canonical.
     std::sort(exit_nodes.begin() + exit_offsets.back(), exit_nodes.end());
-    exit_offsets.push_back(static_cast<uint32_t>(exit_nodes.size()));
+    for (auto& list : by_byte) list.clear();
+    for (uint32_t e = exit_offsets.back(); e < exit_nodes.size(); ++e) {
+      const uint32_t node = exit_nodes[e];
+      for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) by_byte[trie.byte[c]].push_back(c);
+    }
+    for (const auto& list : by_byte) {
+      exit_children.insert(exit_children.end(), list.begin(), list.end());
+      exit_child_offsets.push_back(static_cast<uint32_t>(exit_children.size()));
+    }
+    exit_nodes.resize(exit_offsets.back());
     auto found = bitset_ids.find(bits);
     if (found == bitset_ids.end()) {
       uint32_t id = static_cast<uint32_t>(bitset_ids.size());
@@ -232,8 +245,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
   w.array(trie.tokens);
   w.array(inside_index);
   w.array(inside_bits);
-  w.array(exit_offsets);
-  w.array(exit_nodes);
+  w.array(exit_child_offsets);
+  w.array(exit_children);
   std::string blob = w.take();
   // Validate what we wrote with the loader, so the builder can never emit a blob the runtime
   // would refuse.
@@ -284,8 +297,8 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
   r.array(rt->trie_tokens, "trie_tokens");
   r.array(rt->inside_index, "inside_index");
   r.array(rt->inside_bits, "inside_bits");
-  r.array(rt->exit_offsets, "exit_offsets");
-  r.array(rt->exit_nodes, "exit_nodes");
+  r.array(rt->exit_child_offsets, "exit_child_offsets");
+  r.array(rt->exit_children, "exit_children");
   require(r.at_end(), "trailing bytes after the runtime tables");
 
   // Sizes.
@@ -375,13 +388,17 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
   for (uint64_t b = 0; b < num_bitsets; ++b) {
     check_bits(&c.inside_bits[b * c.words], "an inside set");
   }
-  require(c.exit_offsets.size() == static_cast<uint64_t>(c.num_states) + 1 &&
-              c.exit_offsets[0] == 0 && c.exit_offsets.back() == c.exit_nodes.size(),
+  require(c.exit_child_offsets.size() == static_cast<uint64_t>(c.num_states) * 256 + 1 &&
+              c.exit_child_offsets[0] == 0 &&
+              c.exit_child_offsets.back() == c.exit_children.size(),
           "bad exit offsets");
-  for (uint32_t s = 0; s < c.num_states; ++s) {
-    require(c.exit_offsets[s] <= c.exit_offsets[s + 1], "bad exit offsets");
+  for (uint64_t k = 0; k + 1 < c.exit_child_offsets.size(); ++k) {
+    require(c.exit_child_offsets[k] <= c.exit_child_offsets[k + 1], "bad exit offsets");
+    for (uint32_t e = c.exit_child_offsets[k]; e < c.exit_child_offsets[k + 1]; ++e) {
+      const uint32_t n = c.exit_children[e];
+      require(n >= 1 && n < M && c.trie_byte[n] == k % 256, "exit child out of range");
+    }
   }
-  for (uint32_t n : c.exit_nodes) require(n >= 1 && n < M, "exit node out of range");
 
   // Derived tables.
   rt->prod_dotted.resize(P);
@@ -410,6 +427,15 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
   {
     std::vector<uint32_t> fill(rt->nt_prod_offsets.begin(), rt->nt_prod_offsets.end() - 1);
     for (size_t p = 0; p < P; ++p) rt->nt_prods[fill[c.prod_lhs[p]]++] = static_cast<uint32_t>(p);
+  }
+  rt->lexeme_first_offsets.assign(1, 0);
+  for (uint32_t l = 0; l < c.num_lexemes; ++l) {
+    for (uint32_t b = 0; b < 256; ++b) {
+      if (c.dfa_table[static_cast<size_t>(c.lexeme_start[l]) * 256 + b] >= 0) {
+        rt->lexeme_first_bytes.push_back(static_cast<uint8_t>(b));
+      }
+    }
+    rt->lexeme_first_offsets.push_back(static_cast<uint32_t>(rt->lexeme_first_bytes.size()));
   }
   rt->symbol_nullable.assign(c.num_nonterminals + c.num_lexemes, 0);
   for (uint32_t l = 0; l < c.num_lexemes; ++l) {

@@ -36,38 +36,73 @@ inline void or_words(uint32_t* out, const uint32_t* in, uint32_t words) {
   for (uint32_t i = 0; i < words; ++i) out[i] |= in[i];
 }
 
+void walk_subtree(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t node, uint32_t set,
+                  uint32_t* words);
+
+// Tokens at and below trie node `child`, reached in DFA state `state` of `lexeme`, which
+// started right after Earley set `set`: all of them are allowed while the lexeme is alive, and
+// where it can end with bytes left over, the rest is decided against the set after it.
+void walk_from(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t child, int32_t state,
+               uint32_t lexeme, uint32_t set, uint32_t* words) {
+  std::vector<std::pair<uint32_t, int32_t>> stack{{child, state}};
+  while (!stack.empty()) {
+    const auto [node, current] = stack.back();
+    stack.pop_back();
+    for (uint32_t i = rt.trie_tok_offsets[node]; i < rt.trie_tok_offsets[node + 1]; ++i) {
+      set_bit(words, rt.trie_tokens[i]);
+    }
+    if (rt.trie_end[node] == node + 1) continue;  // leaf
+    if (rt.dfa_accepting[current]) {
+      sc.scans.assign(1, {set, rt.lexeme_base() + lexeme});
+      const uint32_t next_set = build_earley_set(rt, view, sc.scans, sc.seen);
+      walk_subtree(rt, view, sc, node, next_set, words);
+      pop_overlay_set(*view.top);
+    }
+    for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
+      const int32_t next = rt.dfa_table[static_cast<size_t>(current) * 256 + rt.trie_byte[c]];
+      if (next >= 0) stack.emplace_back(c, next);
+    }
+  }
+}
+
 // Tokens in the strict subtree of `node` whose bytes below `node` are viable from Earley set
 // `set` (a set at the position right after `node`'s bytes).
 void walk_subtree(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t node, uint32_t set,
                   uint32_t* words) {
   std::vector<uint32_t> lexemes;
   expected_lexemes(rt, view, set, lexemes);
-  std::vector<std::pair<uint32_t, int32_t>> stack;
   for (uint32_t lexeme : lexemes) {
-    const int32_t start = static_cast<int32_t>(rt.lexeme_start[lexeme]);
-    stack.clear();
-    for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) stack.emplace_back(c, start);
-    while (!stack.empty()) {
-      const auto [child, from] = stack.back();
-      stack.pop_back();
-      const int32_t state = rt.dfa_table[static_cast<size_t>(from) * 256 + rt.trie_byte[child]];
-      if (state < 0) continue;
-      for (uint32_t i = rt.trie_tok_offsets[child]; i < rt.trie_tok_offsets[child + 1]; ++i) {
-        set_bit(words, rt.trie_tokens[i]);
-      }
-      const bool has_children = rt.trie_end[child] > child + 1;
-      if (!has_children) continue;
-      if (rt.dfa_accepting[state]) {
-        sc.scans.assign(1, {set, rt.lexeme_base() + lexeme});
-        const uint32_t next_set = build_earley_set(rt, view, sc.scans, sc.seen);
-        walk_subtree(rt, view, sc, child, next_set, words);
-        pop_overlay_set(*view.top);
-      }
-      for (uint32_t c = child + 1; c < rt.trie_end[child]; c = rt.trie_end[c]) {
-        stack.emplace_back(c, state);
+    const size_t start = static_cast<size_t>(rt.lexeme_start[lexeme]) * 256;
+    for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
+      const int32_t state = rt.dfa_table[start + rt.trie_byte[c]];
+      if (state >= 0) walk_from(rt, view, sc, c, state, lexeme, set, words);
+    }
+  }
+}
+
+// The exit part of one thread's mask: tokens that end the thread's lexeme mid-token and go on
+// into what the parser expects next. Uses the per-state, per-byte index of exit children.
+void walk_exits(const Runtime& rt, ChartView& view, Scratch& sc, const Thread& th,
+                uint32_t* words) {
+  const size_t base = static_cast<size_t>(th.state) * 256;
+  if (rt.exit_child_offsets[base] == rt.exit_child_offsets[base + 256]) return;
+  sc.scans.assign(1, {th.origin, rt.lexeme_base() + rt.dfa_lexeme[th.state]});
+  const uint32_t after = build_earley_set(rt, view, sc.scans, sc.seen);
+  std::vector<uint32_t> lexemes;
+  expected_lexemes(rt, view, after, lexemes);
+  for (uint32_t lexeme : lexemes) {
+    const size_t start = static_cast<size_t>(rt.lexeme_start[lexeme]) * 256;
+    for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1];
+         ++f) {
+      const uint8_t byte = rt.lexeme_first_bytes[f];
+      const int32_t state = rt.dfa_table[start + byte];
+      for (uint32_t e = rt.exit_child_offsets[base + byte];
+           e < rt.exit_child_offsets[base + byte + 1]; ++e) {
+        walk_from(rt, view, sc, rt.exit_children[e], state, lexeme, after, words);
       }
     }
   }
+  pop_overlay_set(*view.top);
 }
 
 }  // namespace
@@ -237,12 +272,7 @@ void Matcher::fill_mask(uint32_t* words) const {
   for (const Thread& th : threads_) {
     or_words(words, &rt.inside_bits[static_cast<size_t>(rt.inside_index[th.state]) * rt.words],
              rt.words);
-    const uint32_t lo = rt.exit_offsets[th.state], hi = rt.exit_offsets[th.state + 1];
-    if (lo == hi) continue;
-    sc.scans.assign(1, {th.origin, rt.lexeme_base() + rt.dfa_lexeme[th.state]});
-    const uint32_t after = build_earley_set(rt, view, sc.scans, sc.seen);
-    for (uint32_t e = lo; e < hi; ++e) walk_subtree(rt, view, sc, rt.exit_nodes[e], after, words);
-    pop_overlay_set(sc.overlay);
+    walk_exits(rt, view, sc, th, words);
   }
   if (frontier_) {
     const uint32_t last = chart_.num_sets() - 1;

@@ -28,7 +28,10 @@ class Runtime {
   std::vector<uint8_t> token_bytes;
   std::vector<uint8_t> trie_byte;
   std::vector<uint32_t> trie_end, trie_tok_offsets, trie_tokens;
-  std::vector<uint32_t> inside_index, inside_bits, exit_offsets, exit_nodes;
+  std::vector<uint32_t> inside_index, inside_bits;
+  // Children of the trie nodes where a lexeme can end mid-token ("exits"), per DFA state and
+  // byte: state s, byte b -> exit_children[exit_child_offsets[s*256+b] .. [s*256+b+1]).
+  std::vector<uint32_t> exit_child_offsets, exit_children;
 
   // Derived at load time (cheap, linear in the grammar size).
   std::vector<uint32_t> dotted_next;   // next symbol after the dot, or kComplete
@@ -37,6 +40,8 @@ class Runtime {
   std::vector<uint32_t> nt_prod_offsets, nt_prods;  // productions by left-hand side
   std::vector<uint8_t> symbol_nullable;             // nonterminals and lexemes
   std::vector<uint8_t> dotted_accepts;  // completed production of the start symbol
+  std::vector<uint32_t> lexeme_first_offsets;  // bytes that can start each lexeme
+  std::vector<uint8_t> lexeme_first_bytes;
 
   uint32_t lexeme_base() const { return num_nonterminals; }
   uint32_t tokenset_base() const { return num_nonterminals + num_lexemes; }
