@@ -295,13 +295,9 @@ _UNICODE_TEXT = st.text(
 )
 
 
-@st.composite
-def rich_grammars(draw: st.DrawFn, *, nested: bool = True) -> GrammarIR:
-    """A valid grammar using every node kind, rule options, grammar options and spans."""
-    terminal_names = [f"T{i}" for i in range(draw(st.integers(0, 2)))]
-    rule_names = ["start"] + [f"r{i}" for i in range(1, draw(st.integers(1, 3)))]
-    sub = draw(rich_grammars(nested=False)) if nested and draw(st.booleans()) else None
-    text_leaves = st.one_of(
+@functools.lru_cache(maxsize=1)
+def _rich_text_leaves() -> st.SearchStrategy[Expr]:
+    return st.one_of(
         _with_span(st.builds(Literal, text=_UNICODE_TEXT)),
         _with_span(literals(string_module.ascii_letters)),
         _with_span(st.builds(Bytes, data=st.binary(max_size=3))),
@@ -316,24 +312,44 @@ def rich_grammars(draw: st.DrawFn, *, nested: bool = True) -> GrammarIR:
         ),
         st.just(Empty()),
     )
-    rules: list[Rule] = []
-    for index, name in enumerate(terminal_names):
-        leaves = [text_leaves]
-        if index:
-            leaves.append(st.sampled_from(terminal_names[:index]).map(lambda n: Ref(name=n)))
-        body = draw(_expressions(st.one_of(*leaves), max_leaves=3))
-        rules.append(Rule(name=name, body=body, terminal=True, span=draw(spans())))
-    rule_leaves = [
-        text_leaves,
-        st.sampled_from(rule_names + terminal_names).map(lambda n: Ref(name=n)),
+
+
+@functools.lru_cache(maxsize=16)
+def _rich_terminal_bodies(earlier_terminals: tuple[str, ...]) -> st.SearchStrategy[Expr]:
+    leaves = [_rich_text_leaves()]
+    if earlier_terminals:
+        leaves.append(st.sampled_from(earlier_terminals).map(lambda n: Ref(name=n)))
+    return _expressions(st.one_of(*leaves), max_leaves=3)
+
+
+@functools.lru_cache(maxsize=64)
+def _rich_rule_bodies(names: tuple[str, ...], embed: bool) -> st.SearchStrategy[Expr]:
+    leaves = [
+        _rich_text_leaves(),
+        st.sampled_from(names).map(lambda n: Ref(name=n)),
         _with_span(_token_sets()),
         _with_span(st.builds(SpecialToken, text=st.text(min_size=1, max_size=6))),
     ]
-    if sub is not None:
-        rule_leaves.append(_with_span(st.just(Embed(name="inner.0"))))
+    if embed:
+        leaves.append(_with_span(st.just(Embed(name="inner.0"))))
+    return _expressions(st.one_of(*leaves), max_leaves=5)
+
+
+@st.composite
+def rich_grammars(draw: st.DrawFn, *, nested: bool = True) -> GrammarIR:
+    """A valid grammar using every node kind, rule options, grammar options and spans."""
+    terminal_names = [f"T{i}" for i in range(draw(st.integers(0, 2)))]
+    rule_names = ["start"] + [f"r{i}" for i in range(1, draw(st.integers(1, 3)))]
+    sub = draw(rich_grammars(nested=False)) if nested and draw(st.booleans()) else None
+    rules: list[Rule] = []
+    for index, name in enumerate(terminal_names):
+        body = draw(_rich_terminal_bodies(tuple(terminal_names[:index])))
+        rules.append(Rule(name=name, body=body, terminal=True, span=draw(spans())))
+    bodies = _rich_rule_bodies(tuple(rule_names + terminal_names), sub is not None)
     for name in rule_names:
-        body = draw(_expressions(st.one_of(*rule_leaves), max_leaves=5))
-        rules.append(Rule(name=name, body=body, options=draw(_rule_options()), span=draw(spans())))
+        rules.append(
+            Rule(name=name, body=draw(bodies), options=draw(_rule_options()), span=draw(spans()))
+        )
     draw(st.randoms(use_true_random=False)).shuffle(rules)
     ignore = tuple(draw(st.lists(terminal_exprs(terminal_names, max_leaves=2), max_size=2)))
     return GrammarIR(
