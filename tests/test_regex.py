@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -494,6 +495,35 @@ def test_full_match_members_are_accepted(pattern: str) -> None:
             assert grammar.accepts(text) == (re.fullmatch(pattern, text) is not None), text
 
 
+def _random_patterns() -> st.SearchStrategy[str]:
+    """Random patterns over constructs whose meaning Python and we agree on for ASCII text."""
+    atoms = st.sampled_from(["a", "b", "1", ".", "[ab]", "[^a]", r"\d", r"\w", "[a-b1]", "()"])
+
+    def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        quantified = st.tuples(
+            inner, st.sampled_from(["*", "+", "?", "{2}", "{1,2}", "{,1}", "{0,}"])
+        ).map(lambda pair: f"(?:{pair[0]}){pair[1]}")
+        concatenated = st.lists(inner, min_size=2, max_size=3).map("".join)
+        alternated = st.lists(inner, min_size=2, max_size=3).map(
+            lambda xs: "(" + "|".join(xs) + ")"
+        )
+        return quantified | concatenated | alternated
+
+    return st.recursive(atoms, extend, max_leaves=6)
+
+
+@needs_reference
+@given(
+    pattern=_random_patterns(),
+    texts=st.lists(st.text(alphabet="ab1\n", max_size=5), min_size=1, max_size=6),
+)
+@settings(max_examples=150, deadline=None)
+def test_random_patterns_agree_with_python(pattern: str, texts: list[str]) -> None:
+    grammar = Grammar.from_regex(pattern)
+    for text in texts:
+        assert grammar.accepts(text) == (re.fullmatch(pattern, text) is not None), text
+
+
 # ECMA patterns that Python reads the same way (no '\n' in the text: Python's '$' would also
 # match before a final newline).
 SEARCH_PATTERNS = [r"ab", r"^ab", r"ab$", r"^ab|c$", r"^a*$", r"b+c?", r"^(a|b)c", r"[^a]$", r""]
@@ -562,7 +592,38 @@ ECMA_TEXTS = [
     "_9",
     "É",
     "1",
+    "\U0001f600",
+    "x\U0001f600",
+    "a\n",
+    "-x",
+    "1-",
+    "a.b",
+    "ab\r",
+    "\u2029b",
+    "b 1",
 ]
+
+
+def _random_ecma_pattern(rng: random.Random, depth: int = 0) -> str:
+    """A random ECMA pattern built from constructs both engines read the same way."""
+    if depth >= 2 or rng.random() < 0.3:
+        return rng.choice(["a", "b", ".", "[ab]", "[^a]", r"\s", r"\S", r"\d", "\\.", "[\\s\\S]"])
+    shape = rng.choice(["quantified", "sequence", "alternation"])
+    parts = [_random_ecma_pattern(rng, depth + 1) for _ in range(rng.randint(2, 3))]
+    if shape == "quantified":
+        return f"(?:{parts[0]}){rng.choice(['*', '+', '?', '{2}', '{1,2}'])}"
+    if shape == "sequence":
+        return "".join(parts)
+    return "(" + "|".join(parts) + ")"
+
+
+def _random_ecma_patterns(count: int) -> list[str]:
+    rng = random.Random(20261129)
+    patterns = []
+    for _ in range(count):
+        body = _random_ecma_pattern(rng)
+        patterns.append(rng.choice(["", "^"]) + body + rng.choice(["", "$"]))
+    return patterns
 
 
 @pytest.mark.skipif(NODE is None, reason="no node executable to run ECMA-262 regexes")
@@ -571,12 +632,13 @@ def test_search_regex_agrees_with_node() -> None:
         "const [patterns, texts] = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
         "console.log(JSON.stringify(patterns.map(p => texts.map(t => new RegExp(p, 'u').test(t)))));"
     )
-    payload = json.dumps([ECMA_PATTERNS, ECMA_TEXTS])
+    patterns = ECMA_PATTERNS + _random_ecma_patterns(60)
+    payload = json.dumps([patterns, ECMA_TEXTS])
     result = subprocess.run(
         [NODE, "-e", script], input=payload, capture_output=True, text=True, timeout=60, check=True
     )
     verdicts = json.loads(result.stdout)
-    for pattern, row in zip(ECMA_PATTERNS, verdicts, strict=True):
+    for pattern, row in zip(patterns, verdicts, strict=True):
         grammar = _search_grammar(pattern)
         for text, expected in zip(ECMA_TEXTS, row, strict=True):
             assert grammar.accepts(text) == expected, (pattern, text)
