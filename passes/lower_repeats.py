@@ -48,9 +48,10 @@ def lower_repeats(grammar: GrammarIR) -> GrammarIR:
       LR or Earley parser handles it in constant stack);
     - ``x+`` becomes ``__plus_n`` with ``__plus_n = __plus_n x | x``;
     - ``x{m,}`` (m >= 2) becomes ``x ... x __star_n`` with m copies of ``x``;
-    - ``x{m,n}`` becomes m copies of ``x`` then ``__opt_k`` (k = n - m) from a chain
-      ``__opt_1 = x | ()``, ``__opt_j = x __opt_{j-1} | ()``: size linear in n, never the
-      exponential or quadratic expansion of all counts, and unambiguous when ``x`` is.
+    - ``x{m,n}`` becomes m copies of ``x`` then the k-th link (k = n - m) of a chain of
+      ``__opt_*`` helpers ``o_1 = x | ()``, ``o_j = x o_{j-1} | ()``: size linear in n,
+      never the exponential or quadratic expansion of all counts, unambiguous when ``x``
+      is, and shared by every bounded repeat of the same item.
 
     An ``x`` that is not a single element and is used more than once is first given its own
     rule ``__grp_n`` so that copies are references. Helpers are shared between identical
