@@ -699,3 +699,29 @@ TEXT: /(\\n|.)*/
         accepted=["x<tool_call>42</tool_call>y<tool_call>7</tool_call>"],
     )
     assert grammar.ir.rule("arg").options.capture == "arg"
+
+
+# -- DESIGN.md section 2: exact membership, no greedy lexing -----------------------------------------
+
+
+def test_terminals_are_not_lexed_greedily() -> None:
+    check("%import common.INT\nstart: INT INT", accepted=["12", "123"], rejected=["1", "1 2", ""])
+    check(
+        "%import common.INT\n%import common.WS\n%ignore WS\nstart: INT INT",
+        accepted=["12", "123", "1 2", "1 23 ", "1\n\t2"],
+        rejected=[" 12", "1", "1 "],
+    )
+
+
+def test_initial_skip_option_applies_before_the_first_lexeme() -> None:
+    source = "%import common.INT\n%import common.WS\n%ignore WS\nstart: INT INT"
+    check(source, rejected=[" 12"])
+    check('%grammar_options {"allow_initial_skip": true}\n' + source, accepted=[" 12", "  1 2 "])
+
+
+def test_lazy_example_from_design() -> None:
+    check(
+        'start: "<" name ">" rest\nname[lazy]: /[a-z]+/\nrest: /[a-z]+/',
+        accepted=["<a>b", "<z>abc"],
+        rejected=["<ab>c", "<>b"],
+    )
