@@ -29,6 +29,13 @@ def array_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: str
     layout = compiler.layout
     prefix = list(flat.get("prefixItems") or [])
     items = flat.get("items", True)
+    if "unevaluatedItems" in flat and "items" not in flat:
+        # Every merged part's prefixItems/items were merged into this schema, so the items
+        # nobody evaluated are exactly those after the prefix.
+        if "contains" in flat:
+            compiler.unsupported(pointer, ["unevaluatedItems"], "items evaluated by contains")
+        else:
+            items = flat["unevaluatedItems"]
     min_items = int(flat.get("minItems", 0))
     max_items = flat.get("maxItems")
     max_items = int(max_items) if max_items is not None else None

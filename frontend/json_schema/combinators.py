@@ -147,9 +147,11 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         out["multipleOf"] = _lcm(a["multipleOf"], b["multipleOf"])
     elif "multipleOf" in a or "multipleOf" in b:
         out["multipleOf"] = a.get("multipleOf", b.get("multipleOf"))
+    if a.get("__non_integer") or b.get("__non_integer"):
+        out["__non_integer"] = True
     if a.get("uniqueItems") or b.get("uniqueItems"):
         out["uniqueItems"] = True
-    for keyword in ("__patterns", "__formats", "__not", "__groups", "__conds", "__exclude"):
+    for keyword in ("__patterns", "__formats", "__not", "__groups", "__conds", "__exclude", "__shadow"):
         combined = list(a.get(keyword, ())) + list(b.get(keyword, ()))
         if combined:
             out[keyword] = combined
@@ -159,6 +161,9 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     _merge_objects(a, b, out)
     _merge_arrays(a, b, out)
     _merge_dependencies(a, b, out)
+    for keyword in ("unevaluatedProperties", "unevaluatedItems"):
+        if keyword in a or keyword in b:
+            out[keyword] = _all_of(a.get(keyword, True), b.get(keyword, True))
     if "propertyNames" in a and "propertyNames" in b:
         out["propertyNames"] = {"allOf": [a["propertyNames"], b["propertyNames"]]}
     elif "propertyNames" in a or "propertyNames" in b:
@@ -308,13 +313,14 @@ def negate(schema: Any) -> list[Any]:
     pieces: list[list[Any]] = []
     types = type_set(schema)
     if types is not None:
-        excluded = [t for t in ALL_TYPES if t not in types]
+        # "number" is excluded only when integers are excluded too (a non-integral number
+        # is covered by the "__non_integer" alternative below).
+        excluded = [t for t in ALL_TYPES if t not in types and not (t == "number" and "integer" in types)]
         alternatives: list[Any] = []
         if excluded:
             alternatives.append({"type": excluded})
         if "integer" in types and "number" not in types:
-            # "a number that is not an integer" has no exact grammar here (1.5e1 is 15).
-            raise NotNegatable("cannot negate type integer (non-integral numbers)")
+            alternatives.append({"type": ["number"], "__non_integer": True})
         pieces.append(alternatives)
     values = _values(schema)
     if values is not None:
@@ -349,14 +355,9 @@ def negate(schema: Any) -> list[Any]:
     for key in sorted(keys & bound_keys):
         value = schema[key]
         if key in flipped:
-            pieces.append(
-                [
-                    {"type": [t for t in ALL_TYPES if t != "number"]},
-                    {"type": ["number"], flipped[key]: value},
-                ]
-            )
+            # Values of other types satisfy a numeric bound: only numbers violate it.
+            pieces.append([{"type": ["number"], flipped[key]: value}])
         else:
-            other = [t for t in ALL_TYPES if t != type_for[key]]
             if key.startswith("min"):
                 if value == 0:
                     pieces.append([False])
@@ -364,12 +365,11 @@ def negate(schema: Any) -> list[Any]:
                 tight = {"type": [type_for[key]], "max" + key[3:]: value - 1}
             else:
                 tight = {"type": [type_for[key]], "min" + key[3:]: value + 1}
-            pieces.append([{"type": other}, tight])
+            pieces.append([tight])
         handled.add(key)
     required = list(schema.get("required", ()))
     properties = schema.get("properties") or {}
     if required or properties:
-        non_objects = {"type": [t for t in ALL_TYPES if t != "object"]}
         alternatives = []
         for name in required:
             alternatives.append({"type": ["object"], "properties": {name: False}})
@@ -377,11 +377,23 @@ def negate(schema: Any) -> list[Any]:
             for negated in negate(sub):
                 if negated is False:
                     continue
+                # The failed sub-schema evaluates nothing: "__shadow" keeps the name visible to
+                # unevaluatedProperties.
                 alternatives.append(
-                    {"type": ["object"], "required": [name], "properties": {name: negated}}
+                    {
+                        "type": ["object"],
+                        "required": [name],
+                        "properties": {name: negated},
+                        "__shadow": [name],
+                    }
                 )
-        pieces.append([non_objects, *alternatives])
+        # Non-objects satisfy required/properties: only objects can violate them.
+        pieces.append(alternatives)
         handled |= {"required", "properties"}
+    for flat_inner in schema.get("__negated_nots", ()):
+        # not(not B) = B
+        pieces.append([flat_inner])
+    handled.add("__negated_nots")
     rest = keys - handled
     if rest:
         raise NotNegatable("cannot negate keywords: " + ", ".join(sorted(rest)))

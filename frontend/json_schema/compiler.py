@@ -76,7 +76,7 @@ class Compiler:
         self.options = options
         self.root = schema
         self.draft = detect_draft(schema)
-        self.index = RefIndex(schema, legacy_id=self.draft <= 4)
+        self.index = RefIndex(schema, self.draft, remote=options.remote_documents)
         self.layout = Layout(options)
         self.rules: dict[str, Rule] = {}
         self.rule_for_key: dict[Hashable, str] = {}
@@ -224,6 +224,10 @@ class Compiler:
         try:
             return self.index.resolve(ref, base)
         except RefError as exc:
+            if exc.remote:
+                # Not fetched: unsupported (lenient mode: the reference allows anything).
+                self.unsupported(pointer, ["$ref"], str(exc))
+                return True, base, pointer
             raise self.error(pointer, str(exc)) from None
 
     def flatten(self, schema: Any, pointer: str, base: str, level: int) -> dict[str, Any]:
@@ -243,7 +247,8 @@ class Compiler:
         for key, value in s.items():
             if key in ("allOf", "$ref", "anyOf", "oneOf", "not", "if", "then", "else", "pattern", "format", "const", "$dynamicRef"):
                 continue
-            if key in CONSTRAINTS:
+            if key in CONSTRAINTS or key in ("__non_integer", "__exclude", "__shadow", "__false"):
+                # (internal keywords appear in schemas synthesized by negation)
                 flat[key] = value
         if "const" in s:
             flat["enum"] = [s["const"]]
@@ -251,7 +256,7 @@ class Compiler:
                 flat = merge(flat, {"enum": list(s["enum"])})
         if isinstance(s.get("pattern"), str):
             flat["__patterns"] = [(s["pattern"], pointer)]
-        if isinstance(s.get("format"), str) and s["format"] in FORMAT_PATTERNS:
+        if self.options.formats == "assert" and isinstance(s.get("format"), str) and s["format"] in FORMAT_PATTERNS:
             flat["__formats"] = [(s["format"], pointer)]
         groups = []
         for kind in ("anyOf", "oneOf"):
@@ -277,9 +282,6 @@ class Compiler:
         return flat
 
     def _check_keywords(self, s: dict[str, Any], pointer: str) -> None:
-        unsupported = [k for k in ("unevaluatedProperties", "unevaluatedItems") if k in s]
-        if unsupported:
-            self.unsupported(pointer, unsupported, "unevaluated* next to in-place applicators")
         if "$dynamicRef" in s:
             name = s["$dynamicRef"].partition("#")[2]
             count = sum(1 for key in self.index.anchors if key.endswith("#" + name))
@@ -330,11 +332,12 @@ class Compiler:
         flat = self.flatten(schema, pointer, base, 0)
         if flat.get("__false"):
             return False
-        if any(k in flat for k in ("__groups", "__not", "__conds", "__patterns", "__formats")):
+        blocking = ("__groups", "__conds", "__patterns", "__formats", "__exclude", "__non_integer")
+        if any(k in flat for k in blocking):
             raise NotNegatable("cannot negate combinators, patterns or formats")
         out = {k: v for k, v in flat.items() if not k.startswith("__")}
-        if "__exclude" in flat:
-            raise NotNegatable("cannot negate a negation")
+        if "__not" in flat:
+            out["__negated_nots"] = [self.flatten(s, loc, b, 0) for s, loc, b in flat["__not"]]
         return out
 
     def merge_at(self, a: dict[str, Any], b: Any, pointer: str) -> dict[str, Any]:
@@ -365,7 +368,9 @@ class Compiler:
         flats = [self.flatten(alt, f"{location}/{i}", base, 0) for i, alt in enumerate(alternatives)]
         branches = [flats[i] if trivial_rest else self.merge_at(rest, flats[i], location) for i in range(len(flats))]
         if kind == "oneOf":
-            self.check_one_of(branches, location)
+            exact = self.exact_one_of(branches, alternatives, location, base)
+            if exact is not None:
+                return choice(*(self.branch(b, location, base, depth) for b in exact))
         if len(branches) > MAX_BRANCHES:
             raise self.error(location, f"{len(branches)} branches exceed the limit of {MAX_BRANCHES}")
         exprs = []
@@ -376,19 +381,48 @@ class Compiler:
                 exprs.append(self.branch(flat, f"{location}/{index}", base, depth))
         return choice(*exprs)
 
-    def check_one_of(self, branches: list[dict[str, Any]], location: str) -> None:
-        """oneOf is exact only when no value can match two branches."""
-        for i in range(len(branches)):
-            for j in range(i + 1, len(branches)):
-                if not provably_disjoint(branches[i], branches[j]):
-                    message = f"oneOf branches {i} and {j} may overlap; the grammar would accept values matching both"
-                    if self.options.coerce_one_of:
-                        text = f"{LANGUAGE} at {location}: {message} (treated as anyOf)"
-                        self.warnings.append(text)
-                        warnings.warn(text, stacklevel=4)
-                        return
-                    self.unsupported(location, ["oneOf"], message + " (set coerce_one_of to accept)")
-                    return
+    def exact_one_of(
+        self, branches: list[dict[str, Any]], alternatives: list[Any], location: str, base: str
+    ) -> list[dict[str, Any]] | None:
+        """oneOf: None when the branches are provably disjoint (anyOf is then exact).
+
+        Otherwise each branch is intersected with the negation of every branch it may
+        overlap, which is exact when those negations are expressible; failing that, the
+        oneOf is an error, or anyOf with a warning under ``coerce_one_of``.
+        """
+        overlaps = {
+            (i, j)
+            for i in range(len(branches))
+            for j in range(len(branches))
+            if i != j and not provably_disjoint(_as_schema(branches[i]), _as_schema(branches[j]))
+        }
+        if not overlaps:
+            return None
+        try:
+            negations = {
+                j: negate(self.flatten_for_negation(alternatives[j], f"{location}/{j}", base))
+                for j in {j for _, j in overlaps}
+            }
+            exact: list[dict[str, Any]] = []
+            for i, branch in enumerate(branches):
+                parts = [branch]
+                for j in sorted(j for a, j in overlaps if a == i):
+                    parts = [self.merge_at(p, n, location) for p in parts for n in negations[j] if n is not False]
+                    parts = [p for p in parts if not p.get("__false")]
+                    if len(parts) > MAX_BRANCHES:
+                        raise NotNegatable(f"more than {MAX_BRANCHES} branches")
+                exact.extend(parts)
+            return exact
+        except NotNegatable as exc:
+            i, j = min(overlaps)
+            message = f"oneOf branches {i} and {j} may overlap and {exc}"
+            if self.options.coerce_one_of:
+                text = f"{LANGUAGE} at {location}: {message} (treated as anyOf)"
+                self.warnings.append(text)
+                warnings.warn(text, stacklevel=4)
+                return None
+            self.unsupported(location, ["oneOf"], message + " (set coerce_one_of to accept as anyOf)")
+            return None
 
     def conditional(
         self, condition: Any, then: Any, otherwise: Any, location: str, base: str, rest: dict[str, Any], depth: int
@@ -500,7 +534,15 @@ class Compiler:
                     raise NumberSpecError("multipleOf must be greater than 0")
         except NumberSpecError as exc:
             raise self.error(pointer, str(exc)) from None
-        spec = NumberSpec(integer=integer, bounds=tuple(bounds), multiple_of=multiple)
+        non_integer = bool(flat.get("__non_integer"))
+        if non_integer and integer:
+            return NEVER
+        if non_integer and multiple is not None:
+            self.unsupported(pointer, ["not", "multipleOf"], "non-integer multiples")
+            non_integer = False
+        spec = NumberSpec(
+            integer=integer, bounds=tuple(bounds), multiple_of=multiple, non_integer=non_integer
+        )
         if spec.is_plain():
             return self.shared_rule(("number", integer), "integer" if integer else "number", lambda: plain_number_expr(integer), terminal=True)
         if spec.is_empty_interval():
@@ -625,6 +667,11 @@ def _non_negative(value: Any, keyword: str, compiler: Compiler, pointer: str) ->
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise compiler.error(pointer, f"{keyword} must be a non-negative integer")
     return value
+
+
+def _as_schema(flat: dict[str, Any]) -> Any:
+    """A flat schema for the disjointness test (a false schema as False)."""
+    return False if flat.get("__false") else flat
 
 
 def _strip_internal(flat: dict[str, Any]) -> dict[str, Any]:

@@ -124,10 +124,11 @@ class NumberSpec:
     integer: bool
     bounds: tuple[Bound, ...] = ()
     multiple_of: Decimal | None = None
+    non_integer: bool = False  # only numbers with a non-zero fraction digit (not integers)
 
     def is_plain(self) -> bool:
         """True when no bound or multiple applies (the simple regular expression suffices)."""
-        return not self.bounds and self.multiple_of is None
+        return not self.bounds and self.multiple_of is None and not self.non_integer
 
     def is_empty_interval(self) -> bool:
         """True when the bounds admit no number at all."""
@@ -150,7 +151,10 @@ def plain_number_expr(integer: bool) -> Expr:
 def number_dfa(spec: NumberSpec) -> Dfa:
     """The exact automaton for numbers satisfying ``spec`` (see the module docstring)."""
     allow_exponent = (
-        not spec.integer and spec.multiple_of is None and all(b.value == 0 for b in spec.bounds)
+        not spec.integer
+        and not spec.non_integer
+        and spec.multiple_of is None
+        and all(b.value == 0 for b in spec.bounds)
     )
     # Per sign, bounds on the magnitude y = |x|.
     per_sign: dict[int, list[tuple[str, Decimal]] | None] = {}
@@ -219,6 +223,9 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                 if spec.integer and digit != 0:
                     return None
                 comps = tuple(c.step_frac(s, digit) for c, s in zip(comparators[sign], comps))
+                if spec.non_integer and modulus is None:
+                    # without a modulus, `rem` records whether a non-zero fraction digit was seen
+                    return ("frac", sign, comps, 1 if (rem or digit) else 0, used)
                 if used < scale:
                     rem, used = _mod_step(rem, digit, modulus), used + 1
                 elif digit != 0 and modulus is not None:
@@ -249,6 +256,8 @@ def number_dfa(spec: NumberSpec) -> Dfa:
         else:
             return False
         if not all(_holds(op, r) for op, r in zip(ops[sign], results)):
+            return False
+        if spec.non_integer and (phase != "frac" or not rem):
             return False
         if modulus is not None:
             return (rem * 10 ** (scale - used)) % modulus == 0

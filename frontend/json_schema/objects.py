@@ -55,6 +55,13 @@ def object_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: st
     patterns: dict[str, Any] = dict(flat.get("patternProperties") or {})
     default_additional = False if options.strict else True
     additional = flat.get("additionalProperties", default_additional)
+    shadowed: set[str] = set()
+    if "unevaluatedProperties" in flat and "additionalProperties" not in flat:
+        # The merged schema holds every evaluating part's properties and patterns, so the
+        # unevaluated keys are exactly the ones additionalProperties would see, plus the
+        # names only a failed (negated) sub-schema mentioned.
+        additional = flat["unevaluatedProperties"]
+        shadowed = set(flat.get("__shadow", ()))
     min_count = int(flat.get("minProperties", 0))
     max_count = flat.get("maxProperties")
     max_count = int(max_count) if max_count is not None else None
@@ -82,7 +89,7 @@ def object_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: st
         own = [properties[name]] if name in properties else []
         matched = pattern_schemas(name)
         if name in properties:
-            value_schema = _all_of(own + matched)
+            value_schema = _all_of(own + matched + ([additional] if name in shadowed else []))
         else:
             value_schema = _all_of(matched) if matched else additional
         if names_dfa is not None and not accepts(names_dfa, name):
@@ -97,26 +104,40 @@ def object_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: st
     names_key = canonical(flat.get("propertyNames", True))
     groups = _additional_groups(compiler, all_names, patterns, additional, names_dfa, names_key, pointer)
 
-    def member(name_expr: Expr, value: Expr, count: int) -> Expr:
-        if is_never(value) or is_never(name_expr):
-            return NEVER
-        separator = layout.open_first(depth) if count == 0 else layout.item_separator(depth)
-        return seq(separator, name_expr, layout.key_separator(), value)
-
-    declared_values = [
-        (json_string_literal(name), compiler.value_ref(schema, f"{pointer}/properties/{_escape(name)}", base, depth + 1), is_required)
+    # In "schema" order the declared properties form the ordered chain; names that only
+    # `required` mentions (and, in "any" order, every declared name) are free members,
+    # written in any order, each at most once, alongside the additional keys.
+    members = [
+        (
+            name in properties and options.property_order == "schema",
+            json_string_literal(name),
+            compiler.value_ref(schema, f"{pointer}/properties/{_escape(name)}", base, depth + 1),
+            is_required,
+        )
         for name, schema, is_required in declared
     ]
+    ordered = [(key, value, req) for in_chain, key, value, req in members if in_chain]
+    free = [(key, value, req) for in_chain, key, value, req in members if not in_chain]
+    if len(free) > MAX_ANY_ORDER_PROPERTIES:
+        compiler.unsupported(
+            pointer,
+            ["properties" if options.property_order == "any" else "required"],
+            f"at most {MAX_ANY_ORDER_PROPERTIES} properties can be tracked in any order "
+            f"(here {len(free)})",
+        )
+        free = [m for m in free if m[2]][:MAX_ANY_ORDER_PROPERTIES]
+    free_required = frozenset(i for i, (_, _, req) in enumerate(free) if req)
     group_values = [
         (key_expr, compiler.value_ref(schema, f"{pointer}/additionalProperties", base, depth + 1))
         for key_expr, schema in groups
     ]
     cap = max_count if max_count is not None else max(min_count, 1)
 
-    def close(count: int) -> Expr | None:
-        if count < min_count:
-            return None
-        return layout.close_nonempty("}", depth) if count else layout.close_empty("}", depth)
+    def member(name_expr: Expr, value: Expr, count: int) -> Expr:
+        if is_never(value) or is_never(name_expr):
+            return NEVER
+        separator = layout.open_first(depth) if count == 0 else layout.item_separator(depth)
+        return seq(separator, name_expr, layout.key_separator(), value)
 
     def bump(count: int) -> int:
         return min(count + 1, cap)
@@ -124,62 +145,33 @@ def object_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: st
     def room(count: int) -> bool:
         return max_count is None or count < max_count
 
-    if options.property_order == "any":
-        if len(declared_values) > MAX_ANY_ORDER_PROPERTIES:
-            compiler.unsupported(
-                pointer,
-                ["properties"],
-                f"property_order='any' is exact for at most {MAX_ANY_ORDER_PROPERTIES} declared properties",
-            )
-        total = len(declared_values)
-        needed = frozenset(i for i, (_, _, req) in enumerate(declared_values) if req)
-
-        def moves_any(state: Any) -> list[tuple[Expr, Any]]:
-            used, count = state
-            if not room(count):
-                return []
-            out = []
-            for index in range(total):
-                if index not in used:
-                    key_expr, value, _ = declared_values[index]
-                    out.append((member(key_expr, value, count), (used | {index}, bump(count))))
-            for key_expr, value in group_values:
-                out.append((member(key_expr, value, count), (used, bump(count))))
-            return out
-
-        def end_any(state: Any) -> Expr | None:
-            used, count = state
-            return close(count) if needed <= used else None
-
-        try:
-            body = compiler.chain(f"{pointer}/object", (frozenset(), 0), moves_any, end_any)
-        except Unsupported as exc:
-            raise compiler.error(pointer, exc.reason) from None
-        return seq(lit("{"), body)
-
-    total = len(declared_values)
-
     def moves(state: Any) -> list[tuple[Expr, Any]]:
-        position, count = state
+        position, count, used = state
         out: list[tuple[Expr, Any]] = []
-        if position < total:
-            key_expr, value, is_required = declared_values[position]
+        if position < len(ordered):
+            key_expr, value, is_required = ordered[position]
             if room(count):
-                out.append((member(key_expr, value, count), (position + 1, bump(count))))
+                out.append((member(key_expr, value, count), (position + 1, bump(count), used)))
             if not is_required:
-                out.append((lit(""), (position + 1, count)))
+                out.append((lit(""), (position + 1, count, used)))
             return out
-        if room(count):
-            for key_expr, value in group_values:
-                out.append((member(key_expr, value, count), (position, bump(count))))
+        if not room(count):
+            return out
+        for index, (key_expr, value, _) in enumerate(free):
+            if index not in used:
+                out.append((member(key_expr, value, count), (position, bump(count), used | {index})))
+        for key_expr, value in group_values:
+            out.append((member(key_expr, value, count), (position, bump(count), used)))
         return out
 
     def end(state: Any) -> Expr | None:
-        position, count = state
-        return close(count) if position == total else None
+        position, count, used = state
+        if position < len(ordered) or count < min_count or not free_required <= used:
+            return None
+        return layout.close_nonempty("}", depth) if count else layout.close_empty("}", depth)
 
     try:
-        body = compiler.chain(f"{pointer}/object", (0, 0), moves, end)
+        body = compiler.chain(f"{pointer}/object", (0, 0, frozenset()), moves, end)
     except Unsupported as exc:
         raise compiler.error(pointer, exc.reason) from None
     return seq(lit("{"), body)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -47,6 +47,14 @@ class JsonSchemaOptions(BaseModel):
     )
     lenient: bool = Field(
         False, description="unsupported constraint keywords become warnings instead of errors"
+    )
+    formats: Literal["assert", "annotate"] = Field(
+        "assert",
+        description="assert: enforce the known formats; annotate: treat format as an "
+        "annotation only (the 2019-09/2020-12 default for validators)",
+    )
+    remote_documents: dict[str, Any] | None = Field(
+        None, description="schema documents by absolute URI, for $ref outside the schema"
     )
 
     @model_validator(mode="after")

@@ -41,10 +41,16 @@ SCHEMA_MAPS = {
 
 
 class RefError(ValueError):
-    """A reference that cannot be resolved locally."""
+    """A reference that cannot be resolved locally (``remote``: to another document)."""
+
+    def __init__(self, message: str, remote: bool = False) -> None:
+        super().__init__(message)
+        self.remote = remote
 
 
 def _join(base: str, ref: str) -> str:
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
     if base.startswith(DEFAULT_BASE) and not ref.startswith(("http:", "https:", "urn:")):
         # urljoin does not understand our private scheme; emulate relative resolution.
         if ref.startswith("#") or ref == "":
@@ -56,13 +62,19 @@ def _join(base: str, ref: str) -> str:
 class RefIndex:
     """Maps absolute URIs (documents and anchors) to sub-schemas and their base URIs."""
 
-    def __init__(self, root: Any, legacy_id: bool) -> None:
+    def __init__(self, root: Any, draft: int, remote: dict[str, Any] | None = None) -> None:
         self.root = root
-        self.legacy_id = legacy_id  # draft 4 spells $id as "id"
+        self.legacy_id = draft <= 4  # draft 4 spells $id as "id"
+        # Up to draft 7, "$id": "#name" declares an anchor and $ref hides sibling keywords.
+        self.draft7_rules = draft <= 7
         self.documents: dict[str, Any] = {}
         self.anchors: dict[str, tuple[Any, str]] = {}
         self.bases: dict[int, str] = {}
         self._walk(root, DEFAULT_BASE)
+        for uri, document in (remote or {}).items():
+            uri = urldefrag(uri)[0]
+            self.documents.setdefault(uri, document)
+            self._walk(document, uri)
 
     def base_of(self, schema: Any, fallback: str) -> str:
         """The base URI in force inside ``schema`` (its own ``$id`` applied)."""
@@ -73,9 +85,9 @@ class RefIndex:
             return
         key = "id" if self.legacy_id else "$id"
         own = schema.get(key)
-        if isinstance(own, str) and not ("$ref" in schema and self.legacy_id):
+        if isinstance(own, str) and not ("$ref" in schema and self.draft7_rules):
             uri, fragment = urldefrag(_join(base, own))
-            if fragment and self.legacy_id:
+            if fragment and self.draft7_rules:
                 self.anchors[f"{uri}#{fragment}"] = (schema, base)
             else:
                 base = uri
