@@ -27,17 +27,26 @@ Scratch& thread_scratch() {
 
 namespace {
 
-void pop_overlay_set(Chart& overlay) {
-  overlay.set_begin.pop_back();
-  overlay.items.resize(overlay.set_begin.back());
-}
-
 inline void or_words(uint32_t* out, const uint32_t* in, uint32_t words) {
   for (uint32_t i = 0; i < words; ++i) out[i] |= in[i];
 }
 
 void walk_subtree(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t node, uint32_t set,
                   uint32_t* words);
+
+// The overlay set reached from `set` by scanning `lexeme`, built once per fill.
+uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t set,
+                     uint32_t lexeme) {
+  const uint64_t key = (static_cast<uint64_t>(set) << 32) | lexeme;
+  auto found = sc.next_set.find(key);
+  if (found != sc.next_set.end()) return found->second;
+  sc.scans.assign(1, {set, rt.lexeme_base() + lexeme});
+  const uint32_t next = build_earley_set(rt, view, sc.scans, sc.seen);
+  sc.overlay_lexemes.emplace_back();
+  expected_lexemes(rt, view, next, sc.overlay_lexemes.back());
+  sc.next_set.emplace(key, next);
+  return next;
+}
 
 // Tokens at and below trie node `child`, reached in DFA state `state` of `lexeme`, which
 // started right after Earley set `set`: all of them are allowed while the lexeme is alive, and
@@ -53,10 +62,7 @@ void walk_from(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t child, 
     }
     if (rt.trie_end[node] == node + 1) continue;  // leaf
     if (rt.dfa_accepting[current]) {
-      sc.scans.assign(1, {set, rt.lexeme_base() + lexeme});
-      const uint32_t next_set = build_earley_set(rt, view, sc.scans, sc.seen);
-      walk_subtree(rt, view, sc, node, next_set, words);
-      pop_overlay_set(*view.top);
+      walk_subtree(rt, view, sc, node, advance_set(rt, view, sc, set, lexeme), words);
     }
     for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
       const int32_t next = rt.dfa_table[static_cast<size_t>(current) * 256 + rt.trie_byte[c]];
@@ -69,9 +75,9 @@ void walk_from(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t child, 
 // `set` (a set at the position right after `node`'s bytes).
 void walk_subtree(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t node, uint32_t set,
                   uint32_t* words) {
-  std::vector<uint32_t> lexemes;
-  expected_lexemes(rt, view, set, lexemes);
-  for (uint32_t lexeme : lexemes) {
+  const uint32_t local = set - view.base_sets;  // walks only ever see overlay sets
+  for (size_t i = 0; i < sc.overlay_lexemes[local].size(); ++i) {
+    const uint32_t lexeme = sc.overlay_lexemes[local][i];  // re-read: the outer vector grows
     const size_t start = static_cast<size_t>(rt.lexeme_start[lexeme]) * 256;
     for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
       const int32_t state = rt.dfa_table[start + rt.trie_byte[c]];
@@ -86,11 +92,10 @@ void walk_exits(const Runtime& rt, ChartView& view, Scratch& sc, const Thread& t
                 uint32_t* words) {
   const size_t base = static_cast<size_t>(th.state) * 256;
   if (rt.exit_child_offsets[base] == rt.exit_child_offsets[base + 256]) return;
-  sc.scans.assign(1, {th.origin, rt.lexeme_base() + rt.dfa_lexeme[th.state]});
-  const uint32_t after = build_earley_set(rt, view, sc.scans, sc.seen);
-  std::vector<uint32_t> lexemes;
-  expected_lexemes(rt, view, after, lexemes);
-  for (uint32_t lexeme : lexemes) {
+  const uint32_t after = advance_set(rt, view, sc, th.origin, rt.dfa_lexeme[th.state]);
+  const uint32_t local = after - view.base_sets;
+  for (size_t i = 0; i < sc.overlay_lexemes[local].size(); ++i) {
+    const uint32_t lexeme = sc.overlay_lexemes[local][i];
     const size_t start = static_cast<size_t>(rt.lexeme_start[lexeme]) * 256;
     for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1];
          ++f) {
@@ -102,7 +107,6 @@ void walk_exits(const Runtime& rt, ChartView& view, Scratch& sc, const Thread& t
       }
     }
   }
-  pop_overlay_set(*view.top);
 }
 
 }  // namespace
@@ -268,6 +272,8 @@ void Matcher::fill_mask(uint32_t* words) const {
   Scratch& sc = thread_scratch();
   sc.overlay.items.clear();
   sc.overlay.set_begin.assign(1, 0);
+  sc.next_set.clear();
+  sc.overlay_lexemes.clear();
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   for (const Thread& th : threads_) {
     or_words(words, &rt.inside_bits[static_cast<size_t>(rt.inside_index[th.state]) * rt.words],

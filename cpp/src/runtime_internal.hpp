@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gramkiln/core.hpp"
@@ -86,6 +87,11 @@ struct Scratch {
   KeySet seen;
   std::vector<uint32_t> lexemes;
   std::vector<std::pair<uint32_t, uint32_t>> scans;
+  // Per mask fill: (set << 32 | lexeme) -> the hypothetical set after scanning that lexeme,
+  // and the lexemes each overlay set expects. Many tokens cross the same lexeme boundary, so
+  // each hypothetical set is built once per fill.
+  std::unordered_map<uint64_t, uint32_t> next_set;
+  std::vector<std::vector<uint32_t>> overlay_lexemes;
 };
 
 Scratch& thread_scratch();
