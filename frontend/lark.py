@@ -375,8 +375,11 @@ class _Parser:
         )
 
     def define(self, definition: _Definition, message: str) -> None:
-        if definition.name in self.definitions:
-            raise self.src.error(message, definition.name_offset)
+        """Register a definition; ``message`` is the error when the name is already taken."""
+        first = self.definitions.get(definition.name)
+        if first is not None:
+            first_line, _ = self.src.line_column(first.name_offset)
+            raise self.src.error(f"{message} (first on line {first_line})", definition.name_offset)
         self.definitions[definition.name] = definition
 
     # -- rule options -----------------------------------------------------------------------
@@ -542,7 +545,7 @@ class _Parser:
                 end=alias.end,
                 name_offset=alias.start,
             ),
-            f"cannot import '{alias.text}': it is already defined",
+            f"cannot import '{alias.text}': already defined",
         )
 
     def parse_ignore(self) -> None:

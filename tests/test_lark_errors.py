@@ -37,7 +37,7 @@ start: FOO
     (
         'start: "a"\nstart: "b"\n',
         """\
-Lark error at line 2, column 1: duplicate definition of 'start'
+Lark error at line 2, column 1: duplicate definition of 'start' (first on line 1)
 start: "b"
 ^""",
     ),
@@ -91,14 +91,14 @@ Lark error at line 1, column 16: 'FOO' is not in the common library
     (
         "%import common.INT\n%import common.INT\nstart: INT\n",
         """\
-Lark error at line 2, column 16: cannot import 'INT': it is already defined
+Lark error at line 2, column 16: cannot import 'INT': already defined (first on line 1)
 %import common.INT
                ^""",
     ),
     (
         'INT: "1"\n%import common (WS, INT)\nstart: INT\n',
         """\
-Lark error at line 2, column 21: cannot import 'INT': it is already defined
+Lark error at line 2, column 21: cannot import 'INT': already defined (first on line 1)
 %import common (WS, INT)
                     ^""",
     ),
