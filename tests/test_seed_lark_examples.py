@@ -725,3 +725,19 @@ def test_lazy_example_from_design() -> None:
         accepted=["<a>b", "<z>abc"],
         rejected=["<ab>c", "<>b"],
     )
+
+
+def test_json_inside_sequences_alternatives_and_repetition() -> None:
+    check(
+        'start: (%json {"type": "integer"} ",")* ("x" | %json {"type": "boolean"})',
+        accepted=["x", "1,2,x", "true", "3,false"],
+        rejected=["1", "x,", "1,,x"],
+    )
+
+
+def test_special_tokens_inside_text_rules() -> None:
+    ir = parse_lark('start: "a" <[*]> <|tool|> "b"')
+    matcher = ReferenceMatcher(ir, special_texts={7: "<|tool|>"})
+    units = [ord("a"), TokenUnit(3, b"x"), TokenUnit(7), ord("b")]
+    assert matcher.accepts_units(units)
+    assert not matcher.accepts_units([ord("a"), TokenUnit(3, b"x"), TokenUnit(8), ord("b")])
