@@ -21,6 +21,7 @@ from gramkiln.passes._common import (
     NameAllocator,
     is_lexeme_like,
     is_terminal_only,
+    map_expr,
     structural_key,
     with_subgrammars,
 )
@@ -48,24 +49,67 @@ def fuse_terminals(grammar: GrammarIR) -> GrammarIR:
     suffix/stop marker reference (``__suffix_*``/``__stop_*``, see ``lower_suffix_stop``) is
     never absorbed into a larger terminal, so captures can still find it.
 
+    A lexeme-like rule's body is one lexeme, compiled as one lazy automaton, so ordinary
+    rules it references (``__raw_*`` copies, the ``stop_capture`` wrapper of
+    ``lower_suffix_stop``, user rules) are inlined into it first, leaving a body of terminal
+    references only. The capture name of a ``stop_capture`` wrapper is lost at this point;
+    capture support would have to read it before this pass. Recursive rules and nested
+    lexeme-like rules are left as references (they are not regular; the oracle refuses them
+    as well).
+
     Preserves: the language, lexeme boundaries wherever ignore applies, existing rule names,
     options and spans (the replacing ``Ref`` carries the span of what it replaced).
     """
     fuser = _Fuser(grammar)
-    rules = [
-        rule
-        if rule.terminal
-        else rule.model_copy(
-            update={"body": fuser.fuse(rule.body, whole_runs=fuser.whole_runs(rule))}
-        )
-        for rule in grammar.rules
-    ]
+    by_name = grammar.rule_map()
+    rules = []
+    for rule in grammar.rules:
+        if rule.terminal:
+            rules.append(rule)
+            continue
+        body = rule.body
+        if is_lexeme_like(rule):
+            body = _inline_plain_rules(body, by_name, (rule.name,))
+        body = fuser.fuse(body, whole_runs=fuser.whole_runs(rule))
+        rules.append(rule.model_copy(update={"body": body}))
     return grammar.model_copy(
         update={
             "rules": (*rules, *fuser.new_terminals),
             "subgrammars": with_subgrammars(grammar, fuse_terminals),
         }
     )
+
+
+def _inline_plain_rules(expr: Expr, rules: dict[str, Rule], active: tuple[str, ...]) -> Expr:
+    """``expr`` with references to ordinary (non-lexeme, non-recursive) rules replaced by
+    their bodies, recursively."""
+
+    def inline(node: Expr) -> Expr:
+        if not isinstance(node, Ref) or node.name in active:
+            return node
+        target = rules.get(node.name)
+        if target is None or is_lexeme_like(target):
+            return node
+        reachable = _reachable_rules(target, rules)
+        if node.name in reachable or any(name in active for name in reachable):
+            return node  # recursive: not a regular language, keep the reference
+        return _inline_plain_rules(target.body, rules, (*active, node.name))
+
+    return map_expr(expr, inline)
+
+
+def _reachable_rules(rule: Rule, rules: dict[str, Rule]) -> set[str]:
+    """Ordinary rules reachable from ``rule``'s body, ``rule`` included when recursive."""
+    seen: set[str] = set()
+    pending = [n.name for n in walk(rule.body) if isinstance(n, Ref)]
+    while pending:
+        name = pending.pop()
+        target = rules.get(name)
+        if name in seen or target is None or is_lexeme_like(target):
+            continue
+        seen.add(name)
+        pending.extend(n.name for n in walk(target.body) if isinstance(n, Ref))
+    return seen
 
 
 class _Fuser:

@@ -34,7 +34,7 @@ from gramkiln.passes import (
     run_pipeline,
     weave_ignore,
 )
-from gramkiln.passes._common import rules_inside_lexemes
+from gramkiln.passes._common import is_terminal_only, rules_inside_lexemes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -193,17 +193,23 @@ def _rule_names_are_unique(grammar: GrammarIR) -> bool:
 
 @given(grammar=grammars(subgrammars=True))
 def test_compile_pipeline_output_shape(grammar: GrammarIR) -> None:
-    from gramkiln.ir import Literal, Repeat, walk
+    from gramkiln.ir import CharClass, Literal, Repeat, walk
 
     lowered = run_pipeline(grammar, COMPILE_PIPELINE)
     assert _rule_names_are_unique(lowered)
-    inside_lexemes = rules_inside_lexemes(lowered)
+    terminals = {rule.name for rule in lowered.rules if rule.terminal}
+    assert not rules_inside_lexemes(lowered)
     for rule in lowered.rules:
-        if rule.terminal or rule.options.lazy or rule.name in inside_lexemes:
+        assert rule.options.suffix is None and rule.options.stop is None
+        if rule.terminal:
+            continue
+        if rule.options.lazy:
+            # The runtime compiles a lazy rule as one lazy DFA over terminal references.
+            assert is_terminal_only(rule.body, terminals), print_grammar(lowered)
             continue
         for node in walk(rule.body):
             # CFG rules hold no text and no repeats: those live in terminals.
-            assert not isinstance(node, (Literal, Repeat)), print_grammar(lowered)
+            assert not isinstance(node, (Literal, CharClass, Repeat)), print_grammar(lowered)
 
 
 @language_settings
