@@ -271,12 +271,23 @@ class Compiler:
         if "if" in s and ("then" in s or "else" in s):
             flat["__conds"] = [(s["if"], s.get("then", True), s.get("else", True), pointer, base)]
         ref = s.get("$ref", s.get("$dynamicRef"))
+        if not isinstance(ref, str) and not s.get("allOf"):
+            return flat
         try:
+            applied: dict[str, Any] = {}
             if isinstance(ref, str):
                 target, target_base, location = self.resolve(ref, base, pointer)
-                flat = merge(flat, self.flatten(target, location, target_base, level + 1))
+                applied = merge(applied, self.flatten(target, location, target_base, level + 1))
             for index, sub in enumerate(s.get("allOf") or ()):
-                flat = merge(flat, self.flatten(sub, f"{pointer}/allOf/{index}", base, level + 1))
+                applied = merge(applied, self.flatten(sub, f"{pointer}/allOf/{index}", base, level + 1))
+            # Property order follows the document: applicators written before "properties"
+            # contribute their properties first.
+            keys = list(s)
+            first_applicator = min(keys.index(k) for k in ("$ref", "$dynamicRef", "allOf") if k in s)
+            own_properties = keys.index("properties") if "properties" in s else len(keys)
+            if first_applicator < own_properties:
+                return merge(applied, flat)
+            return merge(flat, applied)
         except Unmergeable as exc:
             self.unsupported(pointer, ("allOf", exc.keyword), exc.reason)
         return flat
