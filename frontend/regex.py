@@ -5,20 +5,22 @@ Two dialects share one parser:
 * ``"python"`` (Lark ``/.../`` terminals, ``Grammar.from_regex``): Python ``re`` syntax with
   ASCII meanings for ``\\d \\w \\s``.
 * ``"ecma"`` (JSON Schema ``pattern``): ECMA-262 with the ``u`` flag; ``\\s`` is ECMA white
-  space, ``.`` excludes every line terminator, lone ``{ } ]`` are errors.
+  space, ``.`` excludes every line terminator, lazy quantifiers are read as greedy ones
+  (the same language).
 
-Patterns are regular languages matched as a whole (full-match semantics); ``^`` and ``$`` are
-only accepted where they are no-ops (start and end of a top-level alternative), except in
-:func:`search_regex`, where they decide whether a match may float inside the string.
-Constructs that are not regular or whose meaning depends on match order (look-around,
-backreferences, lazy and possessive quantifiers, word boundaries) are rejected with a
-:class:`RegexError` naming the construct and its position.
+Patterns are regular languages matched as a whole (full-match semantics). ``^`` and ``$`` are
+accepted only at the edges of the pattern: where nothing can precede ``^`` / follow ``$`` in
+a top-level alternative, possibly inside (unrepeated) groups, as in ``^(a|$)``. There they
+are no-ops for :func:`parse_regex`, and for :func:`search_regex` they decide whether a match
+may float inside the string. Constructs that are not regular or whose meaning depends on
+match order (look-around, backreferences, lazy and possessive quantifiers, word boundaries)
+are rejected with a :class:`RegexError` naming the construct and its position.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
 from gramkiln.frontend._regex_unicode import (
@@ -93,11 +95,28 @@ class _Flags:
 
 @dataclass(frozen=True)
 class _Branch:
-    """One top-level alternative and whether it was anchored with ``^`` / ``$``."""
+    """An alternative and where its ``^`` / ``$`` anchors are (None: not anchored there)."""
 
     expr: Expr
-    anchored_start: bool
-    anchored_end: bool
+    start_at: int | None
+    end_at: int | None
+
+    @property
+    def anchored_start(self) -> bool:
+        return self.start_at is not None
+
+    @property
+    def anchored_end(self) -> bool:
+        return self.end_at is not None
+
+
+@dataclass
+class _Partial:
+    """A sequence being parsed, for one combination of anchors (see ``_sequence``)."""
+
+    items: list[Expr] = field(default_factory=list)
+    start_at: int | None = None
+    end_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +172,21 @@ def search_regex(pattern: str) -> Expr:
             for branch in branches
         ]
     )
+
+
+def _merge_by_anchoring(branches: list[_Branch]) -> list[_Branch]:
+    """Unite the alternatives that share an anchoring, keeping at most four variants."""
+    grouped: dict[tuple[bool, bool], list[_Branch]] = {}
+    for branch in branches:
+        grouped.setdefault((branch.anchored_start, branch.anchored_end), []).append(branch)
+    return [
+        _Branch(
+            _alternatives([member.expr for member in members]),
+            members[0].start_at,
+            members[0].end_at,
+        )
+        for members in grouped.values()
+    ]
 
 
 def _wrap_unanchored(body: Expr, anchored_start: bool, anchored_end: bool, anything: Expr) -> Expr:
@@ -235,7 +269,7 @@ class _Parser:
     def parse(self) -> list[_Branch]:
         """Parse the whole pattern into its top-level alternatives."""
         flags = self._leading_global_flags(self.flags)
-        branches = self._alternation(flags, top=True)
+        branches = self._alternation(flags)
         if not self.at_end():
             # Only an unmatched ')' stops the top-level alternation early.
             raise self.error("unbalanced ')': no group is open")
@@ -261,54 +295,94 @@ class _Parser:
             return replace(flags, dot_all=on)
         raise self.error(f"unsupported inline flag {flag!r} (supported: i, s)", offset)
 
-    def _alternation(self, flags: _Flags, top: bool) -> list[_Branch]:
-        branches = [self._sequence(flags, top)]
+    def _alternation(self, flags: _Flags) -> list[_Branch]:
+        branches = self._sequence(flags)
         while self.peek() == "|":
             self.pos += 1
-            branches.append(self._sequence(flags, top))
+            branches.extend(self._sequence(flags))
         return branches
 
-    def _sequence(self, flags: _Flags, top: bool) -> _Branch:
-        items: list[Expr] = []
-        # Index in `items` of the element a following quantifier applies to, and whether it
-        # already carries one (a second quantifier is a "multiple repeat").
-        quantifiable: int | None = None
-        quantified = False
-        anchored_start = anchored_end = False
+    def _sequence(self, flags: _Flags) -> list[_Branch]:
+        """One alternative, as the variants its anchors split it into.
+
+        Usually a single variant. A group whose alternatives carry anchors (``^([^,]|$)``)
+        splits the sequence into one variant per anchoring, so that anchors stay exact at
+        the edges of the pattern while anywhere else they are an error.
+        """
+        partials = [_Partial()]
+        # Whether a following quantifier has something to apply to (the last item of every
+        # partial), whether it already has one, and whether that item carried anchors.
+        quantifiable = quantified = anchored_atom = False
         while not self.at_end() and self.peek() not in "|)":
             char = self.peek()
             start = self.pos
             if char in "*+?" or (char == "{" and self._brace_quantifier_ahead()):
-                if quantifiable is None:
+                if not quantifiable:
                     raise self.error(f"nothing to repeat before {self._quantifier_text()!r}")
                 if quantified:
                     raise self.error(
                         f"multiple repeat: {self._quantifier_text()!r} follows another quantifier"
                     )
+                if anchored_atom:
+                    raise self.error("a group containing an anchor cannot be repeated")
                 low, high = self._quantifier()
-                items[quantifiable] = Repeat(item=items[quantifiable], min=low, max=high)
+                for partial in partials:
+                    partial.items[-1] = Repeat(item=partial.items[-1], min=low, max=high)
                 quantified = True
                 continue
             if char == "^":
-                if top and not items:
-                    anchored_start = True
-                    self.pos += 1
-                    quantifiable = None
-                    continue
-                raise self.error("anchor '^' is only supported at the start of the pattern")
+                if any(partial.items or partial.end_at is not None for partial in partials):
+                    raise self.error("anchor '^' is only supported at the start of the pattern")
+                self.pos += 1
+                for partial in partials:
+                    partial.start_at = start if partial.start_at is None else partial.start_at
+                quantifiable = False
+                continue
             if char == "$":
                 self.pos += 1
-                if top and self.peek() in ("", "|"):
-                    anchored_end = True
-                    quantifiable = None
-                    continue
-                raise self.error("anchor '$' is only supported at the end of the pattern", start)
-            atom = self._atom(flags)
-            if atom is None:  # a comment group: transparent for quantifiers, like Python
+                for partial in partials:
+                    partial.end_at = start if partial.end_at is None else partial.end_at
+                quantifiable = False
                 continue
-            items.append(atom)
-            quantifiable, quantified = len(items) - 1, False
-        return _Branch(merged_seq(items), anchored_start, anchored_end)
+            ended = [partial.end_at for partial in partials if partial.end_at is not None]
+            if ended:
+                raise self.error("anchor '$' is only supported at the end of the pattern", ended[0])
+            if char == "(":
+                variants = self._group(flags)
+                if variants is None:  # a comment: transparent for quantifiers, like Python
+                    continue
+            else:
+                variants = [_Branch(self._atom(flags), None, None)]
+            partials = self._extend(partials, variants)
+            quantifiable, quantified = True, False
+            anchored_atom = any(v.start_at is not None or v.end_at is not None for v in variants)
+        return [
+            _Branch(merged_seq(partial.items), partial.start_at, partial.end_at)
+            for partial in partials
+        ]
+
+    def _extend(self, partials: list[_Partial], variants: list[_Branch]) -> list[_Partial]:
+        """Append each variant of an atom to each partial sequence, checking its anchors."""
+        if len(variants) == 1 and variants[0].start_at is None and variants[0].end_at is None:
+            for partial in partials:
+                partial.items.append(variants[0].expr)
+            return partials
+        extended: list[_Partial] = []
+        for partial in partials:
+            for variant in variants:
+                if variant.start_at is not None and partial.items:
+                    raise self.error(
+                        "anchor '^' is only supported at the start of the pattern",
+                        variant.start_at,
+                    )
+                extended.append(
+                    _Partial(
+                        [*partial.items, variant.expr],
+                        partial.start_at if partial.start_at is not None else variant.start_at,
+                        variant.end_at,
+                    )
+                )
+        return extended
 
     # -- quantifiers ------------------------------------------------------------------------
     def _brace_quantifier_ahead(self) -> bool:
@@ -325,14 +399,8 @@ class _Parser:
                 index += 1
                 digits_after += 1
         if self.peek(index - self.pos) != "}":
-            if self.dialect == "ecma":
-                raise self.error("lone '{' is not allowed; escape it as '\\{'")
-            return False
-        if digits_before == 0 and not comma:
-            if self.dialect == "ecma":
-                raise self.error("lone '{' is not allowed; escape it as '\\{'")
-            return False  # Python reads "{}" as the literal text
-        return True
+            return False  # like Python and ECMA's web-compatibility grammar: literal text
+        return digits_before > 0 or comma  # "{}" is literal text too
 
     def _quantifier_text(self) -> str:
         if self.peek() != "{":
@@ -368,16 +436,21 @@ class _Parser:
             low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[char]
         follower = self.peek()
         if follower == "?":
+            if self.dialect == "ecma":
+                # A lazy quantifier changes which match a search finds, never whether one
+                # exists, so for a pattern's language it is the greedy one. Real JSON Schema
+                # patterns use it (e.g. "^(.*?)\\.json$"); the spec keeps Python's an error.
+                self.pos += 1
+                return low, high
             raise self.error(f"lazy quantifier '{spelled}?' is not supported", start)
         if follower == "+":
             raise self.error(f"possessive quantifier '{spelled}+' is not supported", start)
         return low, high
 
     # -- atoms ------------------------------------------------------------------------------
-    def _atom(self, flags: _Flags) -> Expr | None:
+    def _atom(self, flags: _Flags) -> Expr:
+        """One atom other than a group: a class, ``.``, an escape or a literal character."""
         char = self.peek()
-        if char == "(":
-            return self._group(flags)
         if char == "[":
             return self._char_class(flags)
         if char == ".":
@@ -388,8 +461,6 @@ class _Parser:
             return _class(excluded, negated=True)
         if char == "\\":
             return self._escape(flags)
-        if self.dialect == "ecma" and char in "{}]":
-            raise self.error(f"lone {char!r} is not allowed; escape it as '\\{char}'")
         self.pos += 1
         return self._literal(ord(char), flags, self.pos - 1)
 
@@ -407,7 +478,8 @@ class _Parser:
             return Literal(text=chr(cp))
         return _class([(v, v) for v in variants])
 
-    def _group(self, flags: _Flags) -> Expr | None:
+    def _group(self, flags: _Flags) -> list[_Branch] | None:
+        """A parenthesised group as its anchoring variants (None for a comment)."""
         open_at = self.pos
         if self.depth >= MAX_NESTING:
             raise self.error(f"groups are nested more than {MAX_NESTING} deep", open_at)
@@ -417,12 +489,12 @@ class _Parser:
             if is_comment:
                 return None
         self.depth += 1
-        branches = self._alternation(flags, top=False)
+        branches = self._alternation(flags)
         self.depth -= 1
         if self.peek() != ")":
             raise self.error("missing ')': this group is never closed", open_at)
         self.pos += 1
-        return _alternatives([branch.expr for branch in branches])
+        return _merge_by_anchoring(branches)
 
     def _group_extension(self, flags: _Flags, open_at: int) -> tuple[_Flags, bool]:
         """Read what follows ``(?``; returns the flags inside the group and whether it is a

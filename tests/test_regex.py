@@ -273,9 +273,13 @@ ERRORS = [
     (r"a\Z", "", "python", r"anchor '\Z' is not supported", 1),
     (r"a\z", "", "python", r"anchor '\z' is not supported", 1),
     ("a^b", "", "python", "anchor '^' is only supported at the start of the pattern", 1),
-    ("(^a)", "", "python", "anchor '^' is only supported at the start of the pattern", 1),
+    ("x(^a)", "", "python", "anchor '^' is only supported at the start of the pattern", 2),
+    ("(a$)b", "", "ecma", "anchor '$' is only supported at the end of the pattern", 2),
+    ("(^a)*", "", "ecma", "a group containing an anchor cannot be repeated", 4),
+    ("^(a|$)+", "", "ecma", "a group containing an anchor cannot be repeated", 6),
+    ("$^", "", "python", "anchor '^' is only supported at the start of the pattern", 1),
+    ("(^a|b)(^c)", "", "ecma", "anchor '^' is only supported at the start of the pattern", 7),
     ("a$b", "", "python", "anchor '$' is only supported at the end of the pattern", 1),
-    ("(a$)", "", "ecma", "anchor '$' is only supported at the end of the pattern", 2),
     (r"\q", "", "python", r"unknown escape '\q'", 0),
     (r"[\q]", "", "python", r"unknown escape '\q'", 1),
     (r"\a", "", "ecma", r"unknown escape '\a'", 0),
@@ -323,9 +327,6 @@ ERRORS = [
     ("(?P>n)", "", "python", "unknown group syntax '(?P>'", 0),
     ("{2}", "", "python", "nothing to repeat before '{2}'", 0),
     ("^*", "", "python", "nothing to repeat before '*'", 1),
-    ("a{", "", "ecma", r"lone '{' is not allowed; escape it as '\{'", 1),
-    ("a}", "", "ecma", r"lone '}' is not allowed; escape it as '\}'", 1),
-    ("a]", "", "ecma", r"lone ']' is not allowed; escape it as '\]'", 1),
     ("\\", "", "python", "pattern ends with a lone backslash", 0),
     ("[\\", "", "python", "pattern ends with a lone backslash", 1),
     (r"\xZ1", "", "python", r"invalid escape '\x': expected 2 hex digits", 0),
@@ -384,7 +385,32 @@ def test_deep_nesting_is_an_error_not_a_crash() -> None:
 
 def test_search_regex_rejects_inner_anchors() -> None:
     with pytest.raises(RegexError, match=r"anchor '\^' is only supported at the start"):
-        search_regex("(^a)")
+        search_regex("a(^b)")
+
+
+def test_anchors_inside_groups_at_the_edges() -> None:
+    """Real JSON Schema patterns put anchors inside groups; at the edges that is exact."""
+    assert search_regex("(^a)") == Seq(items=(lit("a"), ANYTHING))
+    assert search_regex("^([^,]|$)") == Choice(
+        alternatives=(Seq(items=(chars(",", negated=True), ANYTHING)), Empty())
+    )
+    assert search_regex("(^a|b$)") == Choice(
+        alternatives=(Seq(items=(lit("a"), ANYTHING)), Seq(items=(ANYTHING, lit("b"))))
+    )
+    assert search_regex("^$|(^x+$)") == Choice(alternatives=(Empty(), Repeat(item=lit("x"), min=1)))
+    # For full matches the anchors are no-ops.
+    assert parse_regex("(^a|b$)") == chars("ab")
+    assert parse_regex("^(?:a|(?:b$))") == chars("ab")
+
+
+def test_ecma_reads_lone_braces_and_lazy_quantifiers_leniently() -> None:
+    """As JSON Schema validators built on Python or Annex B do: literal text, and a lazy
+    quantifier has the greedy one's language."""
+    assert parse_regex(r"\{d}", dialect="ecma") == lit("{d}")
+    assert parse_regex("a{,x}]", dialect="ecma") == lit("a{,x}]")
+    assert parse_regex("(.*?)x+?", dialect="ecma") == parse_regex("(.*)x+", dialect="ecma")
+    with pytest.raises(RegexError, match=r"lazy quantifier '\*\?' is not supported"):
+        parse_regex("a*?")
 
 
 def test_programming_errors_are_clear() -> None:
@@ -526,7 +552,23 @@ def test_random_patterns_agree_with_python(pattern: str, texts: list[str]) -> No
 
 # ECMA patterns that Python reads the same way (no '\n' in the text: Python's '$' would also
 # match before a final newline).
-SEARCH_PATTERNS = [r"ab", r"^ab", r"ab$", r"^ab|c$", r"^a*$", r"b+c?", r"^(a|b)c", r"[^a]$", r""]
+SEARCH_PATTERNS = [
+    r"ab",
+    r"^ab",
+    r"ab$",
+    r"^ab|c$",
+    r"^a*$",
+    r"b+c?",
+    r"^(a|b)c",
+    r"[^a]$",
+    r"",
+    r"^([^a]|$)",
+    r"(^a|b$)",
+    r"(a|^b)",
+    r"c?(a$|b)",
+    r"^$|(^(?:a+b)+$)",
+    r"x*?c",
+]
 SEARCH_ALPHABET = "abcx"
 
 
