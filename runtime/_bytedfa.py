@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from gramkiln.ir import Bytes, CharClass, Choice, Empty, Expr, Literal, Ref, Repeat, Seq
 
 from gramkiln.errors import CompileError
-from gramkiln.ir import Bytes, CharClass, Choice, Empty, Expr, Literal, Ref, Repeat, Seq
 
 # Largest unrolled repetition bound accepted inside one terminal; bigger bounds would build
 # automata too large to be useful and are reported instead of exhausting memory.
@@ -69,7 +69,7 @@ def _split_same_length(lo: int, hi: int, out: list[list[tuple[int, int]]]) -> No
                 return
     a = chr(lo).encode("utf-8", "surrogatepass")
     b = chr(hi).encode("utf-8", "surrogatepass")
-    out.append(list(zip(a, b)))
+    out.append(list(zip(a, b, strict=True)))
 
 
 class _Nfa:

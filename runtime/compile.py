@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from gramkiln.errors import CompileError
 from gramkiln.ir import (
     Bytes,
     CharClass,
@@ -32,6 +30,8 @@ from gramkiln.ir import (
     TokenSet,
     print_expr,
 )
+
+from gramkiln.errors import CompileError
 
 # Largest bounded repetition expanded into productions (each bound adds one helper rule).
 MAX_REPEAT_EXPANSION = 100_000
@@ -305,9 +305,7 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         owner.extend([index] * count)
         starts.append(base + int(dfa.start))
         base += count
-    table_bytes = (
-        np.concatenate(tables).astype("<i4").tobytes() if tables else b""
-    )
+    table_bytes = np.concatenate(tables).astype("<i4").tobytes() if tables else b""
     tokenset_offsets, tokenset_ids = [0], []
     for ids in flat.tokensets:
         tokenset_ids.extend(ids)

@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from gramkiln.errors import ArtifactError
 from gramkiln.ir import GrammarIR, ir_to_msgpack
 from gramkiln.runtime import _core
 from gramkiln.runtime.artifact import (
@@ -25,6 +23,8 @@ from gramkiln.runtime.artifact import (
     save_artifact,
     write_artifact,
 )
+
+from gramkiln.errors import ArtifactError
 
 GrammarMatcher = _core.GrammarMatcher
 RUNTIME_SECTION = "runtime"
@@ -110,7 +110,9 @@ class CompiledGrammar:
         return len(self.to_bytes())
 
     def __repr__(self) -> str:
-        return f"<CompiledGrammar vocab_size={self.vocab_size} ir_hash={self._header['ir_hash'][:12]}>"
+        return (
+            f"<CompiledGrammar vocab_size={self.vocab_size} ir_hash={self._header['ir_hash'][:12]}>"
+        )
 
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
@@ -168,4 +170,6 @@ def fill_next_token_bitmask_batch(
 
 def bitmask_to_ids(bitmask_row: np.ndarray, vocab_size: int) -> list[int]:
     """The token ids set in one bitmask row (a debugging and testing helper)."""
-    return [int(i) for i in np.flatnonzero(_bits_to_bool(bitmask_row.reshape(1, -1), vocab_size)[0])]
+    return [
+        int(i) for i in np.flatnonzero(_bits_to_bool(bitmask_row.reshape(1, -1), vocab_size)[0])
+    ]

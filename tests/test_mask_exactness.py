@@ -9,19 +9,39 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from gramkiln.ir import GrammarIR, parse_grammar
 from gramkiln.runtime.compile import compile_grammar
 from gramkiln.runtime.compiled import allocate_token_bitmask, bitmask_to_ids
 from gramkiln.runtime.vocab import Vocab
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gramkiln.testing import ReferenceMatcher
 from gramkiln.testing.strategies import grammars, mutated_strings
 
 TEXT_TOKENS = [
-    b"a", b"b", b"(", b")", b",", b" ", b"ab", b"ba", b"aa", b"a(", b"(a", b"a)", b")(",
-    b"),", b"))", b", ", b" a", b"a,b", b"(ab)", b"<s>", b"\xc3\xa9", b"x",
+    b"a",
+    b"b",
+    b"(",
+    b")",
+    b",",
+    b" ",
+    b"ab",
+    b"ba",
+    b"aa",
+    b"a(",
+    b"(a",
+    b"a)",
+    b")(",
+    b"),",
+    b"))",
+    b", ",
+    b" a",
+    b"a,b",
+    b"(ab)",
+    b"<s>",
+    b"\xc3\xa9",
+    b"x",
 ]
 SPECIAL = b"<|sp|>"
 TOKENS = [*TEXT_TOKENS, SPECIAL, b"</s>"]
@@ -91,11 +111,14 @@ def grammar(text: str) -> GrammarIR:
         ("term INT = [0-9]+\nrule start = INT INT\n", "123"),
         ('%ignore " "\nterm INT = [0-9]+\nrule start = INT INT\n', "1 23 "),
         ('rule start = "<" name ">" rest\nrule name [lazy] = [a-z]+\nrule rest = [a-z]*\n', "<a>b"),
-        ('rule start = "<" name ">" rest\nrule name [lazy] = [a-z]+\nrule rest = [a-z]*\n', "<ab>c"),
+        (
+            'rule start = "<" name ">" rest\nrule name [lazy] = [a-z]+\nrule rest = [a-z]*\n',
+            "<ab>c",
+        ),
         ('rule start = start "a" | "b" | ()\n', "baaa"),
         ('rule start = "(" start ")" start | ()\n', "(()())"),
         ('rule start = "a"{2,4} ("," "b")*\n', "aaa,b,b"),
-        ('rule start = [^a]+\n', "b\u00e9x"),
+        ("rule start = [^a]+\n", "b\u00e9x"),
         ('rule start = "a" <"<|sp|>"> "b" <[0-2]>\n', "a"),
         ('rule start = "ab"i "x"\n', "aBx"),
     ],
@@ -134,7 +157,7 @@ def oracle_tokenunit(token_id: int):
 
 
 def test_padding_ids_never_allowed_and_out_of_range_raises() -> None:
-    compiled = compile_grammar(grammar('rule start = [a-z]*\n'), VOCAB)
+    compiled = compile_grammar(grammar("rule start = [a-z]*\n"), VOCAB)
     matcher = compiled.matcher()
     bitmask = allocate_token_bitmask(1, compiled.vocab_size)
     matcher.fill_next_token_bitmask(bitmask)

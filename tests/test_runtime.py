@@ -7,10 +7,6 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from gramkiln.errors import ArtifactError, CompileError, VocabError
 from gramkiln.ir import parse_grammar
 from gramkiln.runtime.compile import compile_grammar
 from gramkiln.runtime.compiled import (
@@ -21,9 +17,28 @@ from gramkiln.runtime.compiled import (
     fill_next_token_bitmask_batch,
 )
 from gramkiln.runtime.vocab import Vocab
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-TOKENS = [b"{", b"}", b'"', b":", b",", b" ", b"a", b"b", b'"a"', b'":', b'",', b"{}", b"1",
-          b"12", b"</s>"]
+from gramkiln.errors import ArtifactError, CompileError, VocabError
+
+TOKENS = [
+    b"{",
+    b"}",
+    b'"',
+    b":",
+    b",",
+    b" ",
+    b"a",
+    b"b",
+    b'"a"',
+    b'":',
+    b'",',
+    b"{}",
+    b"1",
+    b"12",
+    b"</s>",
+]
 VOCAB = Vocab(TOKENS, eos_ids=[14], special_ids=[14])
 JSONISH = parse_grammar(
     """%ir 1
@@ -142,7 +157,9 @@ def test_jump_forward(compiled: CompiledGrammar) -> None:
     assert matcher.find_jump_forward_string() == "{"
     assert matcher.accept_string('{"a"')
     assert matcher.find_jump_forward_string() == ""  # ":" or an ignored " " may follow
-    forced = compile_grammar(parse_grammar('%ir 1\n%start start\nrule start = "h\u00e9llo" [a-b]\n'))
+    forced = compile_grammar(
+        parse_grammar('%ir 1\n%start start\nrule start = "h\u00e9llo" [a-b]\n')
+    )
     assert forced.matcher().find_jump_forward_string() == "h\u00e9llo"
 
 
