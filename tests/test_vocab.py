@@ -272,6 +272,22 @@ def test_from_huggingface_transformers_shaped_object() -> None:
         Vocab.from_huggingface(42)
 
 
+def test_from_huggingface_with_a_real_transformers_tokenizer() -> None:
+    tokenizers = pytest.importorskip("tokenizers", reason="the tokenizers package is not installed")
+    transformers = pytest.importorskip(
+        "transformers", reason="the transformers package is not installed"
+    )
+    model = tokenizers.models.BPE(vocab={"a": 0, "Ġ": 1, "Ġa": 2}, merges=[("Ġ", "a")])
+    backend = tokenizers.Tokenizer(model)
+    backend.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = tokenizers.decoders.ByteLevel()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|end|>")
+    vocab = Vocab.from_huggingface(fast)
+    assert vocab.tokens == (b"a", b" ", b" a", b"<|end|>")
+    assert vocab.eos_ids == (fast.eos_token_id,) == (3,)
+    assert vocab.special_ids == frozenset({3})
+
+
 # -- tiktoken, quicktok, tekken --------------------------------------------------------------
 
 
