@@ -33,7 +33,7 @@ from gramkiln.frontend._regex_unicode import (
     fold_ranges,
     property_ranges,
 )
-from gramkiln.ir import CharClass, Choice, Expr, GrammarIR, Literal, Repeat, Rule
+from gramkiln.ir import CharClass, Choice, Empty, Expr, GrammarIR, Literal, Repeat, Rule
 from gramkiln.ir.nodes import MAX_CODEPOINT, SURROGATES, complement_ranges, normalise_ranges
 
 from gramkiln.errors import GrammarError
@@ -190,6 +190,10 @@ def _merge_by_anchoring(branches: list[_Branch]) -> list[_Branch]:
 
 
 def _wrap_unanchored(body: Expr, anchored_start: bool, anchored_end: bool, anything: Expr) -> Expr:
+    """``body`` with any text allowed before it unless anchored at the start, and after it
+    unless anchored at the end."""
+    if isinstance(body, Empty) and not (anchored_start or anchored_end):
+        return anything  # an empty pattern is found in every string
     items: list[Expr] = []
     if not anchored_start:
         items.append(anything)
@@ -203,8 +207,8 @@ def _alternatives(alternatives: list[Expr]) -> Expr:
     """The union of regex alternatives; when every one is a single character, one class.
 
     Folding ``a|b`` into ``[ab]`` keeps automata small and gives every spelling of "any
-    character" (``.|\n``, ``[\\s\\S]``, ``(?s:.)``) the same IR, which later passes rely on to
-    recognise any-text terminals.
+    character" (``.|\\n``, ``[\\s\\S]``, ``(?s:.)``) the same IR, so that later passes can
+    recognise any-text terminals by one shape.
     """
     merged = flat_choice(alternatives)
     if not isinstance(merged, Choice):

@@ -236,7 +236,10 @@ def test_search_regex_structure() -> None:
     assert search_regex("^ab|c$") == Choice(
         alternatives=(Seq(items=(lit("ab"), ANYTHING)), Seq(items=(ANYTHING, lit("c"))))
     )
-    assert search_regex("") == Seq(items=(ANYTHING, ANYTHING))
+    assert search_regex("") == ANYTHING
+    assert search_regex("()|a*") == Seq(
+        items=(ANYTHING, Choice(alternatives=(Empty(), Repeat(item=lit("a")))), ANYTHING)
+    )
 
 
 def test_printed_form_is_readable() -> None:
