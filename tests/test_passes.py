@@ -223,6 +223,49 @@ def test_passes_are_deterministic_and_idempotent_where_expected(grammar: Grammar
     assert eliminate_dead_rules(pruned) == pruned
 
 
+TRICKY_GRAMMARS = {
+    # A plain rule used both normally (ignore woven) and inside a lazy rule (no ignore).
+    "shared_rule_in_lazy_body": (
+        '%ignore " "\nrule start = head pair\nrule head [lazy] = [a-z]* pair\nrule pair = "(" ")"',
+        {"ab() ( )": True, "() ()": True, "ab( ) ()": False, "ab()() ": True},
+    ),
+    # Committed-shortest: the lazy name ends at the first ">" it can end at.
+    "lazy_commits": (
+        'rule start = "<" name ">" rest\nrule name [lazy] = [a-z]+\nrule rest = [a-z]*',
+        {"<a>b": True, "<ab>c": False, "<a>": True},
+    ),
+    # stop_capture and ignore around a suffix rule; the marker is part of the lexeme.
+    "suffix_with_capture": (
+        '%ignore " "\nrule start = field field\n'
+        'rule field [suffix=("!"), stop_capture="m"] = [a-z]*',
+        {"ab! c!": True, "ab !c!": False, "! !": True, "a!b!c!": False},
+    ),
+    # A terminal start with initial skip, and ignore after it.
+    "terminal_start_initial_skip": (
+        '%start N\n%options allow_initial_skip\n%ignore " "\nterm N = [0-9]+',
+        {" 12 ": True, "1 2": False, "  ": False},
+    ),
+    # Each grammar its own ignore: "_" only inside the embed, " " only outside.
+    "subgrammar_ignore_scopes": (
+        '%ignore " "\nrule start = "[" @sub{1,2} "]"\n%subgrammar sub {\n'
+        '  %ignore "_"\n  rule start = "a" "b"*\n}',
+        {"[ a_b_ ]": True, "[a b]": False, "[a_ ab]": True, "[_a]": False},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY_GRAMMARS))
+def test_compile_pipeline_on_tricky_grammars(name: str) -> None:
+    text, expectations = TRICKY_GRAMMARS[name]
+    grammar = parse_grammar(text).verify()
+    lowered = run_pipeline(grammar, COMPILE_PIPELINE)
+    old, new = ReferenceMatcher(grammar), ReferenceMatcher(lowered)
+    for sample, accepted in expectations.items():
+        assert old.accepts(sample) is accepted, sample
+        assert new.accepts(sample) is accepted, (sample, print_grammar(lowered))
+    _assert_same_language_on_samples(grammar, lowered, count=40)
+
+
 def test_inline_subgrammars_requires_woven_ignore() -> None:
     grammar = parse_grammar(
         """
