@@ -1,0 +1,73 @@
+"""JSON Schema front end on a small fixed sample of the shared conformance data.
+
+The data lives next to the repository (``../shared/data``); without it these tests skip.
+A compiled schema must accept every valid instance (no false negatives); a schema may
+instead be reported unsupported with a GrammarError, never crash.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gramkiln import Grammar
+from gramkiln.errors import GrammarError
+from gramkiln.frontend.json_schema import JsonSchemaOptions
+
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+SUITE_FILES = ("type", "enum", "required", "properties", "items", "minimum", "oneOf", "ref", "anyOf")
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared data folder not found at {DATA}")
+
+
+def _maskbench(split: str, count: int) -> list[tuple[str, Any, list[tuple[Any, bool]]]]:
+    cases = []
+    with gzip.open(DATA / "maskbench" / f"{split}.jsonl.gz", "rt", encoding="utf-8") as handle:
+        for line in itertools.islice(handle, count):
+            record = json.loads(line)
+            tests = [(t["data"], bool(t["valid"])) for t in record["tests"]]
+            cases.append((record["id"], record["schema"], tests))
+    return cases
+
+
+def _check(schema: Any, tests: list[tuple[Any, bool]], options: JsonSchemaOptions) -> tuple[int, int]:
+    """(false negatives, false positives) for one schema; unsupported counts as none."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            grammar = Grammar.from_json_schema(schema, options)
+    except GrammarError:
+        return 0, 0
+    false_negatives = false_positives = 0
+    for data, valid in tests:
+        text = json.dumps(data)
+        if len(text) > 400:  # keep the reference matcher's share of the run small
+            continue
+        accepted = grammar.accepts(text)
+        false_negatives += valid and not accepted
+        false_positives += (not valid) and accepted
+    return false_negatives, false_positives
+
+
+@needs_data
+@pytest.mark.parametrize("split, count", [("Github_trivial", 12), ("Glaiveai2K", 8), ("Kubernetes", 4)])
+def test_maskbench_sample_has_no_false_negatives(split: str, count: int) -> None:
+    for name, schema, tests in _maskbench(split, count):
+        false_negatives, _ = _check(schema, tests, JsonSchemaOptions())
+        assert false_negatives == 0, name
+
+
+@needs_data
+@pytest.mark.parametrize("stem", SUITE_FILES)
+def test_suite_sample_is_exact(stem: str) -> None:
+    groups = json.loads((DATA / "json-schema-test-suite" / "tests" / "draft2020-12" / f"{stem}.json").read_text())
+    options = JsonSchemaOptions(property_order="any", formats="annotate")
+    for group in groups:
+        tests = [(t["data"], bool(t["valid"])) for t in group["tests"]]
+        false_negatives, false_positives = _check(group["schema"], tests, options)
+        assert (false_negatives, false_positives) == (0, 0), group["description"]
