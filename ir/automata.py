@@ -1,0 +1,430 @@
+"""Byte-level DFAs for terminal-only expressions (used by the runtime compiler).
+
+``build_dfa`` goes expression -> Thompson NFA over byte ranges -> subset construction over
+byte equivalence classes -> (lazy: accepting states lose their edges) -> trim -> Hopcroft
+minimisation -> breadth-first renumbering. Code point classes are turned into UTF-8 byte-range
+sequences (:func:`gramkiln.ir.utf8.utf8_sequences`), never enumerated code point by code
+point, and the subset construction only looks at one representative byte per class of bytes
+that every edge treats alike, so ``[^"\\\\]*`` over all of Unicode stays tiny.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from gramkiln.ir.nodes import (
+    Bytes,
+    CharClass,
+    Choice,
+    Empty,
+    Expr,
+    Literal,
+    Node,
+    Ref,
+    Repeat,
+    Seq,
+)
+from gramkiln.ir.utf8 import utf8_sequences
+
+from gramkiln.errors import CompileError
+
+DEAD = -1
+
+
+@dataclass(frozen=True, eq=False)
+class ByteDFA:
+    """A deterministic automaton over bytes.
+
+    ``table[state, byte]`` is the next state or -1 (dead). Every state is reachable from
+    ``start`` and can still reach an accepting state, the automaton is minimal, and states
+    are numbered breadth-first from ``start`` (0) in byte order, so two DFAs for the same
+    language are identical. The empty language is the one exception to "trimmed": it has no
+    states at all and ``start == -1``.
+    """
+
+    start: int
+    accepting: tuple[bool, ...]
+    table: np.ndarray
+
+    @property
+    def num_states(self) -> int:
+        """Number of states."""
+        return len(self.accepting)
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether the language is empty."""
+        return self.start == DEAD
+
+    def run(self, state: int, data: bytes) -> int:
+        """The state after reading ``data`` from ``state`` (-1 once dead)."""
+        table = self.table
+        for byte in data:
+            if state == DEAD:
+                return DEAD
+            state = int(table[state, byte])
+        return state
+
+    def matches(self, data: bytes) -> bool:
+        """Whether ``data`` is in the language."""
+        state = self.run(self.start, data)
+        return state != DEAD and self.accepting[state]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ByteDFA):
+            return NotImplemented
+        return (
+            self.start == other.start
+            and self.accepting == other.accepting
+            and np.array_equal(self.table, other.table)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.start, self.accepting, self.table.tobytes()))
+
+
+class _ByteNFA:
+    """Thompson NFA with epsilon edges and inclusive byte-range edges."""
+
+    def __init__(self, max_states: int) -> None:
+        self.max_states = max_states
+        self.epsilon: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+
+    def new_state(self) -> int:
+        if len(self.edges) >= self.max_states:
+            raise CompileError(
+                f"terminal expression needs more than {self.max_states:,} NFA states "
+                "(raise max_states or simplify the expression)"
+            )
+        self.epsilon.append([])
+        self.edges.append([])
+        return len(self.edges) - 1
+
+
+def build_dfa(
+    expr: Expr,
+    terminals: Mapping[str, Expr] | None = None,
+    *,
+    lazy: bool = False,
+    max_states: int = 100_000,
+) -> ByteDFA:
+    """The minimal, trimmed, canonically numbered byte DFA of a terminal-only expression.
+
+    ``terminals`` maps names to bodies for the ``Ref`` nodes in ``expr`` (they may refer to
+    each other, but not recursively). ``lazy=True`` builds committed-shortest matching:
+    accepting states keep no outgoing edges, so the language becomes
+    ``{w in L : no proper prefix of w is in L}``. More than ``max_states`` DFA states (or ten
+    times as many NFA states) raises CompileError naming the limit.
+    """
+    if max_states < 1:
+        raise ValueError("max_states must be at least 1")
+    nfa = _ByteNFA(max_states * 10)
+    start, final = nfa.new_state(), nfa.new_state()
+    _connect(nfa, expr, start, final, terminals or {}, ())
+    table, accepting = _determinise(nfa, start, final, max_states)
+    if lazy:
+        for state, is_final in enumerate(accepting):
+            if is_final:
+                table[state] = DEAD
+    return _canonical(*_minimise(*_trim(table, accepting)))
+
+
+def _connect(
+    nfa: _ByteNFA,
+    expr: Node,
+    source: int,
+    target: int,
+    terminals: Mapping[str, Expr],
+    inlining: tuple[str, ...],
+) -> None:
+    """Add NFA states and edges so that the paths from source to target spell ``expr``."""
+    if isinstance(expr, Empty):
+        nfa.epsilon[source].append(target)
+    elif isinstance(expr, (Literal, Bytes)):
+        data = expr.data if isinstance(expr, Bytes) else expr.text.encode("utf-8")
+        folding = isinstance(expr, Literal) and expr.case_insensitive
+        current = source
+        for index, byte in enumerate(data):
+            nxt = target if index == len(data) - 1 else nfa.new_state()
+            if folding and (0x41 <= byte <= 0x5A or 0x61 <= byte <= 0x7A):
+                nfa.edges[current].append((byte | 0x20, byte | 0x20, nxt))
+                nfa.edges[current].append((byte & ~0x20, byte & ~0x20, nxt))
+            else:
+                nfa.edges[current].append((byte, byte, nxt))
+            current = nxt
+        if not data:
+            nfa.epsilon[source].append(target)
+    elif isinstance(expr, CharClass):
+        for lo, hi in expr.positive_ranges():
+            for sequence in utf8_sequences(lo, hi):
+                current = source
+                for index, (byte_lo, byte_hi) in enumerate(sequence):
+                    nxt = target if index == len(sequence) - 1 else nfa.new_state()
+                    nfa.edges[current].append((byte_lo, byte_hi, nxt))
+                    current = nxt
+    elif isinstance(expr, Seq):
+        current = source
+        for index, item in enumerate(expr.items):
+            nxt = target if index == len(expr.items) - 1 else nfa.new_state()
+            _connect(nfa, item, current, nxt, terminals, inlining)
+            current = nxt
+        if not expr.items:
+            nfa.epsilon[source].append(target)
+    elif isinstance(expr, Choice):
+        for alternative in expr.alternatives:
+            entry, exit_ = nfa.new_state(), nfa.new_state()
+            nfa.epsilon[source].append(entry)
+            nfa.epsilon[exit_].append(target)
+            _connect(nfa, alternative, entry, exit_, terminals, inlining)
+    elif isinstance(expr, Repeat):
+        current = source
+        for _ in range(expr.min):
+            nxt = nfa.new_state()
+            _connect(nfa, expr.item, current, nxt, terminals, inlining)
+            current = nxt
+        if expr.max is None:
+            head, body_end = nfa.new_state(), nfa.new_state()
+            nfa.epsilon[current].append(head)
+            nfa.epsilon[head].append(target)
+            _connect(nfa, expr.item, head, body_end, terminals, inlining)
+            nfa.epsilon[body_end].append(head)
+        else:
+            # Optional copies, each of which may jump straight to the end: linear in the
+            # bound, with epsilon closures of constant size.
+            for _ in range(expr.max - expr.min):
+                nxt = nfa.new_state()
+                nfa.epsilon[current].append(target)
+                _connect(nfa, expr.item, current, nxt, terminals, inlining)
+                current = nxt
+            nfa.epsilon[current].append(target)
+    elif isinstance(expr, Ref):
+        if expr.name in inlining:
+            chain = " -> ".join(inlining + (expr.name,))
+            raise CompileError(f"terminal {expr.name} is recursive: {chain}")
+        body = terminals.get(expr.name)
+        if body is None:
+            raise CompileError(f"unknown terminal {expr.name} in a terminal expression")
+        entry, exit_ = nfa.new_state(), nfa.new_state()
+        nfa.epsilon[source].append(entry)
+        nfa.epsilon[exit_].append(target)
+        _connect(nfa, body, entry, exit_, terminals, inlining + (expr.name,))
+    else:
+        kind = getattr(expr, "kind", type(expr).__name__)
+        raise CompileError(f"{kind} elements cannot appear in a terminal expression")
+
+
+def _byte_classes(nfa: _ByteNFA) -> list[tuple[int, int]]:
+    """Maximal byte intervals that every NFA edge either fully contains or avoids."""
+    cuts = {0, 256}
+    for edges in nfa.edges:
+        for lo, hi, _ in edges:
+            cuts.add(lo)
+            cuts.add(hi + 1)
+    bounds = sorted(cuts)
+    return [(bounds[i], bounds[i + 1] - 1) for i in range(len(bounds) - 1)]
+
+
+def _determinise(
+    nfa: _ByteNFA, start: int, final: int, max_states: int
+) -> tuple[np.ndarray, list[bool]]:
+    """Subset construction; returns the full table and the accepting flags."""
+    closure_cache: dict[int, frozenset[int]] = {}
+
+    def closure_of_state(state: int) -> frozenset[int]:
+        cached = closure_cache.get(state)
+        if cached is None:
+            seen = {state}
+            stack = [state]
+            while stack:
+                for nxt in nfa.epsilon[stack.pop()]:
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        stack.append(nxt)
+            cached = closure_cache[state] = frozenset(seen)
+        return cached
+
+    classes = _byte_classes(nfa)
+    class_starts = [lo for lo, _ in classes]
+    start_set = closure_of_state(start)
+    index = {start_set: 0}
+    subsets = [start_set]
+    rows: list[list[int]] = []
+    position = 0
+    while position < len(subsets):
+        subset = subsets[position]
+        position += 1
+        # Edge by edge (not class by class): big Unicode classes have many edges.
+        targets_by_class: dict[int, set[int]] = {}
+        for state in subset:
+            for lo, hi, nxt in nfa.edges[state]:
+                closure = closure_of_state(nxt)
+                first = bisect.bisect_left(class_starts, lo)
+                last = bisect.bisect_right(class_starts, hi) - 1
+                for class_number in range(first, last + 1):
+                    targets_by_class.setdefault(class_number, set()).update(closure)
+        row = [DEAD] * len(classes)
+        for class_number, targets in sorted(targets_by_class.items()):
+            key = frozenset(targets)
+            target_index = index.get(key)
+            if target_index is None:
+                if len(subsets) >= max_states:
+                    raise CompileError(
+                        f"terminal expression needs more than {max_states:,} DFA states "
+                        "(the max_states limit)"
+                    )
+                target_index = index[key] = len(subsets)
+                subsets.append(key)
+            row[class_number] = target_index
+        rows.append(row)
+    class_of_byte = np.empty(256, dtype=np.intp)
+    for class_number, (class_lo, class_hi) in enumerate(classes):
+        class_of_byte[class_lo : class_hi + 1] = class_number
+    table = np.array(rows, dtype=np.int32).reshape(len(rows), len(classes))[:, class_of_byte]
+    return table, [final in subset for subset in subsets]
+
+
+def _trim(table: np.ndarray, accepting: list[bool]) -> tuple[np.ndarray, list[bool], int]:
+    """Drop states that are unreachable from 0 or cannot reach acceptance.
+
+    Returns the new table, accepting flags and start (-1 for the empty language).
+    """
+    count = len(accepting)
+    sources, columns = np.nonzero(table != DEAD)
+    targets = table[sources, columns].astype(np.int64)
+    pairs = np.unique(sources.astype(np.int64) * count + targets)
+    successors: list[list[int]] = [[] for _ in range(count)]
+    predecessors: list[list[int]] = [[] for _ in range(count)]
+    for pair in pairs.tolist():
+        source, target = divmod(pair, count)
+        successors[source].append(target)
+        predecessors[target].append(source)
+    reachable = np.zeros(count, dtype=bool)
+    reachable[0] = True
+    stack = [0]
+    while stack:
+        for nxt in successors[stack.pop()]:
+            if not reachable[nxt]:
+                reachable[nxt] = True
+                stack.append(nxt)
+    useful = np.zeros(count, dtype=bool)
+    stack = [s for s in range(count) if accepting[s]]
+    for state in stack:
+        useful[state] = True
+    while stack:
+        for previous in predecessors[stack.pop()]:
+            if not useful[previous]:
+                useful[previous] = True
+                stack.append(previous)
+    keep = reachable & useful
+    if not keep[0]:
+        return np.zeros((0, 256), dtype=np.int32), [], DEAD
+    new_number = np.full(count + 1, DEAD, dtype=np.int32)  # index -1 maps dead to dead
+    kept = np.nonzero(keep)[0]
+    new_number[kept] = np.arange(len(kept), dtype=np.int32)
+    new_table = new_number[table[kept]]
+    return new_table, [accepting[s] for s in kept.tolist()], int(new_number[0])
+
+
+def _minimise(
+    table: np.ndarray, accepting: list[bool], start: int
+) -> tuple[np.ndarray, list[bool], int]:
+    """Hopcroft's partition refinement over the byte classes of a trimmed DFA."""
+    count = len(accepting)
+    if count == 0:
+        return table, accepting, start
+    # Only one column per distinct column pattern matters.
+    _, representative_columns = np.unique(table.T, axis=0, return_index=True)
+    symbols = sorted(representative_columns.tolist())
+    sink = count  # explicit dead state so that every transition is defined
+    inverse: list[dict[int, list[int]]] = []
+    for symbol in symbols:
+        column = table[:, symbol].tolist()
+        by_target: dict[int, list[int]] = {}
+        for source, target in enumerate(column):
+            by_target.setdefault(sink if target == DEAD else target, []).append(source)
+        by_target.setdefault(sink, []).append(sink)
+        inverse.append(by_target)
+    # The sink starts in a block of its own: no real state is equivalent to it (the DFA is
+    # trimmed), and this way its huge in-degree is scanned once, not at every split.
+    finals = {s for s in range(count) if accepting[s]}
+    others = set(range(count)) - finals
+    blocks: list[set[int]] = [block for block in (finals, others) if block] + [{sink}]
+    block_of = [0] * (count + 1)
+    for number, block in enumerate(blocks):
+        for state in block:
+            block_of[state] = number
+    # Hopcroft: all initial blocks but one must be splitters; leave out the largest.
+    largest = max(range(len(blocks)), key=lambda number: len(blocks[number]))
+    pending = set(range(len(blocks))) - {largest}
+    while pending:
+        splitter = set(blocks[pending.pop()])
+        for by_target in inverse:
+            touched: dict[int, set[int]] = {}
+            for target in splitter:
+                for source in by_target.get(target, ()):
+                    touched.setdefault(block_of[source], set()).add(source)
+            for number, inside in touched.items():
+                block = blocks[number]
+                if len(inside) == len(block):
+                    continue
+                block -= inside
+                new_number = len(blocks)
+                blocks.append(inside)
+                for state in inside:
+                    block_of[state] = new_number
+                if number in pending or len(inside) <= len(block):
+                    pending.add(new_number)
+                else:
+                    pending.add(number)
+    number_of_block: dict[int, int] = {}
+    for state in range(count):
+        number_of_block.setdefault(block_of[state], len(number_of_block))
+    # Equivalent states have equivalent successors, so one representative row per block
+    # suffices. No real state shares the sink's block: the DFA is trimmed.
+    representatives = [0] * len(number_of_block)
+    for state in range(count):
+        representatives[number_of_block[block_of[state]]] = state
+    block_number = np.full(count + 1, DEAD, dtype=np.int32)  # index -1 keeps dead dead
+    for state in range(count):
+        block_number[state] = number_of_block[block_of[state]]
+    merged = block_number[table[representatives]]
+    merged_accepting = [accepting[state] for state in representatives]
+    return merged, merged_accepting, number_of_block[block_of[start]]
+
+
+def _canonical(table: np.ndarray, accepting: list[bool], start: int) -> ByteDFA:
+    """Renumber breadth-first from the start in byte order and freeze."""
+    if start == DEAD:
+        empty = np.zeros((0, 256), dtype=np.int32)
+        empty.setflags(write=False)
+        return ByteDFA(start=DEAD, accepting=(), table=empty)
+    # Successors of every state in order of the first byte that reaches them.
+    count = len(accepting)
+    sources, columns = np.nonzero(table != DEAD)
+    targets = table[sources, columns].astype(np.int64)
+    _, first = np.unique(sources.astype(np.int64) * count + targets, return_index=True)
+    first.sort()  # nonzero() is row-major, so this is (source, first byte) order
+    successors: list[list[int]] = [[] for _ in range(count)]
+    for source, target in zip(sources[first].tolist(), targets[first].tolist(), strict=True):
+        successors[source].append(target)
+    order = [start]
+    number = {start: 0}
+    queue = deque([start])
+    while queue:
+        for target in successors[queue.popleft()]:
+            if target not in number:
+                number[target] = len(order)
+                order.append(target)
+                queue.append(target)
+    renumber = np.full(len(accepting) + 1, DEAD, dtype=np.int32)
+    for old, new in number.items():
+        renumber[old] = new
+    new_table = renumber[table[order]]
+    new_table = np.ascontiguousarray(new_table, dtype=np.int32)
+    new_table.setflags(write=False)
+    return ByteDFA(start=0, accepting=tuple(bool(accepting[s]) for s in order), table=new_table)
