@@ -43,6 +43,7 @@ from gramkiln.ir import (
     SpecialToken,
     Subgrammar,
     TokenSet,
+    walk,
 )
 
 ALPHABET = "ab(),"
@@ -159,6 +160,7 @@ def grammars(
     Rule ``i`` may always reference rules with a higher index, and the last rule references
     none, so every rule derives some string; references to any rule (itself or lower ones:
     recursion, including left recursion ``r: r x | y``) only appear in an extra alternative.
+    Lazy and suffix/stop bodies use terminals and later non-recursive ordinary rules.
     ``ignore`` None draws whether to have an ignore set; ``subgrammars`` allows one embedded
     sub-grammar ``sub`` with its own (possibly different) ignore set.
     """
@@ -187,11 +189,20 @@ def grammars(
             )
         )
 
-    for index, name in enumerate(rule_names):
-        if name in lexeme_like:
-            rules.append(draw(_lexeme_like_rule(name, terminal_names, alphabet, suffix_stop)))
-            continue
+    # Bodies are drawn from the last rule to the first so that we know which later rules
+    # are "regular": ordinary, non-recursive, no embeds and no lazy rules inside. Only those
+    # may be used inside a lazy body (a lexeme must stay a regular language).
+    bodies: dict[str, Rule] = {}
+    regular: set[str] = set()
+    for index in reversed(range(len(rule_names))):
+        name = rule_names[index]
         later = tuple(rule_names[index + 1 :])
+        if name in lexeme_like:
+            usable = tuple(n for n in later if n in regular)
+            bodies[name] = draw(
+                _lexeme_like_rule(name, tuple(terminal_names), usable, alphabet, suffix_stop)
+            )
+            continue
         leaf_args = (alphabet, tuple(terminal_names), later, sub_grammar is not None)
         safe = draw(_rule_exprs(*leaf_args, 4))
         body: Expr = safe
@@ -210,7 +221,15 @@ def grammars(
             elif wrapped == "right":
                 recursive = Seq(items=(draw(literals(alphabet)), Ref(name=target)))
             body = Choice(alternatives=(safe, recursive))
-        rules.append(Rule(name=name, body=body))
+        else:
+            uses = [node for node in walk(body) if isinstance(node, (Ref, Embed))]
+            if all(
+                isinstance(node, Ref) and (node.name in terminal_names or node.name in regular)
+                for node in uses
+            ):
+                regular.add(name)
+        bodies[name] = Rule(name=name, body=body)
+    rules.extend(bodies[name] for name in rule_names)
 
     ignore_exprs: tuple[Expr, ...] = ()
     want_ignore = draw(st.booleans()) if ignore is None else ignore
@@ -231,9 +250,14 @@ def grammars(
 
 @st.composite
 def _lexeme_like_rule(
-    draw: st.DrawFn, name: str, terminals: list[str], alphabet: str, suffix_stop: bool
+    draw: st.DrawFn,
+    name: str,
+    terminals: tuple[str, ...],
+    regular_rules: tuple[str, ...],
+    alphabet: str,
+    suffix_stop: bool,
 ) -> Rule:
-    body = draw(terminal_exprs(terminals, alphabet, max_leaves=3))
+    body = draw(_terminal_exprs(terminals + regular_rules, alphabet, 3))
     kind = draw(st.sampled_from(["lazy", "suffix", "stop"] if suffix_stop else ["lazy"]))
     if kind == "lazy":
         return Rule(name=name, body=body, options=RuleOptions(lazy=True))
