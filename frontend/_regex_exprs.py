@@ -13,22 +13,30 @@ def merged_seq(items: list[Expr]) -> Expr:
     """The concatenation of ``items``: nested ``Seq`` flattened, ``Empty`` dropped, adjacent
     literals with the same case flag merged; a single item is returned as is."""
     flat: list[Expr] = []
+    # Text of the literal run being collected and its case flag; each run becomes one
+    # Literal, built once (building one per merge step would be quadratic).
+    run: list[str] = []
+    run_case_insensitive = False
+
+    def close_run() -> None:
+        if run:
+            flat.append(Literal(text="".join(run), case_insensitive=run_case_insensitive))
+            run.clear()
+
     for item in items:
-        parts = item.items if isinstance(item, Seq) else (item,)
-        for part in parts:
+        for part in item.items if isinstance(item, Seq) else (item,):
             if isinstance(part, Empty):
                 continue
-            previous = flat[-1] if flat else None
-            if (
-                isinstance(part, Literal)
-                and isinstance(previous, Literal)
-                and previous.case_insensitive == part.case_insensitive
-            ):
-                flat[-1] = Literal(
-                    text=previous.text + part.text, case_insensitive=part.case_insensitive
-                )
-            else:
-                flat.append(part)
+            if isinstance(part, Literal):
+                if run and part.case_insensitive != run_case_insensitive:
+                    close_run()
+                if not run:
+                    run_case_insensitive = part.case_insensitive
+                run.append(part.text)
+                continue
+            close_run()
+            flat.append(part)
+    close_run()
     if not flat:
         return Empty()
     if len(flat) == 1:

@@ -16,6 +16,7 @@ terminals, so neither does this one.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
@@ -93,6 +94,7 @@ class _EbnfParser:
         self.root = root
         self.pos = 0
         self.depth = 0
+        self.line_starts = [0] + [i + 1 for i, char in enumerate(source) if char == "\n"]
         # Every rule reference with its offset, checked once all rules are known.
         self.references: list[tuple[str, int]] = []
         # Whether each name is a rule (used to tell a macro call from a rule reference).
@@ -125,9 +127,9 @@ class _EbnfParser:
                 return
 
     def span_at(self, offset: int) -> Span:
-        line = self.source.count("\n", 0, offset) + 1
-        column = offset - (self.source.rfind("\n", 0, offset) + 1) + 1
-        return Span(line=line, column=column)
+        """The 1-based line and column of ``offset``."""
+        line = bisect.bisect_right(self.line_starts, offset)
+        return Span(line=line, column=offset - self.line_starts[line - 1] + 1)
 
     def _name_end(self, start: int) -> int:
         end = start
@@ -154,15 +156,24 @@ class _EbnfParser:
         return index if self.source.startswith("::=", index) else None
 
     def _prescan_rule_names(self) -> set[str]:
+        """Names of all rules, found from each ``::=`` backwards (cheap: one pass of find)."""
         names: set[str] = set()
-        index = 0
-        at_line_start = True
-        while index < len(self.source):
-            if at_line_start or self.source[index - 1] in " \t":
-                if self._header_end(index) is not None:
-                    names.add(self.source[index : self._name_end(index)])
-            at_line_start = self.source[index] == "\n"
-            index += 1
+        index = self.source.find("::=")
+        while index >= 0:
+            name_end = index
+            while name_end > 0 and self.source[name_end - 1] in " \t":
+                name_end -= 1
+            if name_end > 0 and self.source[name_end - 1] == "]":
+                open_at = self.source.rfind("[", 0, name_end)
+                name_end = open_at if open_at >= 0 else name_end
+                while name_end > 0 and self.source[name_end - 1] in " \t":
+                    name_end -= 1
+            name_start = name_end
+            while name_start > 0 and self.source[name_start - 1] in _NAME_CHARS:
+                name_start -= 1
+            if name_start < name_end and self._header_end(name_start) == index:
+                names.add(self.source[name_start:name_end])
+            index = self.source.find("::=", index + 3)
         return names
 
     # -- rules ------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
 from gramkiln.frontend._regex_unicode import (
@@ -227,6 +228,12 @@ def _alternatives(alternatives: list[Expr]) -> Expr:
         else:
             return merged
     return _class(normalise_ranges(ranges))
+
+
+@lru_cache(maxsize=4096)
+def _plain_literal(cp: int) -> Literal:
+    """A one-character literal; IR nodes are immutable, so one instance serves every use."""
+    return Literal(text=chr(cp))
 
 
 def _class(
@@ -473,7 +480,7 @@ class _Parser:
         if SURROGATES[0] <= cp <= SURROGATES[1]:
             raise self.error(f"surrogate code point U+{cp:04X} cannot be matched", offset)
         if not flags.ignore_case:
-            return Literal(text=chr(cp))
+            return _plain_literal(cp)
         variants = case_variants(cp)
         if all(v < 0x80 for v in variants):
             # ASCII letters (and uncased ASCII characters) fold exactly like Literal's flag.
