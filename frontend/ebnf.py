@@ -33,6 +33,7 @@ from gramkiln.ir import (
     Rule,
     RuleOptions,
     Span,
+    SpecialToken,
     TokenSet,
 )
 from gramkiln.ir.nodes import MAX_CODEPOINT, SURROGATES, complement_ranges, normalise_ranges
@@ -353,6 +354,8 @@ class _EbnfParser:
                 return self._macro(name, start)
             self.references.append((name, start))
             return Ref(name=name)
+        if char == "<" or (char == "!" and self.peek(1) == "<"):
+            return self._token_element()
         if char in "*+?{":
             raise self.error(f"nothing to repeat before {char!r}")
         if char == "/":
@@ -463,6 +466,33 @@ class _EbnfParser:
                 ranges.append((low, high))
             else:
                 ranges.append((low, low))
+
+    # -- llama.cpp token elements -------------------------------------------------------------
+    def _token_element(self) -> Expr:
+        """``<[id]>`` / ``!<[id]>`` (a token by id, or any other token) and ``<text>`` (the
+        special token whose text is ``<text>``)."""
+        start = self.pos
+        negated = self.peek() == "!"
+        if negated:
+            self.pos += 1
+        close = self.source.find(">", self.pos)
+        newline = self.source.find("\n", self.pos)
+        if close < 0 or (0 <= newline < close):
+            raise self.error("unterminated token: missing '>'", start)
+        inside = self.source[self.pos + 1 : close]
+        self.pos = close + 1
+        if inside.startswith("[") and inside.endswith("]"):
+            digits = inside[1:-1].strip()
+            if not (digits.isascii() and digits.isdigit()):
+                raise self.error(f"bad token id {inside!r}: expected <[N]>", start)
+            return TokenSet(ranges=((int(digits), int(digits)),), negated=negated)
+        if not inside:
+            raise self.error("empty token '<>'", start)
+        if negated:
+            raise self.error(
+                f"negated token text '!<{inside}>' is not supported; use its id: !<[N]>", start
+            )
+        return SpecialToken(text=f"<{inside}>")
 
     # -- XGrammar macros -----------------------------------------------------------------------
     def _macro(self, name: str, start: int) -> Expr:

@@ -17,6 +17,7 @@ from gramkiln.ir import (
     RuleOptions,
     Seq,
     Span,
+    SpecialToken,
     TokenSet,
     print_grammar,
 )
@@ -146,6 +147,21 @@ def test_xgrammar_macros() -> None:
     # A rule that happens to be called like a macro is still a rule.
     grammar = parse_ebnf('root ::= Token ("x")\nToken ::= "t"')
     assert grammar.rule("root").body == Seq(items=(Ref(name="Token"), lit("x")))
+
+
+def test_llama_cpp_token_elements() -> None:
+    grammar = parse_ebnf("root ::= <think> thinking </think> <[7]>\nthinking ::= !<[1001]>*\n")
+    assert grammar.rule("root").body == Seq(
+        items=(
+            SpecialToken(text="<think>"),
+            Ref(name="thinking"),
+            SpecialToken(text="</think>"),
+            TokenSet(ranges=((7, 7),)),
+        )
+    )
+    assert grammar.rule("thinking").body == Repeat(
+        item=TokenSet(ranges=((1001, 1001),), negated=True)
+    )
 
 
 def test_custom_root() -> None:
@@ -300,6 +316,15 @@ ERRORS = [
     ("root ::= Regex(abc)", 'Regex() takes one string argument: Regex("pattern")', 1, 16),
     ("root ::= Token(1, x)", "Token() takes non-negative integer token ids", 1, 19),
     ("root ::= Token(1 2)", "expected ',' or ')' in Token(...)", 1, 18),
+    ("root ::= <think", "unterminated token: missing '>'", 1, 10),
+    ("root ::= <>", "empty token '<>'", 1, 10),
+    ("root ::= <[x1]>", "bad token id '[x1]': expected <[N]>", 1, 10),
+    (
+        "root ::= !<think>",
+        "negated token text '!<think>' is not supported; use its id: !<[N]>",
+        1,
+        10,
+    ),
     ('root[fast] ::= "a"', "unknown rule option 'fast'", 1, 6),
     ('root[max_tokens=x] ::= "a"', "bad value for rule option 'max_tokens': 'max_tokens=x'", 1, 6),
     (
