@@ -28,13 +28,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gramkiln
-from gramkiln.errors import GramkilnError, GrammarError
 from gramkiln.frontend.json_schema import JsonSchemaOptions
 
+import gramkiln
+from gramkiln.errors import GramkilnError, GrammarError
+
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-SPLITS = ("Github_trivial", "Github_easy", "Github_medium", "Glaiveai2K", "Kubernetes", "BFCL", "Handwritten", "Synthesized")
-SUITE_DRAFTS = {"draft2020-12": "https://json-schema.org/draft/2020-12/schema", "draft7": "http://json-schema.org/draft-07/schema#"}
+SPLITS = (
+    "Github_trivial",
+    "Github_easy",
+    "Github_medium",
+    "Glaiveai2K",
+    "Kubernetes",
+    "BFCL",
+    "Handwritten",
+    "Synthesized",
+)
+SUITE_DRAFTS = {
+    "draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+    "draft7": "http://json-schema.org/draft-07/schema#",
+}
 
 
 @dataclass
@@ -71,7 +84,9 @@ def load_maskbench(split: str) -> list[Case]:
     with gzip.open(DATA / "maskbench" / f"{split}.jsonl.gz", "rt", encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
-            tests = [(t["data"], bool(t["valid"]), t.get("description", "")) for t in record["tests"]]
+            tests = [
+                (t["data"], bool(t["valid"]), t.get("description", "")) for t in record["tests"]
+            ]
             cases.append(Case(record["id"], record["schema"], tests))
     return cases
 
@@ -95,7 +110,9 @@ def load_remotes() -> dict[str, Any]:
     documents = {}
     for path in sorted(root.rglob("*.json")):
         relative = path.relative_to(root).as_posix()
-        documents[f"http://localhost:1234/{relative}"] = json.loads(path.read_text(encoding="utf-8"))
+        documents[f"http://localhost:1234/{relative}"] = json.loads(
+            path.read_text(encoding="utf-8")
+        )
     return documents
 
 
@@ -125,7 +142,9 @@ def unsupported_keywords(message: str) -> list[str]:
     return [k.strip() for k in listed.split(",") if k.strip()]
 
 
-def run_case(case: Case, options: JsonSchemaOptions, tally: Tally, args: argparse.Namespace) -> None:
+def run_case(
+    case: Case, options: JsonSchemaOptions, tally: Tally, args: argparse.Namespace
+) -> None:
     """Compile one schema and check its instances within the time budget."""
     tally.schemas += 1
     started = time.perf_counter()
@@ -185,7 +204,11 @@ def print_table(results: dict[str, Tally]) -> None:
     print(header)
     print("-" * len(header))
     for name, t in results.items():
-        p50 = sorted(t.compile_seconds)[len(t.compile_seconds) // 2] * 1000 if t.compile_seconds else 0.0
+        p50 = (
+            sorted(t.compile_seconds)[len(t.compile_seconds) // 2] * 1000
+            if t.compile_seconds
+            else 0.0
+        )
         print(
             f"{name:<16} {t.schemas:>7} {t.compiled:>4} {_percent(t.compiled, t.schemas):>4} {t.unsupported:>6} {t.errors:>6} {t.crashes:>5} "
             f"{t.valid_accepted:>8} {t.valid_rejected:>4} {t.invalid_rejected:>11} {t.invalid_accepted:>4} "
@@ -200,25 +223,44 @@ def print_table(results: dict[str, Tally]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--split", action="append", help="MaskBench split (repeatable); default all")
-    parser.add_argument("--suite", action="append", choices=sorted(SUITE_DRAFTS), help="test-suite draft (repeatable)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--split", action="append", help="MaskBench split (repeatable); default all"
+    )
+    parser.add_argument(
+        "--suite",
+        action="append",
+        choices=sorted(SUITE_DRAFTS),
+        help="test-suite draft (repeatable)",
+    )
     parser.add_argument("--suite-only", action="store_true", help="only the JSON Schema Test Suite")
     parser.add_argument("--no-suite", action="store_true", help="only MaskBench")
-    parser.add_argument("--limit", type=int, default=None, help="at most N schemas per split (random sample)")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="at most N schemas per split (random sample)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="sampling seed for --limit")
     parser.add_argument("--budget", type=float, default=3.0, help="seconds of matching per schema")
     parser.add_argument("--engine", choices=("auto", "runtime", "reference"), default="reference")
-    parser.add_argument("--lenient", action="store_true", help="unsupported keywords become warnings")
+    parser.add_argument(
+        "--lenient", action="store_true", help="unsupported keywords become warnings"
+    )
     parser.add_argument("--coerce-one-of", action="store_true", help="overlapping oneOf as anyOf")
     parser.add_argument("--property-order", choices=("schema", "any"), default="schema")
-    parser.add_argument("--show-failures", type=int, default=10, help="print up to N FN/FP/crash lines per split")
-    parser.add_argument("--show-errors", action="store_true", help="also list unsupported/error messages")
+    parser.add_argument(
+        "--show-failures", type=int, default=10, help="print up to N FN/FP/crash lines per split"
+    )
+    parser.add_argument(
+        "--show-errors", action="store_true", help="also list unsupported/error messages"
+    )
     args = parser.parse_args(argv)
     if not DATA.is_dir():
         print(f"data folder not found: {DATA}", file=sys.stderr)
         return 2
-    options = JsonSchemaOptions(lenient=args.lenient, coerce_one_of=args.coerce_one_of, property_order=args.property_order)
+    options = JsonSchemaOptions(
+        lenient=args.lenient, coerce_one_of=args.coerce_one_of, property_order=args.property_order
+    )
     sources: dict[str, Any] = {}
     if not args.suite_only:
         for split in args.split or SPLITS:
@@ -228,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
             sources[draft] = lambda draft=draft: load_suite(draft)
     # The suite is written for validators: format is an annotation there, and remote
     # references point at its remotes/ folder.
-    suite_options = options.model_copy(update={"formats": "annotate", "remote_documents": load_remotes()})
+    suite_options = options.model_copy(
+        update={"formats": "annotate", "remote_documents": load_remotes()}
+    )
     results: dict[str, Tally] = {}
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
     for name, load in sources.items():
@@ -241,7 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             run_case(case, chosen, tally, args)
         results[name] = tally
-        print(f"[{name}: {len(cases)} schemas in {time.perf_counter() - started:.0f}s]", file=sys.stderr)
+        print(
+            f"[{name}: {len(cases)} schemas in {time.perf_counter() - started:.0f}s]",
+            file=sys.stderr,
+        )
         for line in tally.failures[: args.show_failures]:
             print("   ", line, file=sys.stderr)
     print_table(results)

@@ -10,9 +10,9 @@ import json
 from typing import Any
 
 import pytest
+from gramkiln.frontend.json_schema import JsonSchemaOptions, json_schema_grammar
 
 from gramkiln import Grammar
-from gramkiln.frontend.json_schema import JsonSchemaOptions, json_schema_grammar
 
 CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
     # id, schema, valid values, invalid values
@@ -24,85 +24,434 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
     ("number", {"type": "number"}, [0, -1.5, 2.5e-08, 1e100, 3], ["1", None]),
     ("string", {"type": "string"}, ["", "abc", 'q"uote', "new\nline", "é", "😀"], [1, None]),
     ("type array", {"type": ["string", "null"]}, ["x", None], [1, [], {}]),
-    ("enum", {"enum": ["red", 1, None, [1, 2], {"a": 1}]}, ["red", 1, 1.0, None, [1, 2], {"a": 1}], ["blue", 2, [2, 1], {"a": 2}]),
+    (
+        "enum",
+        {"enum": ["red", 1, None, [1, 2], {"a": 1}]},
+        ["red", 1, 1.0, None, [1, 2], {"a": 1}],
+        ["blue", 2, [2, 1], {"a": 2}],
+    ),
     ("const", {"const": "x\ty"}, ["x\ty"], ["xy", "x y"]),
     ("enum typed", {"type": "string", "enum": ["a", 1]}, ["a"], [1, "b"]),
     # numbers: exact digit automata
     ("minimum", {"type": "integer", "minimum": 10}, [10, 11, 999, 10.0], [9, -10, 0]),
-    ("exclusiveMaximum", {"type": "integer", "exclusiveMaximum": 100}, [99, -5, 0], [100, 101, 1000]),
-    ("decimal range", {"type": "number", "minimum": -1.5, "maximum": 0.25}, [-1.5, -1.49, 0, 0.25, 0.2, -0.0], [-1.51, 0.26, 0.251, 1, -2]),
-    ("exclusive decimals", {"exclusiveMinimum": 0.1, "exclusiveMaximum": 0.3}, [0.2, 0.10001, 0.29999], [0.1, 0.3, 0.0999, 1]),
-    ("positive with exponent", {"type": "number", "exclusiveMinimum": 0}, [1e-05, 3, 0.5, 1e100], [0, -1e-05, -3]),
+    (
+        "exclusiveMaximum",
+        {"type": "integer", "exclusiveMaximum": 100},
+        [99, -5, 0],
+        [100, 101, 1000],
+    ),
+    (
+        "decimal range",
+        {"type": "number", "minimum": -1.5, "maximum": 0.25},
+        [-1.5, -1.49, 0, 0.25, 0.2, -0.0],
+        [-1.51, 0.26, 0.251, 1, -2],
+    ),
+    (
+        "exclusive decimals",
+        {"exclusiveMinimum": 0.1, "exclusiveMaximum": 0.3},
+        [0.2, 0.10001, 0.29999],
+        [0.1, 0.3, 0.0999, 1],
+    ),
+    (
+        "positive with exponent",
+        {"type": "number", "exclusiveMinimum": 0},
+        [1e-05, 3, 0.5, 1e100],
+        [0, -1e-05, -3],
+    ),
     ("multipleOf int", {"type": "integer", "multipleOf": 7}, [0, 7, -14, 700], [1, 8, -13]),
-    ("multipleOf decimal", {"type": "number", "multipleOf": 0.25}, [0.5, 1, 2.75, -0.25], [0.1, 1.3, 0.125]),
-    ("multipleOf with range", {"type": "integer", "multipleOf": 5, "minimum": 12, "maximum": 30}, [15, 20, 30], [10, 12, 31, 35]),
+    (
+        "multipleOf decimal",
+        {"type": "number", "multipleOf": 0.25},
+        [0.5, 1, 2.75, -0.25],
+        [0.1, 1.3, 0.125],
+    ),
+    (
+        "multipleOf with range",
+        {"type": "integer", "multipleOf": 5, "minimum": 12, "maximum": 30},
+        [15, 20, 30],
+        [10, 12, 31, 35],
+    ),
     # strings
-    ("minLength maxLength", {"type": "string", "minLength": 2, "maxLength": 3}, ["ab", "abc", "é😀"], ["a", "abcd", ""]),
-    ("pattern", {"type": "string", "pattern": "^[a-z]+[0-9]$"}, ["ab1", "z9"], ["ab", "1", "Ab1", "ab12"]),
+    (
+        "minLength maxLength",
+        {"type": "string", "minLength": 2, "maxLength": 3},
+        ["ab", "abc", "é😀"],
+        ["a", "abcd", ""],
+    ),
+    (
+        "pattern",
+        {"type": "string", "pattern": "^[a-z]+[0-9]$"},
+        ["ab1", "z9"],
+        ["ab", "1", "Ab1", "ab12"],
+    ),
     ("pattern unanchored", {"type": "string", "pattern": "b+c"}, ["abbcd", "bc"], ["ac", "cb"]),
-    ("pattern with length", {"type": "string", "pattern": "^a", "maxLength": 3}, ["a", "abc"], ["abcd", "ba"]),
-    ("two patterns", {"allOf": [{"pattern": "a"}, {"pattern": "b"}], "type": "string"}, ["ab", "ba", "xaxbx"], ["aa", "bb", ""]),
-    ("format date", {"type": "string", "format": "date"}, ["2024-02-29", "1999-12-31"], ["2024-13-01", "2024-04-31", "24-01-01"]),
-    ("format date-time", {"format": "date-time"}, ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.123+01:00"], ["2024-01-02 03:04", "2024-01-02T25:00:00Z"]),
-    ("format ipv4", {"format": "ipv4"}, ["127.0.0.1", "255.255.255.255"], ["256.0.0.1", "1.2.3", "01.2.3.4"]),
-    ("format ipv6", {"format": "ipv6"}, ["::1", "fe80::1:2", "1:2:3:4:5:6:7:8", "::ffff:1.2.3.4"], ["1:2:3:4:5:6:7:8:9", "12345::", ":::"]),
-    ("format uuid", {"format": "uuid"}, ["123e4567-e89b-12d3-a456-426614174000"], ["123e4567e89b12d3a456426614174000"]),
-    ("format email", {"format": "email"}, ["a.b@example.com", "x+y@host"], ["no-at-sign", "a@@b", "@x.org"]),
-    ("format duration", {"format": "duration"}, ["P1Y2M", "PT5S", "P3W", "P1DT2H"], ["P", "PT", "1Y", "P1S"]),
+    (
+        "pattern with length",
+        {"type": "string", "pattern": "^a", "maxLength": 3},
+        ["a", "abc"],
+        ["abcd", "ba"],
+    ),
+    (
+        "two patterns",
+        {"allOf": [{"pattern": "a"}, {"pattern": "b"}], "type": "string"},
+        ["ab", "ba", "xaxbx"],
+        ["aa", "bb", ""],
+    ),
+    (
+        "format date",
+        {"type": "string", "format": "date"},
+        ["2024-02-29", "1999-12-31"],
+        ["2024-13-01", "2024-04-31", "24-01-01"],
+    ),
+    (
+        "format date-time",
+        {"format": "date-time"},
+        ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.123+01:00"],
+        ["2024-01-02 03:04", "2024-01-02T25:00:00Z"],
+    ),
+    (
+        "format ipv4",
+        {"format": "ipv4"},
+        ["127.0.0.1", "255.255.255.255"],
+        ["256.0.0.1", "1.2.3", "01.2.3.4"],
+    ),
+    (
+        "format ipv6",
+        {"format": "ipv6"},
+        ["::1", "fe80::1:2", "1:2:3:4:5:6:7:8", "::ffff:1.2.3.4"],
+        ["1:2:3:4:5:6:7:8:9", "12345::", ":::"],
+    ),
+    (
+        "format uuid",
+        {"format": "uuid"},
+        ["123e4567-e89b-12d3-a456-426614174000"],
+        ["123e4567e89b12d3a456426614174000"],
+    ),
+    (
+        "format email",
+        {"format": "email"},
+        ["a.b@example.com", "x+y@host"],
+        ["no-at-sign", "a@@b", "@x.org"],
+    ),
+    (
+        "format duration",
+        {"format": "duration"},
+        ["P1Y2M", "PT5S", "P3W", "P1DT2H"],
+        ["P", "PT", "1Y", "P1S"],
+    ),
     ("format hostname", {"format": "hostname"}, ["example.com", "a-b.c"], ["-a.com", "a..b"]),
     ("format json-pointer", {"format": "json-pointer"}, ["", "/a/b", "/~0~1"], ["a", "/~2"]),
     ("unknown format", {"format": "x-custom"}, ["anything"], []),
     # objects
-    ("properties", {"properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}, [{}, {"a": 1}, {"b": "x"}, {"a": 1, "b": "x"}, {"a": 1, "c": None}], [{"a": "x"}, {"b": 2}]),
-    ("required", {"properties": {"a": {}, "b": {}}, "required": ["b"]}, [{"b": 1}, {"a": 1, "b": 2}], [{}, {"a": 1}]),
-    ("required without properties", {"required": ["x", "y"]}, [{"x": 1, "y": 2}, {"y": 1, "x": 2, "z": 3}], [{"x": 1}]),
-    ("additionalProperties false", {"properties": {"a": {}}, "additionalProperties": False}, [{}, {"a": 1}], [{"b": 1}, {"a": 1, "b": 2}]),
-    ("additionalProperties schema", {"properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "integer"}}, [{"a": "x", "b": 1}, {"c": 2}], [{"b": "x"}, {"a": 1}]),
-    ("declared key never additional", {"properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "integer"}}, [{"ab": 1}], [{"a": 1}]),
-    ("patternProperties", {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False}, [{"x-a": 1}, {}], [{"x-a": "s"}, {"y": 1}]),
-    ("patternProperties overlap", {"patternProperties": {"a": {"type": "integer"}, "b": {"minimum": 5}}}, [{"ab": 6}, {"a": 1}, {"b": 9.5}], [{"ab": 4}, {"ab": 6.5}, {"b": 1}]),
+    (
+        "properties",
+        {"properties": {"a": {"type": "integer"}, "b": {"type": "string"}}},
+        [{}, {"a": 1}, {"b": "x"}, {"a": 1, "b": "x"}, {"a": 1, "c": None}],
+        [{"a": "x"}, {"b": 2}],
+    ),
+    (
+        "required",
+        {"properties": {"a": {}, "b": {}}, "required": ["b"]},
+        [{"b": 1}, {"a": 1, "b": 2}],
+        [{}, {"a": 1}],
+    ),
+    (
+        "required without properties",
+        {"required": ["x", "y"]},
+        [{"x": 1, "y": 2}, {"y": 1, "x": 2, "z": 3}],
+        [{"x": 1}],
+    ),
+    (
+        "additionalProperties false",
+        {"properties": {"a": {}}, "additionalProperties": False},
+        [{}, {"a": 1}],
+        [{"b": 1}, {"a": 1, "b": 2}],
+    ),
+    (
+        "additionalProperties schema",
+        {"properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "integer"}},
+        [{"a": "x", "b": 1}, {"c": 2}],
+        [{"b": "x"}, {"a": 1}],
+    ),
+    (
+        "declared key never additional",
+        {"properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "integer"}},
+        [{"ab": 1}],
+        [{"a": 1}],
+    ),
+    (
+        "patternProperties",
+        {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+        [{"x-a": 1}, {}],
+        [{"x-a": "s"}, {"y": 1}],
+    ),
+    (
+        "patternProperties overlap",
+        {"patternProperties": {"a": {"type": "integer"}, "b": {"minimum": 5}}},
+        [{"ab": 6}, {"a": 1}, {"b": 9.5}],
+        [{"ab": 4}, {"ab": 6.5}, {"b": 1}],
+    ),
     ("propertyNames", {"propertyNames": {"maxLength": 2}}, [{"ab": 1}, {}], [{"abc": 1}]),
-    ("propertyNames pattern", {"propertyNames": {"pattern": "^[a-z]+$"}, "properties": {"A": {}}}, [{"ab": 1}], [{"A": 1}, {"a1": 2}]),
-    ("min/maxProperties", {"minProperties": 1, "maxProperties": 2}, [{"a": 1}, {"a": 1, "b": 2}], [{}, {"a": 1, "b": 2, "c": 3}]),
-    ("dependentRequired", {"dependentRequired": {"a": ["b"]}}, [{}, {"b": 1}, {"a": 1, "b": 2}, {"b": 1, "a": 2}], [{"a": 1}]),
-    ("dependentSchemas", {"properties": {"a": {}}, "dependentSchemas": {"a": {"required": ["c"]}}}, [{"c": 1}, {"a": 1, "c": 2}], [{"a": 1}]),
-    ("dependencies draft 7", {"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": ["b"], "c": {"required": ["d"]}}}, [{"a": 1, "b": 2}, {"c": 1, "d": 2}], [{"a": 1}, {"c": 1}]),
-    ("escaped key", {"properties": {'q"k\\': {"type": "integer"}}, "additionalProperties": False}, [{'q"k\\': 1}], [{'q"k\\': "x"}]),
+    (
+        "propertyNames pattern",
+        {"propertyNames": {"pattern": "^[a-z]+$"}, "properties": {"A": {}}},
+        [{"ab": 1}],
+        [{"A": 1}, {"a1": 2}],
+    ),
+    (
+        "min/maxProperties",
+        {"minProperties": 1, "maxProperties": 2},
+        [{"a": 1}, {"a": 1, "b": 2}],
+        [{}, {"a": 1, "b": 2, "c": 3}],
+    ),
+    (
+        "dependentRequired",
+        {"dependentRequired": {"a": ["b"]}},
+        [{}, {"b": 1}, {"a": 1, "b": 2}, {"b": 1, "a": 2}],
+        [{"a": 1}],
+    ),
+    (
+        "dependentSchemas",
+        {"properties": {"a": {}}, "dependentSchemas": {"a": {"required": ["c"]}}},
+        [{"c": 1}, {"a": 1, "c": 2}],
+        [{"a": 1}],
+    ),
+    (
+        "dependencies draft 7",
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "dependencies": {"a": ["b"], "c": {"required": ["d"]}},
+        },
+        [{"a": 1, "b": 2}, {"c": 1, "d": 2}],
+        [{"a": 1}, {"c": 1}],
+    ),
+    (
+        "escaped key",
+        {"properties": {'q"k\\': {"type": "integer"}}, "additionalProperties": False},
+        [{'q"k\\': 1}],
+        [{'q"k\\': "x"}],
+    ),
     # arrays
-    ("items", {"type": "array", "items": {"type": "integer"}}, [[], [1], [1, 2, 3]], [["a"], [1, "a"]]),
-    ("min/maxItems", {"items": {"type": "integer"}, "minItems": 1, "maxItems": 2}, [[1], [1, 2]], [[], [1, 2, 3]]),
-    ("prefixItems", {"prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False}, [[], [1], [1, "a"]], [["a"], [1, 2], [1, "a", 3]]),
-    ("items array draft 7", {"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "integer"}], "additionalItems": {"type": "string"}}, [[1, "a", "b"], [1]], [[1, 2], ["a"]]),
+    (
+        "items",
+        {"type": "array", "items": {"type": "integer"}},
+        [[], [1], [1, 2, 3]],
+        [["a"], [1, "a"]],
+    ),
+    (
+        "min/maxItems",
+        {"items": {"type": "integer"}, "minItems": 1, "maxItems": 2},
+        [[1], [1, 2]],
+        [[], [1, 2, 3]],
+    ),
+    (
+        "prefixItems",
+        {"prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
+        [[], [1], [1, "a"]],
+        [["a"], [1, 2], [1, "a", 3]],
+    ),
+    (
+        "items array draft 7",
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "items": [{"type": "integer"}],
+            "additionalItems": {"type": "string"},
+        },
+        [[1, "a", "b"], [1]],
+        [[1, 2], ["a"]],
+    ),
     ("contains", {"contains": {"type": "string"}}, [["a"], [1, "a"], ["a", "b"]], [[], [1, 2]]),
-    ("min/maxContains", {"contains": {"const": 1}, "minContains": 2, "maxContains": 3}, [[1, 1], [1, 2, 1, 1]], [[1], [1, 1, 1, 1], [2]]),
-    ("uniqueItems enum", {"items": {"enum": ["a", "b", "c"]}, "uniqueItems": True}, [[], ["a", "c"], ["c", "b", "a"]], [["a", "a"], ["a", "b", "a"]]),
-    ("uniqueItems booleans", {"items": {"type": "boolean"}, "uniqueItems": True}, [[True, False]], [[True, True], [False, True, False]]),
+    (
+        "min/maxContains",
+        {"contains": {"const": 1}, "minContains": 2, "maxContains": 3},
+        [[1, 1], [1, 2, 1, 1]],
+        [[1], [1, 1, 1, 1], [2]],
+    ),
+    (
+        "uniqueItems enum",
+        {"items": {"enum": ["a", "b", "c"]}, "uniqueItems": True},
+        [[], ["a", "c"], ["c", "b", "a"]],
+        [["a", "a"], ["a", "b", "a"]],
+    ),
+    (
+        "uniqueItems booleans",
+        {"items": {"type": "boolean"}, "uniqueItems": True},
+        [[True, False]],
+        [[True, True], [False, True, False]],
+    ),
     # combinators
-    ("anyOf", {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}, [1, "a"], ["ab", None]),
+    (
+        "anyOf",
+        {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]},
+        [1, "a"],
+        ["ab", None],
+    ),
     ("oneOf disjoint", {"oneOf": [{"type": "integer"}, {"type": "string"}]}, [1, "a"], [None]),
-    ("oneOf overlapping made exact", {"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 2.5, -3], [3, 2]),
-    ("oneOf discriminator", {"oneOf": [{"properties": {"k": {"const": "a"}, "x": {"type": "integer"}}, "required": ["k"]}, {"properties": {"k": {"const": "b"}}, "required": ["k"]}]}, [{"k": "a", "x": 1}, {"k": "b"}], [{"k": "c"}, {"k": "a", "x": "s"}]),
-    ("allOf merge", {"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]}, {"properties": {"a": {"minimum": 3}}}]}, [{"a": 3}], [{"a": 2}, {}]),
-    ("allOf with additionalProperties", {"allOf": [{"properties": {"a": {}}, "additionalProperties": False}, {"properties": {"b": {}}}]}, [{"a": 1}, {}], [{"b": 1}]),
+    (
+        "oneOf overlapping made exact",
+        {"oneOf": [{"type": "integer"}, {"minimum": 2}]},
+        [1, 2.5, -3],
+        [3, 2],
+    ),
+    (
+        "oneOf discriminator",
+        {
+            "oneOf": [
+                {"properties": {"k": {"const": "a"}, "x": {"type": "integer"}}, "required": ["k"]},
+                {"properties": {"k": {"const": "b"}}, "required": ["k"]},
+            ]
+        },
+        [{"k": "a", "x": 1}, {"k": "b"}],
+        [{"k": "c"}, {"k": "a", "x": "s"}],
+    ),
+    (
+        "allOf merge",
+        {
+            "allOf": [
+                {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"properties": {"a": {"minimum": 3}}},
+            ]
+        },
+        [{"a": 3}],
+        [{"a": 2}, {}],
+    ),
+    (
+        "allOf with additionalProperties",
+        {
+            "allOf": [
+                {"properties": {"a": {}}, "additionalProperties": False},
+                {"properties": {"b": {}}},
+            ]
+        },
+        [{"a": 1}, {}],
+        [{"b": 1}],
+    ),
     ("not type", {"not": {"type": "string"}}, [1, None, []], ["a"]),
     ("not integer", {"not": {"type": "integer"}}, [1.5, "a"], [1, -3]),
     ("not enum", {"type": "string", "not": {"enum": ["a", "b"]}}, ["c", "ab", ""], ["a", "b"]),
     ("not const number", {"type": "integer", "not": {"const": 0}}, [1, -1, 10], [0]),
     ("not required", {"type": "object", "not": {"required": ["a"]}}, [{}, {"b": 1}], [{"a": 1}]),
-    ("if then else", {"if": {"properties": {"k": {"const": "n"}}, "required": ["k"]}, "then": {"properties": {"v": {"type": "integer"}}}, "else": {"properties": {"v": {"type": "string"}}}}, [{"k": "n", "v": 1}, {"k": "s", "v": "x"}, {"v": "x"}], [{"k": "n", "v": "x"}, {"k": "s", "v": 1}]),
+    (
+        "if then else",
+        {
+            "if": {"properties": {"k": {"const": "n"}}, "required": ["k"]},
+            "then": {"properties": {"v": {"type": "integer"}}},
+            "else": {"properties": {"v": {"type": "string"}}},
+        },
+        [{"k": "n", "v": 1}, {"k": "s", "v": "x"}, {"v": "x"}],
+        [{"k": "n", "v": "x"}, {"k": "s", "v": 1}],
+    ),
     ("if without else", {"if": {"minimum": 10}, "then": {"multipleOf": 2}}, [12, 3, 5], [11]),
     # references
-    ("$ref defs", {"$defs": {"pos": {"type": "integer", "minimum": 1}}, "properties": {"a": {"$ref": "#/$defs/pos"}}}, [{"a": 1}], [{"a": 0}]),
-    ("$ref definitions draft 7", {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}}, "items": {"$ref": "#/definitions/s"}}, [["a"]], [[1]]),
-    ("$ref escaped pointer", {"$defs": {"a/b": {"type": "integer"}, "c~d": {"type": "string"}, "e%f": {"type": "null"}}, "prefixItems": [{"$ref": "#/$defs/a~1b"}, {"$ref": "#/$defs/c~0d"}, {"$ref": "#/$defs/e%25f"}]}, [[1, "x", None]], [["x"], [1, 2], [1, "x", 3]]),
-    ("$anchor", {"$defs": {"x": {"$anchor": "item", "type": "boolean"}}, "items": {"$ref": "#item"}}, [[True]], [[1]]),
-    ("$id relative", {"$id": "http://example.com/root.json", "$defs": {"b": {"$id": "b.json", "type": "integer"}}, "items": {"$ref": "b.json"}}, [[1]], [["x"]]),
-    ("recursion", {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}}, "additionalProperties": False}}, "$ref": "#/$defs/node"}, [{}, {"next": {"next": {"v": 1}}}], [{"next": {"v": "x"}}, {"next": 1}]),
-    ("$ref with siblings 2020", {"$defs": {"i": {"type": "integer"}}, "$ref": "#/$defs/i", "minimum": 5}, [5, 6], [4, "x"]),
-    ("$ref siblings ignored draft 7", {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"i": {"type": "integer"}}, "allOf": [{"$ref": "#/definitions/i", "minimum": 5}]}, [4], ["x"]),
-    ("draft 4 exclusiveMinimum", {"$schema": "http://json-schema.org/draft-04/schema#", "minimum": 5, "exclusiveMinimum": True}, [6, 5.5], [5]),
-    ("unevaluatedProperties", {"allOf": [{"properties": {"a": {}}}], "properties": {"b": {}}, "unevaluatedProperties": False}, [{"a": 1, "b": 2}, {}], [{"c": 1}]),
-    ("unevaluatedItems", {"prefixItems": [{"type": "integer"}], "unevaluatedItems": False}, [[1], []], [[1, 2]]),
+    (
+        "$ref defs",
+        {
+            "$defs": {"pos": {"type": "integer", "minimum": 1}},
+            "properties": {"a": {"$ref": "#/$defs/pos"}},
+        },
+        [{"a": 1}],
+        [{"a": 0}],
+    ),
+    (
+        "$ref definitions draft 7",
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": {"s": {"type": "string"}},
+            "items": {"$ref": "#/definitions/s"},
+        },
+        [["a"]],
+        [[1]],
+    ),
+    (
+        "$ref escaped pointer",
+        {
+            "$defs": {
+                "a/b": {"type": "integer"},
+                "c~d": {"type": "string"},
+                "e%f": {"type": "null"},
+            },
+            "prefixItems": [
+                {"$ref": "#/$defs/a~1b"},
+                {"$ref": "#/$defs/c~0d"},
+                {"$ref": "#/$defs/e%25f"},
+            ],
+        },
+        [[1, "x", None]],
+        [["x"], [1, 2], [1, "x", 3]],
+    ),
+    (
+        "$anchor",
+        {"$defs": {"x": {"$anchor": "item", "type": "boolean"}}, "items": {"$ref": "#item"}},
+        [[True]],
+        [[1]],
+    ),
+    (
+        "$id relative",
+        {
+            "$id": "http://example.com/root.json",
+            "$defs": {"b": {"$id": "b.json", "type": "integer"}},
+            "items": {"$ref": "b.json"},
+        },
+        [[1]],
+        [["x"]],
+    ),
+    (
+        "recursion",
+        {
+            "$defs": {
+                "node": {
+                    "type": "object",
+                    "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}},
+                    "additionalProperties": False,
+                }
+            },
+            "$ref": "#/$defs/node",
+        },
+        [{}, {"next": {"next": {"v": 1}}}],
+        [{"next": {"v": "x"}}, {"next": 1}],
+    ),
+    (
+        "$ref with siblings 2020",
+        {"$defs": {"i": {"type": "integer"}}, "$ref": "#/$defs/i", "minimum": 5},
+        [5, 6],
+        [4, "x"],
+    ),
+    (
+        "$ref siblings ignored draft 7",
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": {"i": {"type": "integer"}},
+            "allOf": [{"$ref": "#/definitions/i", "minimum": 5}],
+        },
+        [4],
+        ["x"],
+    ),
+    (
+        "draft 4 exclusiveMinimum",
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "minimum": 5,
+            "exclusiveMinimum": True,
+        },
+        [6, 5.5],
+        [5],
+    ),
+    (
+        "unevaluatedProperties",
+        {
+            "allOf": [{"properties": {"a": {}}}],
+            "properties": {"b": {}},
+            "unevaluatedProperties": False,
+        },
+        [{"a": 1, "b": 2}, {}],
+        [{"c": 1}],
+    ),
+    (
+        "unevaluatedItems",
+        {"prefixItems": [{"type": "integer"}], "unevaluatedItems": False},
+        [[1], []],
+        [[1, 2]],
+    ),
     ("false property", {"properties": {"a": False}}, [{}, {"b": 1}], [{"a": 1}]),
     ("false schema", False, [], [None, 1, {}]),
 ]
@@ -124,7 +473,11 @@ def test_keyword_membership(name: str, schema: Any, valid: list[Any], invalid: l
 def test_schema_order_and_optional_properties_are_linear() -> None:
     """Many optional properties: rules grow linearly, every subsequence in order is accepted."""
     names = [f"p{i}" for i in range(30)]
-    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names}, "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "integer"} for n in names},
+        "additionalProperties": False,
+    }
     ir = json_schema_grammar(schema)
     assert len(ir.rules) < 200
     grammar = Grammar(ir)

@@ -15,13 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gramkiln.frontend.json_schema import JsonSchemaOptions
 
 from gramkiln import Grammar
 from gramkiln.errors import GrammarError
-from gramkiln.frontend.json_schema import JsonSchemaOptions
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-SUITE_FILES = ("type", "enum", "required", "properties", "items", "minimum", "oneOf", "ref", "anyOf")
+SUITE_FILES = (
+    "type",
+    "enum",
+    "required",
+    "properties",
+    "items",
+    "minimum",
+    "oneOf",
+    "ref",
+    "anyOf",
+)
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared data folder not found at {DATA}")
 
 
@@ -35,7 +45,9 @@ def _maskbench(split: str, count: int) -> list[tuple[str, Any, list[tuple[Any, b
     return cases
 
 
-def _check(schema: Any, tests: list[tuple[Any, bool]], options: JsonSchemaOptions) -> tuple[int, int]:
+def _check(
+    schema: Any, tests: list[tuple[Any, bool]], options: JsonSchemaOptions
+) -> tuple[int, int]:
     """(false negatives, false positives) for one schema; unsupported counts as none."""
     try:
         with warnings.catch_warnings():
@@ -55,7 +67,9 @@ def _check(schema: Any, tests: list[tuple[Any, bool]], options: JsonSchemaOption
 
 
 @needs_data
-@pytest.mark.parametrize("split, count", [("Github_trivial", 12), ("Glaiveai2K", 8), ("Kubernetes", 4)])
+@pytest.mark.parametrize(
+    "split, count", [("Github_trivial", 12), ("Glaiveai2K", 8), ("Kubernetes", 4)]
+)
 def test_maskbench_sample_has_no_false_negatives(split: str, count: int) -> None:
     for name, schema, tests in _maskbench(split, count):
         false_negatives, _ = _check(schema, tests, JsonSchemaOptions())
@@ -65,7 +79,9 @@ def test_maskbench_sample_has_no_false_negatives(split: str, count: int) -> None
 @needs_data
 @pytest.mark.parametrize("stem", SUITE_FILES)
 def test_suite_sample_is_exact(stem: str) -> None:
-    groups = json.loads((DATA / "json-schema-test-suite" / "tests" / "draft2020-12" / f"{stem}.json").read_text())
+    groups = json.loads(
+        (DATA / "json-schema-test-suite" / "tests" / "draft2020-12" / f"{stem}.json").read_text()
+    )
     options = JsonSchemaOptions(property_order="any", formats="annotate")
     for group in groups:
         tests = [(t["data"], bool(t["valid"])) for t in group["tests"]]

@@ -6,10 +6,10 @@ import json
 import warnings
 
 import pytest
+from gramkiln.frontend.json_schema import JsonSchemaOptions, json_schema_grammar
 
 from gramkiln import Grammar
 from gramkiln.errors import GrammarError
-from gramkiln.frontend.json_schema import JsonSchemaOptions, json_schema_grammar
 
 OBJECT = {
     "type": "object",
@@ -145,7 +145,13 @@ def test_invalid_json_text_is_located() -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"item_separator": ";"}, {"key_separator": "="}, {"indent": -1}, {"nope": True}, {"max_whitespace": -2}],
+    [
+        {"item_separator": ";"},
+        {"key_separator": "="},
+        {"indent": -1},
+        {"nope": True},
+        {"max_whitespace": -2},
+    ],
 )
 def test_bad_options_are_errors(options: dict[str, object]) -> None:
     with pytest.raises(GrammarError, match="invalid options"):

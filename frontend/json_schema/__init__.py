@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gramkiln.errors import GrammarError
+from gramkiln.frontend.json_schema.compiler import LANGUAGE, Compiler
+from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.ir import GrammarIR
 
-from .compiler import LANGUAGE, Compiler
-from .options import JsonSchemaOptions
+from gramkiln.errors import GrammarError
 
 __all__ = ["JsonSchemaOptions", "json_schema_grammar"]
 

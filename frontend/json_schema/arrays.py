@@ -10,21 +10,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gramkiln.frontend.json_schema.combinators import NotNegatable, canonical, negate, type_set
+from gramkiln.frontend.json_schema.exprs import NEVER, choice, is_never, lit, repeat, seq
+from gramkiln.frontend.json_schema.values import value_expr, value_may_satisfy
 from gramkiln.ir import Expr
 
-from .combinators import NotNegatable, canonical, negate, type_set
-from .exprs import NEVER, choice, is_never, lit, repeat, seq
-from .values import value_expr, value_may_satisfy
-
 if TYPE_CHECKING:
-    from .compiler import Compiler
+    from gramkiln.frontend.json_schema.compiler import Compiler
 
 MAX_UNIQUE_DOMAIN = 8
 
 
-def array_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
+def array_expr(
+    compiler: Compiler, flat: dict[str, Any], pointer: str, base: str, depth: int
+) -> Expr:
     """The expression for arrays valid against a flat schema."""
-    from .compiler import Unsupported
+    from gramkiln.frontend.json_schema.compiler import Unsupported
 
     layout = compiler.layout
     prefix = list(flat.get("prefixItems") or [])
@@ -77,8 +78,16 @@ def array_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: str
         empty = layout.close_empty("]", depth) if min_items == 0 else NEVER
         if is_never(item):
             return seq(lit("["), empty)
-        rest = repeat(seq(layout.item_separator(depth), item), max(min_items - 1, 0), None if max_items is None else max_items - 1)
-        nonempty = NEVER if max_items == 0 else seq(layout.open_first(depth), item, rest, layout.close_nonempty("]", depth))
+        rest = repeat(
+            seq(layout.item_separator(depth), item),
+            max(min_items - 1, 0),
+            None if max_items is None else max_items - 1,
+        )
+        nonempty = (
+            NEVER
+            if max_items == 0
+            else seq(layout.open_first(depth), item, rest, layout.close_nonempty("]", depth))
+        )
         return seq(lit("["), choice(empty, nonempty))
 
     # Item variants per position: (expression, counts towards contains?, fixed value or None)
@@ -92,17 +101,23 @@ def array_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: str
         out: list[tuple[Expr, bool, str | None]] = []
         if unique:
             for value in domains[key]:
-                matches = contains is not None and _value_matches(compiler, value, contains, pointer, base)
+                matches = contains is not None and _value_matches(
+                    compiler, value, contains, pointer, base
+                )
                 out.append((value_expr(value, layout, depth + 1), matches, canonical(value)))
         elif contains is None:
             out.append((ref(schema, index), False, None))
         else:
-            schema_flat = schema if isinstance(schema, bool) else compiler.flatten(schema, pointer, base, 0)
+            schema_flat = (
+                schema if isinstance(schema, bool) else compiler.flatten(schema, pointer, base, 0)
+            )
             contains_flat = compiler.flatten(contains, f"{pointer}/contains", base, 0)
             both = compiler.merge_at(_as_flat(schema_flat), contains_flat, pointer)
             out.append((compiler.branch(both, f"{pointer}/contains", base, depth + 1), True, None))
             try:
-                negated = negate(compiler.flatten_for_negation(contains, f"{pointer}/contains", base))
+                negated = negate(
+                    compiler.flatten_for_negation(contains, f"{pointer}/contains", base)
+                )
             except NotNegatable as exc:
                 compiler.unsupported(pointer, ["contains"], str(exc))
                 negated = [True]
@@ -110,7 +125,9 @@ def array_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: str
                 if alternative is False:
                     continue
                 other = compiler.merge_at(_as_flat(schema_flat), alternative, pointer)
-                out.append((compiler.branch(other, f"{pointer}/items", base, depth + 1), False, None))
+                out.append(
+                    (compiler.branch(other, f"{pointer}/items", base, depth + 1), False, None)
+                )
         variants_cache[key] = out
         return out
 
@@ -159,8 +176,12 @@ def _value_matches(compiler: Compiler, value: Any, schema: Any, pointer: str, ba
         return schema
     flat = compiler.flatten(schema, pointer, base, 0)
     if "enum" in flat:
-        return canonical(value) in {canonical(v) for v in flat["enum"]} and value_may_satisfy(value, flat)
-    return value_may_satisfy(value, flat) and not any(k.startswith("__") and k != "__exclude" for k in flat)
+        return canonical(value) in {canonical(v) for v in flat["enum"]} and value_may_satisfy(
+            value, flat
+        )
+    return value_may_satisfy(value, flat) and not any(
+        k.startswith("__") and k != "__exclude" for k in flat
+    )
 
 
 def finite_domain(compiler: Compiler, schema: Any, pointer: str, base: str) -> list[Any] | None:

@@ -152,7 +152,7 @@ def _partition(triples: list[tuple[int, int, int]]) -> list[tuple[int, int, froz
         points.add(hi + 1)
     bounds = sorted(points)
     pieces: list[tuple[int, int, frozenset[int]]] = []
-    for lo, nxt in zip(bounds, bounds[1:]):
+    for lo, nxt in zip(bounds, bounds[1:], strict=False):
         targets = frozenset(t for a, b, t in triples if a <= lo and nxt - 1 <= b)
         if targets:
             if pieces and pieces[-1][2] == targets and pieces[-1][1] == lo - 1:
@@ -268,7 +268,7 @@ def intersect(left: Dfa, right: Dfa) -> Dfa:
     accepting = {
         i for i, (a, b) in enumerate(order) if a in left.accepting and b in right.accepting
     }
-    return minimize(trim(Dfa(edges=edges, accepting=accepting)))
+    return trim(Dfa(edges=edges, accepting=accepting))
 
 
 def complement(dfa: Dfa, universe: Ranges = ((0, MAX_CODEPOINT),)) -> Dfa:
@@ -281,7 +281,7 @@ def complement(dfa: Dfa, universe: Ranges = ((0, MAX_CODEPOINT),)) -> Dfa:
         out = [(lo, hi, t) for lo, hi, t in state_edges] + [(lo, hi, dead) for lo, hi in missing]
         edges.append(_merge_adjacent(out))
     accepting = {s for s in range(dfa.size + 1) if s not in dfa.accepting}
-    return minimize(trim(Dfa(edges=edges, accepting=accepting, start=dfa.start)))
+    return trim(Dfa(edges=edges, accepting=accepting, start=dfa.start))
 
 
 def _subtract(base: Ranges, removed: Ranges) -> list[tuple[int, int]]:

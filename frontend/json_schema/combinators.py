@@ -151,7 +151,15 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         out["__non_integer"] = True
     if a.get("uniqueItems") or b.get("uniqueItems"):
         out["uniqueItems"] = True
-    for keyword in ("__patterns", "__formats", "__not", "__groups", "__conds", "__exclude", "__shadow"):
+    for keyword in (
+        "__patterns",
+        "__formats",
+        "__not",
+        "__groups",
+        "__conds",
+        "__exclude",
+        "__shadow",
+    ):
         combined = list(a.get(keyword, ())) + list(b.get(keyword, ()))
         if combined:
             out[keyword] = combined
@@ -190,7 +198,7 @@ def _all_of(*schemas: Any) -> Any:
 
 def _pattern_matches(pattern: str, key: str) -> bool:
     """Whether a JSON Schema pattern matches a fixed key (exact, via the regex front end)."""
-    from .keys import pattern_matches
+    from gramkiln.frontend.json_schema.keys import pattern_matches
 
     return pattern_matches(pattern, key)
 
@@ -315,7 +323,9 @@ def negate(schema: Any) -> list[Any]:
     if types is not None:
         # "number" is excluded only when integers are excluded too (a non-integral number
         # is covered by the "__non_integer" alternative below).
-        excluded = [t for t in ALL_TYPES if t not in types and not (t == "number" and "integer" in types)]
+        excluded = [
+            t for t in ALL_TYPES if t not in types and not (t == "number" and "integer" in types)
+        ]
         alternatives: list[Any] = []
         if excluded:
             alternatives.append({"type": excluded})

@@ -13,14 +13,10 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Callable, Hashable
-from decimal import Decimal
 from typing import Any
 
-from gramkiln.errors import GrammarError
-from gramkiln.ir import CharClass, Expr, GrammarIR, Ref, Rule
-
-from . import arrays, objects
-from .automaton import (
+from gramkiln.frontend.json_schema import arrays, objects
+from gramkiln.frontend.json_schema.automaton import (
     AutomatonTooLarge,
     Dfa,
     complement,
@@ -31,7 +27,7 @@ from .automaton import (
     length_dfa,
     only_self_loops,
 )
-from .combinators import (
+from gramkiln.frontend.json_schema.combinators import (
     NotNegatable,
     Unmergeable,
     canonical,
@@ -40,24 +36,40 @@ from .combinators import (
     provably_disjoint,
     type_set,
 )
-from .drafts import ANNOTATIONS, CONSTRAINTS, detect_draft, normalize
-from .exprs import NEVER, choice, char_class, is_never, lit, repeat, seq
-from .formats import FORMAT_PATTERNS, format_expr
-from .keys import word_set_dfa
-from .layout import Layout
-from .numbers import Bound, NumberSpec, NumberSpecError, number_dfa, plain_number_expr, to_decimal
-from .options import JsonSchemaOptions
-from .refs import DEFAULT_BASE, RefError, RefIndex
-from .strings import any_encoded_char, encode_expr, encoded_char
-from .values import value_expr, value_may_satisfy
+from gramkiln.frontend.json_schema.drafts import ANNOTATIONS, CONSTRAINTS, detect_draft, normalize
+from gramkiln.frontend.json_schema.exprs import (
+    NEVER,
+    choice,
+    is_never,
+    lit,
+    repeat,
+    seq,
+)
+from gramkiln.frontend.json_schema.formats import FORMAT_PATTERNS, format_expr
+from gramkiln.frontend.json_schema.keys import word_set_dfa
+from gramkiln.frontend.json_schema.layout import Layout
+from gramkiln.frontend.json_schema.numbers import (
+    Bound,
+    NumberSpec,
+    NumberSpecError,
+    number_dfa,
+    plain_number_expr,
+    to_decimal,
+)
+from gramkiln.frontend.json_schema.options import JsonSchemaOptions
+from gramkiln.frontend.json_schema.refs import DEFAULT_BASE, RefError, RefIndex
+from gramkiln.frontend.json_schema.strings import any_encoded_char, encode_expr, encoded_char
+from gramkiln.frontend.json_schema.values import value_expr, value_may_satisfy
+from gramkiln.ir import CharClass, Expr, GrammarIR, Ref, Rule
+
+from gramkiln.errors import GrammarError
 
 LANGUAGE = "JSON Schema"
 MAX_FLATTEN_DEPTH = 64
 MAX_BRANCHES = 128
 MAX_CHAIN_STATES = 4096
-SUPPORTED_UNEVALUATED = ()
+MAX_TERMINAL_STATES = 256
 TYPE_ORDER = ("null", "boolean", "integer", "number", "string", "array", "object")
-ALL_VALUE_TYPES = ("null", "boolean", "number", "string", "array", "object")
 
 
 class Unsupported(Exception):
@@ -122,7 +134,9 @@ class Compiler:
         self.rules[name] = Rule(name=name, body=body, terminal=terminal)
         return Ref(name=name)
 
-    def shared_rule(self, key: Hashable, hint: str, build: Callable[[], Expr], terminal: bool = False) -> Expr:
+    def shared_rule(
+        self, key: Hashable, hint: str, build: Callable[[], Expr], terminal: bool = False
+    ) -> Expr:
         """A rule built once per key (a reference to it, reserved before building)."""
         name = self.rule_for_key.get(key)
         if name is not None:
@@ -164,7 +178,9 @@ class Compiler:
             self.add_rule(names[state], choice(*alternatives))
         return Ref(name=names[start])
 
-    def emit_dfa(self, dfa: Dfa, hint: str, edge: Callable[[tuple[tuple[int, int], ...]], Expr]) -> Expr:
+    def emit_dfa(
+        self, dfa: Dfa, hint: str, edge: Callable[[tuple[tuple[int, int], ...]], Expr]
+    ) -> Expr:
         """Rules for an automaton, with ``edge`` turning a range label into an expression.
 
         Automata whose only cycles are self-loops become terminal rules (a self-loop is a
@@ -172,7 +188,9 @@ class Compiler:
         """
         if not dfa.accepting:
             return NEVER
-        terminal = only_self_loops(dfa)
+        # Long terminal chains would make every consumer recurse once per state, so large
+        # automata become ordinary (right-linear) rules.
+        terminal = dfa.size <= MAX_TERMINAL_STATES and only_self_loops(dfa)
         names = [self.new_name(hint) for _ in range(dfa.size)]
         for state in range(dfa.size):
             grouped = group_edges(dfa.edges[state])
@@ -206,7 +224,9 @@ class Compiler:
         else:
             key = ("synthetic", canonical(_strip_internal(schema)), base, depth_key)
         self.keepalive.append(schema)
-        return self.shared_rule(key, pointer, lambda: self.schema_body(schema, pointer, base, depth_key))
+        return self.shared_rule(
+            key, pointer, lambda: self.schema_body(schema, pointer, base, depth_key)
+        )
 
     def schema_body(self, schema: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
         """The expression for one schema object."""
@@ -245,7 +265,20 @@ class Compiler:
         self._check_keywords(s, pointer)
         flat: dict[str, Any] = {}
         for key, value in s.items():
-            if key in ("allOf", "$ref", "anyOf", "oneOf", "not", "if", "then", "else", "pattern", "format", "const", "$dynamicRef"):
+            if key in (
+                "allOf",
+                "$ref",
+                "anyOf",
+                "oneOf",
+                "not",
+                "if",
+                "then",
+                "else",
+                "pattern",
+                "format",
+                "const",
+                "$dynamicRef",
+            ):
                 continue
             if key in CONSTRAINTS or key in ("__non_integer", "__exclude", "__shadow", "__false"):
                 # (internal keywords appear in schemas synthesized by negation)
@@ -256,7 +289,11 @@ class Compiler:
                 flat = merge(flat, {"enum": list(s["enum"])})
         if isinstance(s.get("pattern"), str):
             flat["__patterns"] = [(s["pattern"], pointer)]
-        if self.options.formats == "assert" and isinstance(s.get("format"), str) and s["format"] in FORMAT_PATTERNS:
+        if (
+            self.options.formats == "assert"
+            and isinstance(s.get("format"), str)
+            and s["format"] in FORMAT_PATTERNS
+        ):
             flat["__formats"] = [(s["format"], pointer)]
         groups = []
         for kind in ("anyOf", "oneOf"):
@@ -279,11 +316,15 @@ class Compiler:
                 target, target_base, location = self.resolve(ref, base, pointer)
                 applied = merge(applied, self.flatten(target, location, target_base, level + 1))
             for index, sub in enumerate(s.get("allOf") or ()):
-                applied = merge(applied, self.flatten(sub, f"{pointer}/allOf/{index}", base, level + 1))
+                applied = merge(
+                    applied, self.flatten(sub, f"{pointer}/allOf/{index}", base, level + 1)
+                )
             # Property order follows the document: applicators written before "properties"
             # contribute their properties first.
             keys = list(s)
-            first_applicator = min(keys.index(k) for k in ("$ref", "$dynamicRef", "allOf") if k in s)
+            first_applicator = min(
+                keys.index(k) for k in ("$ref", "$dynamicRef", "allOf") if k in s
+            )
             own_properties = keys.index("properties") if "properties" in s else len(keys)
             if first_applicator < own_properties:
                 return merge(applied, flat)
@@ -330,7 +371,12 @@ class Compiler:
             except NotNegatable as exc:
                 self.unsupported(location, ["not"], str(exc))
                 return self.branch(rest, pointer, base, depth)
-            return choice(*(self.branch(self.merge_at(rest, alt, location), pointer, base, depth) for alt in alternatives))
+            return choice(
+                *(
+                    self.branch(self.merge_at(rest, alt, location), pointer, base, depth)
+                    for alt in alternatives
+                )
+            )
         dependents = self.dependency_split(flat)
         if dependents is not None:
             return choice(*(self.branch(b, pointer, base, depth) for b in dependents))
@@ -372,20 +418,33 @@ class Compiler:
         return self.shared_rule(key, pointer, lambda: self.flat_body(flat, pointer, base, depth))
 
     def distribute(
-        self, kind: str, alternatives: list[Any], location: str, base: str, rest: dict[str, Any], depth: int
+        self,
+        kind: str,
+        alternatives: list[Any],
+        location: str,
+        base: str,
+        rest: dict[str, Any],
+        depth: int,
     ) -> Expr:
         """anyOf/oneOf: one branch per alternative merged with the rest of the schema."""
         trivial_rest = not any(k for k in rest if k not in ANNOTATIONS)
-        flats = [self.flatten(alt, f"{location}/{i}", base, 0) for i, alt in enumerate(alternatives)]
-        branches = [flats[i] if trivial_rest else self.merge_at(rest, flats[i], location) for i in range(len(flats))]
+        flats = [
+            self.flatten(alt, f"{location}/{i}", base, 0) for i, alt in enumerate(alternatives)
+        ]
+        branches = [
+            flats[i] if trivial_rest else self.merge_at(rest, flats[i], location)
+            for i in range(len(flats))
+        ]
         if kind == "oneOf":
             exact = self.exact_one_of(branches, alternatives, location, base)
             if exact is not None:
                 return choice(*(self.branch(b, location, base, depth) for b in exact))
         if len(branches) > MAX_BRANCHES:
-            raise self.error(location, f"{len(branches)} branches exceed the limit of {MAX_BRANCHES}")
+            raise self.error(
+                location, f"{len(branches)} branches exceed the limit of {MAX_BRANCHES}"
+            )
         exprs = []
-        for index, (alt, flat) in enumerate(zip(alternatives, branches)):
+        for index, (alt, flat) in enumerate(zip(alternatives, branches, strict=False)):
             if trivial_rest:
                 exprs.append(self.value_ref(alt, f"{location}/{index}", base, depth))
             else:
@@ -418,7 +477,12 @@ class Compiler:
             for i, branch in enumerate(branches):
                 parts = [branch]
                 for j in sorted(j for a, j in overlaps if a == i):
-                    parts = [self.merge_at(p, n, location) for p in parts for n in negations[j] if n is not False]
+                    parts = [
+                        self.merge_at(p, n, location)
+                        for p in parts
+                        for n in negations[j]
+                        if n is not False
+                    ]
                     parts = [p for p in parts if not p.get("__false")]
                     if len(parts) > MAX_BRANCHES:
                         raise NotNegatable(f"more than {MAX_BRANCHES} branches")
@@ -432,11 +496,20 @@ class Compiler:
                 self.warnings.append(text)
                 warnings.warn(text, stacklevel=4)
                 return None
-            self.unsupported(location, ["oneOf"], message + " (set coerce_one_of to accept as anyOf)")
+            self.unsupported(
+                location, ["oneOf"], message + " (set coerce_one_of to accept as anyOf)"
+            )
             return None
 
     def conditional(
-        self, condition: Any, then: Any, otherwise: Any, location: str, base: str, rest: dict[str, Any], depth: int
+        self,
+        condition: Any,
+        then: Any,
+        otherwise: Any,
+        location: str,
+        base: str,
+        rest: dict[str, Any],
+        depth: int,
     ) -> Expr:
         """if/then/else as (if and then) or (not if and else)."""
         try:
@@ -446,11 +519,15 @@ class Compiler:
             self.unsupported(location, ["if"], str(exc))
             return self.branch(rest, location, base, depth)
         positive = self.merge_at(rest, condition_flat, location)
-        positive = self.merge_at(positive, self.flatten(then, f"{location}/then", base, 0), location)
+        positive = self.merge_at(
+            positive, self.flatten(then, f"{location}/then", base, 0), location
+        )
         exprs = [self.branch(positive, location, base, depth)]
         otherwise_flat = self.flatten(otherwise, f"{location}/else", base, 0)
         for alternative in negated:
-            branch = self.merge_at(self.merge_at(rest, alternative, location), otherwise_flat, location)
+            branch = self.merge_at(
+                self.merge_at(rest, alternative, location), otherwise_flat, location
+            )
             exprs.append(self.branch(branch, location, base, depth))
         return choice(*exprs)
 
@@ -472,7 +549,9 @@ class Compiler:
         absent = self.merge_at(rest, {"properties": {trigger: False}}, "#")
         present = self.merge_at(rest, {"required": [trigger, *required.get(trigger, [])]}, "#")
         if trigger in schemas:
-            present = self.merge_at(present, self.flatten(schemas[trigger], "#/dependentSchemas", DEFAULT_BASE, 0), "#")
+            present = self.merge_at(
+                present, self.flatten(schemas[trigger], "#/dependentSchemas", DEFAULT_BASE, 0), "#"
+            )
         # Only objects are affected: keep non-objects in the "absent" branch only.
         present = self.merge_at(present, {"type": ["object"]}, "#")
         return [absent, present]
@@ -481,7 +560,11 @@ class Compiler:
     def leaf(self, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
         """A flat schema without combinators: a choice over its admissible types."""
         types = type_set(flat)
-        allowed = [t for t in TYPE_ORDER if types is None and t != "integer" or types is not None and t in types]
+        allowed = [
+            t
+            for t in TYPE_ORDER
+            if types is None and t != "integer" or types is not None and t in types
+        ]
         if types is not None and "number" in types:
             allowed = [t for t in allowed if t != "integer"]
         if "enum" in flat:
@@ -497,9 +580,23 @@ class Compiler:
 
     def _check_enum_members(self, values: list[Any], flat: dict[str, Any], pointer: str) -> None:
         """Sub-schemas of containers are not checked against fixed members: say so."""
-        nested = [k for k in ("properties", "patternProperties", "additionalProperties", "items", "prefixItems", "contains", "propertyNames") if k in flat]
+        nested = [
+            k
+            for k in (
+                "properties",
+                "patternProperties",
+                "additionalProperties",
+                "items",
+                "prefixItems",
+                "contains",
+                "propertyNames",
+            )
+            if k in flat
+        ]
         if nested and any(isinstance(v, (dict, list)) for v in values):
-            self.unsupported(pointer, nested, "sub-schemas are not checked against enum/const members")
+            self.unsupported(
+                pointer, nested, "sub-schemas are not checked against enum/const members"
+            )
 
     def typed(self, kind: str, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
         """The expression for one JSON type under a flat schema."""
@@ -507,7 +604,11 @@ class Compiler:
         if kind == "null":
             return NEVER if None in excluded else lit("null")
         if kind == "boolean":
-            options = [lit(t) for t, v in (("true", True), ("false", False)) if not any(e is v for e in excluded)]
+            options = [
+                lit(t)
+                for t, v in (("true", True), ("false", False))
+                if not any(e is v for e in excluded)
+            ]
             return choice(*options)
         if kind in ("integer", "number"):
             return self.number(flat, kind == "integer", pointer)
@@ -525,14 +626,21 @@ class Compiler:
 
     def any_value(self, depth: int) -> Expr:
         """Any JSON value (shared rules)."""
-        return self.shared_rule(("any", depth), "any_value", lambda: self.leaf({}, "#", DEFAULT_BASE, depth))
+        return self.shared_rule(
+            ("any", depth), "any_value", lambda: self.leaf({}, "#", DEFAULT_BASE, depth)
+        )
 
     # -- numbers ----------------------------------------------------------------------------
     def number(self, flat: dict[str, Any], integer: bool, pointer: str) -> Expr:
         """Numbers with exact bounds and multipleOf."""
         try:
             bounds = []
-            for keyword, op in (("minimum", "ge"), ("exclusiveMinimum", "gt"), ("maximum", "le"), ("exclusiveMaximum", "lt")):
+            for keyword, op in (
+                ("minimum", "ge"),
+                ("exclusiveMinimum", "gt"),
+                ("maximum", "le"),
+                ("exclusiveMaximum", "lt"),
+            ):
                 if keyword in flat:
                     bounds.append(Bound(op, to_decimal(flat[keyword], keyword)))
             for value in flat.get("__exclude", ()):
@@ -555,7 +663,12 @@ class Compiler:
             integer=integer, bounds=tuple(bounds), multiple_of=multiple, non_integer=non_integer
         )
         if spec.is_plain():
-            return self.shared_rule(("number", integer), "integer" if integer else "number", lambda: plain_number_expr(integer), terminal=True)
+            return self.shared_rule(
+                ("number", integer),
+                "integer" if integer else "number",
+                lambda: plain_number_expr(integer),
+                terminal=True,
+            )
         if spec.is_empty_interval():
             return NEVER
 
@@ -584,7 +697,11 @@ class Compiler:
         key = ("string", min_length, max_length, patterns, formats, excluded)
 
         def build() -> Expr:
-            return seq(lit('"'), self.string_content(min_length, max_length, patterns, formats, excluded, pointer), lit('"'))
+            return seq(
+                lit('"'),
+                self.string_content(min_length, max_length, patterns, formats, excluded, pointer),
+                lit('"'),
+            )
 
         return self.shared_rule(key, "string", build)
 
@@ -620,8 +737,14 @@ class Compiler:
             for other in dfas[1:]:
                 combined = intersect(combined, other)
         except AutomatonTooLarge as exc:
-            self.unsupported(pointer, ["pattern", "maxLength"], f"combining string constraints: {exc}")
-            return encode_expr(languages[0]) if languages else repeat(any_encoded_char(), min_length, max_length)
+            self.unsupported(
+                pointer, ["pattern", "maxLength"], f"combining string constraints: {exc}"
+            )
+            return (
+                encode_expr(languages[0])
+                if languages
+                else repeat(any_encoded_char(), min_length, max_length)
+            )
         if is_empty(combined):
             return NEVER
         return self.emit_dfa(combined, "str", encoded_char)
@@ -703,7 +826,3 @@ def _identity_repr(value: Any) -> str:
     if isinstance(value, dict):
         return f"@{id(value)}"
     return repr(value)
-
-
-def _unused() -> tuple[Any, ...]:  # keep imports referenced for type checkers
-    return (Decimal, char_class)

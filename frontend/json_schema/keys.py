@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from gramkiln.frontend.json_schema.automaton import (
+    Dfa,
+    accepts,
+    complement,
+    dfa_from_expr,
+    literal_set_expr,
+)
 from gramkiln.frontend.regex import search_regex
-
-from .automaton import Dfa, accepts, complement, dfa_from_expr, minimize, trim
-from .exprs import lit
-from .automaton import literal_set_expr
 
 
 @lru_cache(maxsize=512)
@@ -38,15 +41,3 @@ def not_words_dfa(words: tuple[str, ...]) -> Dfa:
 def any_string_dfa() -> Dfa:
     """Every string."""
     return complement(Dfa(edges=[[]], accepting=set()))
-
-
-__all__ = [
-    "any_string_dfa",
-    "lit",
-    "minimize",
-    "not_words_dfa",
-    "pattern_dfa",
-    "pattern_matches",
-    "trim",
-    "word_set_dfa",
-]

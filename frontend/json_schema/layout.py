@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from gramkiln.frontend.json_schema.exprs import char_class, lit, repeat, seq
+from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.ir import Expr
-
-from .exprs import char_class, lit, repeat, seq
-from .options import JsonSchemaOptions
 
 JSON_WHITESPACE = char_class([(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)])
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+from gramkiln.frontend.json_schema.automaton import Dfa, explore
+from gramkiln.frontend.json_schema.exprs import char_class, choice, lit, optional, repeat, seq
 from gramkiln.ir import Expr
-
-from .automaton import Dfa, explore
-from .exprs import choice, char_class, lit, optional, repeat, seq
 
 DIGIT = char_class([(0x30, 0x39)])
 NONZERO = char_class([(0x31, 0x39)])
@@ -208,13 +207,19 @@ def number_dfa(spec: NumberSpec) -> Dfa:
         if phase in ("zero", "int"):
             if char.isdigit() and phase == "int":
                 digit = int(char)
-                comps = tuple(c.step_int(s, digit) for c, s in zip(comparators[sign], comps))
+                comps = tuple(
+                    c.step_int(s, digit) for c, s in zip(comparators[sign], comps, strict=False)
+                )
                 return ("int", sign, comps, _mod_step(rem, digit, modulus), used)
             if char == ".":
-                comps = tuple((c.int_result(s), 0) for c, s in zip(comparators[sign], comps))
+                comps = tuple(
+                    (c.int_result(s), 0) for c, s in zip(comparators[sign], comps, strict=False)
+                )
                 return ("dot", sign, comps, rem, used)
             if char in "eE" and allow_exponent:
-                comps = tuple(c.final_int_result(s) for c, s in zip(comparators[sign], comps))
+                comps = tuple(
+                    c.final_int_result(s) for c, s in zip(comparators[sign], comps, strict=False)
+                )
                 return ("e", sign, comps, rem, used)
             return None
         if phase in ("dot", "frac"):
@@ -222,7 +227,9 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                 digit = int(char)
                 if spec.integer and digit != 0:
                     return None
-                comps = tuple(c.step_frac(s, digit) for c, s in zip(comparators[sign], comps))
+                comps = tuple(
+                    c.step_frac(s, digit) for c, s in zip(comparators[sign], comps, strict=False)
+                )
                 if spec.non_integer and modulus is None:
                     # without a modulus, `rem` records whether a non-zero fraction digit was seen
                     return ("frac", sign, comps, 1 if (rem or digit) else 0, used)
@@ -232,7 +239,9 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                     return None  # a digit beyond the multiple's precision must be zero
                 return ("frac", sign, comps, rem, used)
             if char in "eE" and allow_exponent and phase == "frac":
-                comps = tuple(c.frac_result(s) for c, s in zip(comparators[sign], comps))
+                comps = tuple(
+                    c.frac_result(s) for c, s in zip(comparators[sign], comps, strict=False)
+                )
                 return ("e", sign, comps, rem, used)
             return None
         if phase == "e":
@@ -248,14 +257,16 @@ def number_dfa(spec: NumberSpec) -> Dfa:
     def accepting(state) -> bool:  # type: ignore[no-untyped-def]
         phase, sign, comps, rem, used = state
         if phase in ("zero", "int"):
-            results = [c.final_int_result(s) for c, s in zip(comparators[sign], comps)]
+            results = [
+                c.final_int_result(s) for c, s in zip(comparators[sign], comps, strict=False)
+            ]
         elif phase == "frac":
-            results = [c.frac_result(s) for c, s in zip(comparators[sign], comps)]
+            results = [c.frac_result(s) for c, s in zip(comparators[sign], comps, strict=False)]
         elif phase == "exp":
             results = list(comps)
         else:
             return False
-        if not all(_holds(op, r) for op, r in zip(ops[sign], results)):
+        if not all(_holds(op, r) for op, r in zip(ops[sign], results, strict=False)):
             return False
         if spec.non_integer and (phase != "frac" or not rem):
             return False

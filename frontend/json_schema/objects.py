@@ -18,16 +18,22 @@ from __future__ import annotations
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
+from gramkiln.frontend.json_schema.automaton import (
+    AutomatonTooLarge,
+    Dfa,
+    accepts,
+    complement,
+    intersect,
+    is_empty,
+)
+from gramkiln.frontend.json_schema.combinators import canonical
+from gramkiln.frontend.json_schema.exprs import NEVER, is_never, lit, seq
+from gramkiln.frontend.json_schema.keys import not_words_dfa, pattern_dfa, pattern_matches
+from gramkiln.frontend.json_schema.strings import encoded_char, json_string_literal
 from gramkiln.ir import Expr
 
-from .combinators import canonical
-from .automaton import AutomatonTooLarge, Dfa, accepts, complement, intersect, is_empty
-from .exprs import NEVER, choice, is_never, lit, seq
-from .keys import not_words_dfa, pattern_dfa, pattern_matches
-from .strings import encoded_char, json_string_literal
-
 if TYPE_CHECKING:
-    from .compiler import Compiler
+    from gramkiln.frontend.json_schema.compiler import Compiler
 
 MAX_PATTERN_PROPERTIES = 4
 MAX_ANY_ORDER_PROPERTIES = 8
@@ -44,9 +50,11 @@ def _all_of(schemas: list[Any]) -> Any:
     return {"allOf": present}
 
 
-def object_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
+def object_expr(
+    compiler: Compiler, flat: dict[str, Any], pointer: str, base: str, depth: int
+) -> Expr:
     """The expression for objects valid against a flat schema."""
-    from .compiler import Unsupported
+    from gramkiln.frontend.json_schema.compiler import Unsupported
 
     layout = compiler.layout
     options = compiler.options
@@ -77,7 +85,9 @@ def object_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: st
 
     def pattern_schemas(name: str) -> list[Any]:
         try:
-            return [schema for pattern, schema in patterns.items() if pattern_matches(pattern, name)]
+            return [
+                schema for pattern, schema in patterns.items() if pattern_matches(pattern, name)
+            ]
         except Exception as exc:  # a regex error: report it at this location
             raise compiler.error(pointer, f"patternProperties: {exc}") from None
 
@@ -102,7 +112,9 @@ def object_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: st
         declared.append((name, value_schema, is_required))
 
     names_key = canonical(flat.get("propertyNames", True))
-    groups = _additional_groups(compiler, all_names, patterns, additional, names_dfa, names_key, pointer)
+    groups = _additional_groups(
+        compiler, all_names, patterns, additional, names_dfa, names_key, pointer
+    )
 
     # In "schema" order the declared properties form the ordered chain; names that only
     # `required` mentions (and, in "any" order, every declared name) are free members,
@@ -159,7 +171,9 @@ def object_expr(compiler: Compiler, flat: dict[str, Any], pointer: str, base: st
             return out
         for index, (key_expr, value, _) in enumerate(free):
             if index not in used:
-                out.append((member(key_expr, value, count), (position, bump(count), used | {index})))
+                out.append(
+                    (member(key_expr, value, count), (position, bump(count), used | {index}))
+                )
         for key_expr, value in group_values:
             out.append((member(key_expr, value, count), (position, bump(count), used)))
         return out
@@ -194,9 +208,20 @@ def _additional_groups(
     if additional is False and not patterns:
         return []
     if not names and names_dfa is None and not patterns:
-        return [(compiler.shared_rule(("any-key",), "key", lambda: seq(lit('"'), compiler_string_body(compiler), lit('"'))), additional)]
+        return [
+            (
+                compiler.shared_rule(
+                    ("any-key",),
+                    "key",
+                    lambda: seq(lit('"'), compiler_string_body(compiler), lit('"')),
+                ),
+                additional,
+            )
+        ]
     if len(patterns) > MAX_PATTERN_PROPERTIES:
-        compiler.unsupported(pointer, ["patternProperties"], f"more than {MAX_PATTERN_PROPERTIES} patterns")
+        compiler.unsupported(
+            pointer, ["patternProperties"], f"more than {MAX_PATTERN_PROPERTIES} patterns"
+        )
         return []
     try:
         base_dfa = not_words_dfa(tuple(names))
@@ -216,9 +241,17 @@ def _additional_groups(
                 if is_empty(dfa):
                     continue
                 key = compiler.shared_rule(
-                    ("key-dfa", tuple(names), tuple(pattern_list[i][0] for i in chosen), tuple(p for p, _ in pattern_list), names_key),
+                    (
+                        "key-dfa",
+                        tuple(names),
+                        tuple(pattern_list[i][0] for i in chosen),
+                        tuple(p for p, _ in pattern_list),
+                        names_key,
+                    ),
                     "key",
-                    lambda dfa=dfa: seq(lit('"'), compiler.emit_dfa(dfa, "key", encoded_char), lit('"')),
+                    lambda dfa=dfa: seq(
+                        lit('"'), compiler.emit_dfa(dfa, "key", encoded_char), lit('"')
+                    ),
                 )
                 groups.append((key, value))
         return groups
@@ -229,8 +262,7 @@ def _additional_groups(
 
 def compiler_string_body(compiler: Compiler) -> Expr:
     """Any string's encoded characters (shared with plain strings)."""
-    from .strings import any_encoded_char
-    from .exprs import repeat
+    from gramkiln.frontend.json_schema.exprs import repeat
+    from gramkiln.frontend.json_schema.strings import any_encoded_char
 
     return repeat(any_encoded_char())
-

@@ -13,10 +13,17 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
+from gramkiln.frontend.json_schema.exprs import (
+    NEVER,
+    char_class,
+    choice,
+    is_never,
+    lit,
+    repeat,
+    seq,
+)
 from gramkiln.ir import CharClass, Choice, Empty, Expr, Literal, Repeat, Seq
 from gramkiln.ir.nodes import MAX_CODEPOINT, normalise_ranges
-
-from .exprs import NEVER, choice, char_class, is_never, lit, repeat, seq
 
 Ranges = tuple[tuple[int, int], ...]
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import math
 from decimal import Decimal
+from itertools import permutations
 from typing import Any
 
+from gramkiln.frontend.json_schema.combinators import canonical, json_type_of, type_set
+from gramkiln.frontend.json_schema.exprs import NEVER, choice, lit, seq
+from gramkiln.frontend.json_schema.strings import json_string_literal
 from gramkiln.ir import Expr
 
-from .combinators import canonical, json_type_of, type_set
-from .exprs import NEVER, choice, lit, seq
-from .strings import json_string_literal
+# With property_order="any", fixed objects are spelled in every key order up to this size.
+MAX_PERMUTED_KEYS = 5
 
 
 def number_spellings(value: int | float) -> list[str]:
@@ -53,19 +56,20 @@ def value_expr(value: Any, layout: Any, depth: int) -> Expr:
     if isinstance(value, dict):
         if not value:
             return seq(lit("{"), layout.close_empty("}", depth))
-        parts = [lit("{"), layout.open_first(depth)]
-        for index, (key, item) in enumerate(value.items()):
-            if index:
-                parts.append(layout.item_separator(depth))
-            parts.extend(
-                [
-                    json_string_literal(key),
-                    layout.key_separator(),
-                    value_expr(item, layout, depth + 1),
-                ]
-            )
-        parts.append(layout.close_nonempty("}", depth))
-        return seq(*parts)
+        orders: list[tuple[str, ...]] = [tuple(value)]
+        if layout.options.property_order == "any" and len(value) <= MAX_PERMUTED_KEYS:
+            orders = list(permutations(value))
+        alternatives = []
+        for order in orders:
+            parts = [lit("{"), layout.open_first(depth)]
+            for index, key in enumerate(order):
+                if index:
+                    parts.append(layout.item_separator(depth))
+                item = value_expr(value[key], layout, depth + 1)
+                parts.extend([json_string_literal(key), layout.key_separator(), item])
+            parts.append(layout.close_nonempty("}", depth))
+            alternatives.append(seq(*parts))
+        return choice(*alternatives)
     return NEVER
 
 
@@ -80,7 +84,7 @@ def value_may_satisfy(value: Any, flat: dict[str, Any]) -> bool:
     lengths, patterns, required, item/property counts); nested sub-schemas are not visited,
     so the answer errs towards keeping a value.
     """
-    from .keys import pattern_matches
+    from gramkiln.frontend.json_schema.keys import pattern_matches
 
     kind = json_type_of(value)
     types = type_set(flat)
