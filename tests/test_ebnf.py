@@ -4,6 +4,7 @@ every error kind by exact text and position."""
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
 from gramkiln.frontend.ebnf import parse_ebnf
@@ -376,3 +377,53 @@ def test_arbitrary_sources_never_crash(source: str) -> None:
         parse_ebnf(source)
     except GrammarError as error:
         assert error.line is not None and error.column is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# random expressions written both as EBNF and as a Python regex must agree
+
+
+def _random_expression() -> st.SearchStrategy[tuple[str, str]]:
+    """Pairs (EBNF body, equivalent Python regex) built from the same random tree."""
+    leaves = st.sampled_from(
+        [
+            ('"a"', "a"),
+            ('"ab"', "ab"),
+            ('""', ""),
+            ("[a-b]", "[a-b]"),
+            ("[^a]", "[^a]"),
+            (r'"\n"', r"\n"),
+            (".", "(?s:.)"),
+        ]
+    )
+
+    def extend(inner: st.SearchStrategy[tuple[str, str]]) -> st.SearchStrategy[tuple[str, str]]:
+        suffixes = st.sampled_from(["*", "+", "?", "{2}", "{1,2}", "{,1}", "{0,}"])
+        quantified = st.tuples(inner, suffixes).map(
+            lambda pair: (f"({pair[0][0]}){pair[1]}", f"(?:{pair[0][1]}){pair[1]}")
+        )
+        parts = st.lists(inner, min_size=2, max_size=3)
+        sequence = parts.map(
+            lambda xs: (" ".join(f"({e})" for e, _ in xs), "".join(f"(?:{r})" for _, r in xs))
+        )
+        choice = parts.map(
+            lambda xs: (" | ".join(e for e, _ in xs), "(?:" + "|".join(r for _, r in xs) + ")")
+        )
+        return quantified | sequence | choice
+
+    return st.recursive(leaves, extend, max_leaves=6)
+
+
+@needs_reference
+@given(
+    pair=_random_expression(),
+    texts=st.lists(st.text(alphabet="ab\n", max_size=5), min_size=1, max_size=6),
+)
+@settings(max_examples=120, deadline=None)
+def test_random_expressions_agree_with_python_regex(
+    pair: tuple[str, str], texts: list[str]
+) -> None:
+    ebnf_body, pattern = pair
+    grammar = Grammar.from_ebnf(f"root ::= {ebnf_body}\n")
+    for text in texts:
+        assert grammar.accepts(text) == (re.fullmatch(pattern, text) is not None), text
