@@ -212,7 +212,7 @@ def test_reader_rejects_wrong_types_in_a_well_formed_envelope() -> None:
         ({**good, "vocab": {"vocab_size": 0, "sha256": "0" * 64}}, {}, "header.vocab must be"),
         ({**good, "options": []}, {}, "options must be a map"),
         ({**good, "checksum": 5}, {}, "checksum must be"),
-        (good, {"ir": "not bytes"}, "must be a bin blob, got str"),
+        (good, {"ir": "not bytes"}, "must be a bin blob .type byte 0xa9."),
         (good, {"b": b"", "a": b""}, "not sorted"),
         (good, {"bad name": b""}, "bad name"),
         (good, [], "sections must be a map"),
@@ -304,3 +304,26 @@ def _lists(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return [_lists(v) for v in value]
     return value
+
+
+def test_checksum_can_be_skipped_but_structure_is_still_checked(tmp_path: Path) -> None:
+    corrupted = bytearray(VALID)
+    corrupted[-1] ^= 0x01  # inside the last section's bytes: only the checksum can tell
+    with pytest.raises(ArtifactError, match="checksum mismatch"):
+        read_artifact(bytes(corrupted))
+    header, sections = read_artifact(bytes(corrupted), verify_checksum=False)
+    assert sections["tables"][-1] != VALID[-1]
+    with pytest.raises(ArtifactError, match="truncated"):
+        read_artifact(VALID[:-1], verify_checksum=False)
+    path = tmp_path / "c.gkc"
+    path.write_bytes(bytes(corrupted))
+    assert load_artifact(path, verify_checksum=False)[0] == header
+
+
+def test_ext_types_and_reserved_bytes_are_rejected() -> None:
+    good = dict(sorted(_good_header().items()))
+    with_ext = _raw_envelope({**good, "x": msgpack.ExtType(1, b"ab")}, {})
+    with pytest.raises(ArtifactError, match="ext types are not allowed"):
+        read_artifact(with_ext)
+    with pytest.raises(ArtifactError, match="0xc1 is not a msgpack type"):
+        read_artifact(b"\x94\xa8gramkiln\x01\xc1")
