@@ -187,10 +187,16 @@ class ExpressionResolver:
         self.allow_rule = allow_rule
 
 
-def build_nfa(expr: Node, resolver: ExpressionResolver, max_states: int) -> UnitNFA:
-    """Thompson construction of ``expr`` (Refs are inlined through ``resolver``)."""
+def build_nfa(
+    expr: Node, resolver: ExpressionResolver, max_states: int, owner: str | None = None
+) -> UnitNFA:
+    """Thompson construction of ``expr`` (Refs are inlined through ``resolver``).
+
+    ``owner`` names the rule whose body ``expr`` is, so that a reference back to it is
+    reported as recursion.
+    """
     nfa = UnitNFA(max_states)
-    _connect(nfa, expr, nfa.start, nfa.final, resolver, ())
+    _connect(nfa, expr, nfa.start, nfa.final, resolver, (owner,) if owner else ())
     return nfa
 
 
@@ -246,7 +252,10 @@ def _connect(
             )
         body = resolver.bodies.get(expr.name)
         if body is None:
-            raise CompileError(f"a lexeme body cannot reference {expr.name}")
+            raise CompileError(
+                f"a lexeme body cannot reference {expr.name} (terminals only; plain rules "
+                "only inside lazy bodies)"
+            )
         entry, exit_ = nfa.new_state(), nfa.new_state()
         nfa.epsilon[source].append(entry)
         nfa.epsilon[exit_].append(target)

@@ -162,11 +162,17 @@ class _Translator:
         self.cfg.productions.append((lhs, rhs))
 
     def _lexeme(
-        self, key: object, name: str, expr: Node, resolver: ExpressionResolver, lazy: bool
+        self,
+        key: object,
+        name: str,
+        expr: Node,
+        resolver: ExpressionResolver,
+        lazy: bool,
+        owner: str | None = None,
     ) -> int:
         index = self._lexeme_keys.get(key)
         if index is None:
-            nfa = build_nfa(expr, resolver, self.max_nfa_states)
+            nfa = build_nfa(expr, resolver, self.max_nfa_states, owner=owner)
             index = len(self.cfg.lexemes)
             self.cfg.lexemes.append(SubsetDFA(nfa, lazy=lazy))
             self.cfg.lexeme_names.append(name)
@@ -256,7 +262,7 @@ class _Translator:
             body = rule.body if marker is None else Seq(items=(rule.body, marker))
             key = ("lexeme-like", id(scope.grammar), name)
             resolver = self._lexeme_like_resolver(scope)
-            lexeme = self._lexeme(key, f"{name}[lazy]", body, resolver, True)
+            lexeme = self._lexeme(key, f"{name}[lazy]", body, resolver, True, owner=name)
             return self._with_ignore(lexeme, scope)
         return (self._rule_symbol(scope, rule),)
 

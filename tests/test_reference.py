@@ -1,0 +1,465 @@
+"""Tests for the reference matcher (gramkiln.testing.ReferenceMatcher), the project's oracle."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from gramkiln.ir import (
+    CharClass,
+    GrammarIR,
+    Literal,
+    Rule,
+    RuleOptions,
+    Seq,
+    parse_grammar,
+)
+from gramkiln.ir.automata import build_dfa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gramkiln.errors import CompileError, IRError
+from gramkiln.testing import ReferenceMatcher, TokenUnit, brute_force_mask
+
+
+def grammar(text: str, start: str = "start") -> GrammarIR:
+    """A grammar from the canonical IR text form, header added."""
+    return parse_grammar(f"%ir 1\n%start {start}\n{text}")
+
+
+def matcher(text: str, **kwargs) -> ReferenceMatcher:  # type: ignore[no-untyped-def]
+    return ReferenceMatcher(grammar(text), **kwargs)
+
+
+def accepted(m: ReferenceMatcher, candidates: list[str | bytes]) -> list[str | bytes]:
+    return [c for c in candidates if m.accepts(c)]
+
+
+# --------------------------------------------------------------------------------------------
+# context-free core
+
+
+def test_terminals_are_not_lexed_greedily() -> None:
+    m = matcher("rule start = INT INT\nterm INT = [0-9]+\n")
+    assert accepted(m, ["1", "12", "123", "1234", "1 2", "", "a1"]) == ["12", "123", "1234"]
+    assert m.is_prefix("1") and m.is_prefix("") and not m.is_prefix("1a")
+
+
+def test_ambiguous_grammar() -> None:
+    m = matcher('rule start = start start | "x" | "xx"\n')
+    assert accepted(m, ["", "x", "xx", "xxxxx", "xy"]) == ["x", "xx", "xxxxx"]
+    assert m.accepts("x" * 60)
+
+
+def test_left_and_right_recursion() -> None:
+    left = matcher('rule start = start "+" term | term\nrule term = "a" | "(" start ")"\n')
+    assert accepted(left, ["a", "a+a", "(a+a)+a", "a+", "+a", "(a", "((a))"]) == [
+        "a",
+        "a+a",
+        "(a+a)+a",
+        "((a))",
+    ]
+    assert left.is_prefix("(a+") and not left.is_prefix("a)")
+    right = matcher('rule start = "a" start | "b"\n')
+    assert accepted(right, ["b", "ab", "aab", "a", "ba"]) == ["b", "ab", "aab"]
+
+
+def test_nullable_rules() -> None:
+    m = matcher('rule start = opt opt2 "c" opt\nrule opt = () | "a"\nrule opt2 = opt opt\n')
+    assert accepted(m, ["c", "ac", "aac", "aaac", "aaaca", "ca", "aaaac"]) == [
+        "c",
+        "ac",
+        "aac",
+        "aaac",
+        "aaaca",
+        "ca",
+    ]
+    assert matcher("rule start = ()\n").accepts("")
+    deep = matcher("rule start = a b\nrule a = b b\nrule b = () | a\n")
+    assert deep.accepts("") and not deep.is_prefix("x")
+
+
+def test_empty_language() -> None:
+    m = matcher('rule start = "a" nothing\nrule nothing = []\n')
+    assert not m.accepts("") and not m.is_prefix("") and not m.is_prefix("a")
+    never = matcher('rule start = "a" start\n')  # no base case: unproductive
+    assert not never.is_prefix("") and not never.is_prefix("aaa")
+    partial = matcher('rule start = "a" | "b" nothing\nrule nothing = [] | nothing\n')
+    assert partial.accepts("a") and not partial.is_prefix("b")
+
+
+def test_repeat_bounds() -> None:
+    def counts(m: ReferenceMatcher) -> list[int]:
+        return [k for k in range(8) if m.accepts("a" * k)]
+
+    assert counts(matcher('rule start = "a"{0}\n')) == [0]
+    assert counts(matcher('rule start = "a"{2,4}\n')) == [2, 3, 4]
+    assert counts(matcher('rule start = "a"{3,}\n')) == [3, 4, 5, 6, 7]
+    assert counts(matcher('rule start = ("a" | "aa"){2,3}\n')) == [2, 3, 4, 5, 6]
+    assert counts(matcher('term start = "a"{2,4}\n')) == [2, 3, 4]
+
+
+def test_large_repeat_bounds_stay_cheap() -> None:
+    m = matcher('rule start = "ab"{1000,1000000} "c"\n')
+    assert m.accepts("ab" * 1000 + "c")
+    assert not m.accepts("ab" * 999 + "c")
+    assert m.is_prefix("ab" * 1500) and not m.is_prefix("ab" * 10 + "c")
+
+
+# --------------------------------------------------------------------------------------------
+# %ignore
+
+
+WS_GRAMMAR = "%ignore WS\nrule start = INT INT\nterm INT = [0-9]+\nterm WS = [ ]+\n"
+
+
+def test_ignore_between_and_after_lexemes_not_inside_or_before() -> None:
+    m = matcher(WS_GRAMMAR)
+    assert accepted(m, ["12", "1 2", "1   2  ", "12 ", " 12", "1 2 3", "123"]) == [
+        "12",
+        "1 2",
+        "1   2  ",
+        "12 ",
+        "123",
+    ]
+    single = matcher("%ignore [ ]\nrule start = INT\nterm INT = [0-9]+\n")
+    assert single.accepts("12 ") and not single.accepts("1 2")
+    assert not m.is_prefix(" ")
+
+
+def test_initial_skip_option() -> None:
+    m = matcher("%options allow_initial_skip\n" + WS_GRAMMAR)
+    assert m.accepts(" 1 2") and m.accepts("  12 ") and m.is_prefix(" ")
+
+
+def test_ignore_follows_literals_classes_and_embeds_but_not_rules() -> None:
+    m = matcher('%ignore " "\nrule start = "a" [b-c] inner\nrule inner = "d" "e"\n')
+    assert accepted(m, ["abde", "a b d e ", "a bd e", "ab  de"]) == [
+        "abde",
+        "a b d e ",
+        "a bd e",
+        "ab  de",
+    ]
+    assert not m.accepts(" abde")
+
+
+def test_subgrammars_have_their_own_ignore() -> None:
+    text = (
+        '%ignore ","\n'
+        'rule start = "[" @inner "]"\n'
+        "%subgrammar inner {\n"
+        "  %ir 1\n"
+        "  %start start\n"
+        '  %ignore " "\n'
+        '  rule start = "x" "y"\n'
+        "}\n"
+    )
+    m = ReferenceMatcher(grammar(text))
+    assert m.accepts("[xy]")
+    assert m.accepts("[x y ]")  # the inner ignore inside and after the inner lexemes
+    assert m.accepts("[,xy,],")  # the outer ignore after "[" and after the embed
+    assert not m.accepts("[x,y]")  # the outer ignore does not reach inside
+    assert not m.accepts("[xy] ")  # nor the inner one outside
+    assert not m.accepts("[ xy]")  # no initial skip inside the sub-grammar
+
+
+def test_subgrammar_initial_skip_and_separate_namespaces() -> None:
+    text = (
+        'rule start = item @inner\nrule item = "a"\n'
+        "%subgrammar inner {\n"
+        "  %ir 1\n"
+        "  %start start\n"
+        "  %options allow_initial_skip\n"
+        '  %ignore " "\n'
+        '  rule start = item\n  rule item = "b"\n'
+        "}\n"
+    )
+    m = ReferenceMatcher(grammar(text))
+    assert m.accepts("ab") and m.accepts("a b ") and not m.accepts("aa")
+
+
+# --------------------------------------------------------------------------------------------
+# lazy, suffix, stop
+
+
+LAZY = 'rule start = "<" name ">" rest\nrule name [lazy] = [a-z]+\nrule rest = [a-z]+\n'
+
+
+def test_lazy_is_committed_shortest() -> None:
+    m = matcher(LAZY)
+    assert m.accepts("<a>b")
+    assert not m.accepts("<ab>c")
+    assert not m.is_prefix("<ab") and m.is_prefix("<a") and m.is_prefix("<a>")
+
+
+def test_nullable_lazy_matches_only_empty() -> None:
+    m = matcher('rule start = foo "x"\nrule foo [lazy] = [a-z]*\n')
+    assert m.accepts("x") and not m.accepts("ax") and not m.is_prefix("a")
+
+
+def test_lazy_rule_is_one_lexeme_for_ignore() -> None:
+    m = matcher('%ignore " "\nrule start = head "!"\nrule head [lazy] = "a" "b"\n')
+    assert m.accepts("ab!") and m.accepts("ab !") and not m.accepts("a b!")
+
+
+def test_suffix_and_stop_end_at_the_first_marker() -> None:
+    for option in ("suffix", "stop"):
+        m = matcher(f'rule start = field "z"\nrule field [{option}=("!")] = [a-z]*\n')
+        assert m.accepts("xy!z") and m.accepts("!z")
+        assert not m.accepts("xyz")  # the marker is required
+        assert not m.accepts("x!y!z")  # the body cannot continue through a marker
+        assert not m.is_prefix("x!y")
+
+
+def test_lazy_head_with_text_and_trigger() -> None:
+    m = matcher(
+        'rule start = head "{" [0-9] "}"\nrule head [lazy] = TEXT "<tool>"\nterm TEXT = [^]*\n'
+    )
+    assert m.accepts("hello <tool>{1}") and m.accepts("<tool>{2}")
+    assert not m.accepts("a<tool>b<tool>{1}")  # committed at the first trigger
+    assert m.is_prefix("hi <to") and not m.is_prefix("<tool>x")
+
+
+def test_recursive_lazy_body_is_a_clear_error() -> None:
+    with pytest.raises(CompileError, match="recursive"):
+        matcher('rule start = a\nrule a [lazy] = "x" | "(" b ")"\nrule b = a\n')
+
+
+# --------------------------------------------------------------------------------------------
+# bytes and Unicode
+
+
+def test_prefixes_inside_utf8_characters() -> None:
+    m = matcher('rule start = "é" [^a] "x"\n')
+    assert m.is_prefix(b"\xc3") and not m.accepts(b"\xc3")
+    assert m.is_prefix("é".encode() + b"\xf0\x9f")  # the start of an emoji
+    assert not m.is_prefix("é".encode() + b"\xed\xa0")  # the start of a surrogate
+    assert not m.is_prefix("é".encode() + b"\xc0")  # an overlong lead byte
+    assert not m.is_prefix("é".encode() + b"\x80")  # a stray continuation byte
+    assert m.accepts("é😀x") and not m.accepts("éax")
+
+
+def test_unicode_classes_and_negation() -> None:
+    m = matcher('rule start = "\\"" [^"\\u{5c}]* "\\""\n')
+    assert m.accepts('"héllo 世界 😀"')
+    assert not m.accepts('"a"b"') and not m.accepts('"a\\"')
+    greek = matcher("rule start = [\\u{3b1}-\\u{3b3}]+\n")
+    assert greek.accepts("αβγ") and not greek.accepts("δ")
+    assert greek.is_prefix(b"\xce") and not greek.is_prefix(b"\xcf")  # U+03C0.. is past γ
+
+
+def test_bytes_and_case_insensitive_literals() -> None:
+    m = matcher('rule start = b"\\xff\\x00" "ok"i\n')
+    assert m.accepts(b"\xff\x00OK") and m.accepts(b"\xff\x00oK") and not m.accepts(b"\xffok")
+
+
+# --------------------------------------------------------------------------------------------
+# special tokens and masks
+
+
+def test_token_sets_match_token_units() -> None:
+    m = matcher('rule start = "x" <[5,7-9]> "y"\n')
+    assert m.accepts_units([ord("x"), TokenUnit(5), ord("y")])
+    assert m.accepts_units([ord("x"), TokenUnit(8, b"zz"), ord("y")])
+    assert not m.accepts_units([ord("x"), TokenUnit(6), ord("y")])
+    assert not m.accepts("x<5>y")  # a token element never matches text
+    negated = matcher('rule start = <[^1-3]> "!"\n')
+    assert negated.accepts_units([TokenUnit(0), ord("!")])
+    assert not negated.accepts_units([TokenUnit(2), ord("!")])
+    wildcard = matcher("rule start = <[*]>+\n")
+    assert wildcard.accepts_units([TokenUnit(123456), TokenUnit(0, b"a")])
+    assert not wildcard.accepts("a") and not wildcard.accepts_units([])
+
+
+def test_ordinary_tokens_also_match_their_text() -> None:
+    m = matcher('rule start = "ab" "c"\n')
+    assert m.accepts_units([TokenUnit(1, b"ab"), TokenUnit(2, b"c")])
+    assert m.accepts_units([TokenUnit(1, b"a"), TokenUnit(2, b"bc")])
+    assert not m.accepts_units([TokenUnit(1, None), TokenUnit(2, b"c")])  # special: no text
+    assert m.is_prefix_units([ord("a")]) and not m.is_prefix_units([TokenUnit(3, b"ac")])
+
+
+def test_special_token_by_text() -> None:
+    ir = grammar('rule start = <"<|tool|>"> "{}"\n')
+    m = ReferenceMatcher(ir, special_texts={7: "<|tool|>", 8: "<|end|>"})
+    assert m.accepts_units([TokenUnit(7), ord("{"), ord("}")])
+    assert not m.accepts_units([TokenUnit(8), ord("{"), ord("}")])
+    assert not m.accepts("<|tool|>{}")
+    assert not ReferenceMatcher(ir).is_prefix("")  # unknown special token: matches nothing
+
+
+def test_lazy_rule_with_token_trigger() -> None:
+    m = matcher('rule start = head "x"\nrule head [lazy] = TEXT <[9]>\nterm TEXT = [^]*\n')
+    assert m.accepts_units([ord("a"), ord("b"), TokenUnit(9), ord("x")])
+    assert not m.accepts_units([ord("a"), TokenUnit(9), TokenUnit(9), ord("x")])
+
+
+def test_allowed_tokens_brute_force() -> None:
+    ir = grammar('rule start = "x" <[5,7-9]> "y"\n')
+    vocab = [b"x", b"y", b"", b"xy", b"z", b"t", b"t", b"t", b"t", b"t"]
+    m = ReferenceMatcher(ir)
+    start_mask = m.allowed_tokens([], vocab, special_ids={5, 6}, eos_ids=[4])
+    assert [i for i, ok in enumerate(start_mask) if ok] == [0]
+    after_x = m.allowed_tokens(b"x", vocab, special_ids={5, 6}, eos_ids=[4])
+    assert [i for i, ok in enumerate(after_x) if ok] == [5, 7, 8, 9]
+    done = m.allowed_tokens([ord("x"), TokenUnit(8, b"t"), ord("y")], vocab, eos_ids=[4])
+    assert [i for i, ok in enumerate(done) if ok] == [4]  # only EOS once accepted
+    assert brute_force_mask(ir, b"x", vocab, {5, 6}, [4]) == after_x
+
+
+def test_allowed_tokens_agree_with_is_prefix() -> None:
+    m = matcher('%ignore [ ]\nrule start = INT ("," INT)*\nterm INT = [0-9]+\n')
+    vocab = [b"1", b"12", b",", b", ", b"1,", b" ", b"a", b",,", "é".encode(), b"", b"2 3"]
+    for prefix in [b"", b"1", b"1 ", b"1,", b"1, 2"]:
+        mask = m.allowed_tokens(prefix, vocab, eos_ids=[])
+        expected = [bool(token) and m.is_prefix(prefix + token) for token in vocab]
+        assert mask == expected, prefix
+
+
+def test_empty_text_tokens_need_a_token_element() -> None:
+    vocab = [b"a", b""]
+    assert matcher('rule start = "a"*\n').allowed_tokens(b"", vocab) == [True, False]
+    assert matcher("rule start = <[1]>\n").allowed_tokens(b"", vocab) == [False, True]
+
+
+# --------------------------------------------------------------------------------------------
+# bad input
+
+
+def test_bad_inputs_give_clear_errors() -> None:
+    m = matcher('rule start = "a"\n')
+    with pytest.raises(TypeError, match="unit"):
+        m.accepts_units([1.5])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="out of range"):
+        m.is_prefix_units([256])
+    with pytest.raises(ValueError, match="non-negative"):
+        m.accepts_units([TokenUnit(-1)])
+    with pytest.raises(ValueError, match="surrogate"):
+        m.accepts("\ud800")
+    with pytest.raises(TypeError, match="GrammarIR"):
+        ReferenceMatcher("start: 'a'")  # type: ignore[arg-type]
+    with pytest.raises(IRError):
+        ReferenceMatcher(GrammarIR(rules=(Rule(name="other", body=Literal(text="a")),)))
+    with pytest.raises(CompileError, match="max_chars"):
+        ReferenceMatcher(
+            GrammarIR(
+                rules=(
+                    Rule(name="start", body=Literal(text="a"), options=RuleOptions(max_chars=3)),
+                )
+            )
+        )
+
+
+def test_oversized_lexeme_is_a_compile_error() -> None:
+    with pytest.raises(CompileError, match="max_nfa_states"):
+        matcher('term start = "a"{0,5000}\n', max_nfa_states=1000)
+
+
+# --------------------------------------------------------------------------------------------
+# cross-checks against independent implementations
+
+ALPHABET = "ab\u00e9"
+leaf_exprs = st.sampled_from(
+    ['"a"', '"ab"', '"b"i', "[a-b]", "[^a]", "()", '"é"', "[\\u{e9}-\\u{ff}]"]
+)
+
+
+@st.composite
+def regular_rule_bodies(draw: st.DrawFn, depth: int = 3) -> str:
+    """A rule body in the canonical text form that is a plain regular expression."""
+    if depth == 0 or draw(st.booleans()):
+        return draw(leaf_exprs)
+    kind = draw(st.sampled_from(["seq", "choice", "star", "bounded"]))
+    if kind == "seq":
+        items = draw(st.lists(regular_rule_bodies(depth - 1), min_size=2, max_size=3))
+        return "(" + " ".join(items) + ")"
+    if kind == "choice":
+        items = draw(st.lists(regular_rule_bodies(depth - 1), min_size=2, max_size=3))
+        return "(" + " | ".join(items) + ")"
+    inner = draw(regular_rule_bodies(depth - 1))
+    if kind == "star":
+        return f"({inner})*"
+    lo = draw(st.integers(0, 2))
+    return f"({inner}){{{lo},{lo + draw(st.integers(0, 2))}}}"
+
+
+@settings(max_examples=60, deadline=None)
+@given(regular_rule_bodies(), st.lists(st.binary(max_size=5), min_size=4, max_size=10), st.data())
+def test_rule_and_terminal_forms_agree_with_build_dfa(body: str, blobs, data) -> None:  # type: ignore[no-untyped-def]
+    # The same expression as a CFG rule (Repeat/Choice become helper rules) and as one
+    # terminal lexeme must agree with each other and with the independent byte DFA.
+    as_rule = matcher(f"rule start = {body}\n")
+    as_term = matcher(f"term start = {body}\n")
+    dfa = build_dfa(grammar(f"term start = {body}\n").rule("start").body)
+    texts = data.draw(st.lists(st.text(alphabet=ALPHABET + "B", max_size=5), max_size=8))
+    for candidate in [t.encode() for t in texts] + list(blobs):
+        expected = dfa.matches(candidate)
+        expected_prefix = dfa.run(dfa.start, candidate) != -1
+        assert as_rule.accepts(candidate) == expected, candidate
+        assert as_term.accepts(candidate) == expected, candidate
+        assert as_rule.is_prefix(candidate) == expected_prefix, candidate
+        assert as_term.is_prefix(candidate) == expected_prefix, candidate
+
+
+@settings(max_examples=30, deadline=None)
+@given(regular_rule_bodies(), st.lists(st.text(alphabet=ALPHABET, max_size=5), max_size=8))
+def test_lazy_rules_agree_with_the_lazy_dfa(body: str, texts: list[str]) -> None:
+    m = matcher(f'rule start = head "!"\nrule head [lazy] = {body}\n')
+    lazy = build_dfa(grammar(f"term start = {body}\n").rule("start").body, lazy=True)
+    for text in texts:
+        data = text.encode()
+        assert m.accepts(data + b"!") == lazy.matches(data), text
+
+
+def _to_python_regex(body: str) -> str:
+    """Translate the tiny canonical-text subset used above into a Python regex."""
+    out = body.replace("()", "(?:)").replace("(", "(?:").replace("(?:?:)", "(?:)")
+    out = out.replace('"b"i', "[bB]").replace('"', "").replace(" ", "")
+    return out.replace("\\u{e9}", "\u00e9").replace("\\u{ff}", "\u00ff")
+
+
+@settings(max_examples=40, deadline=None)
+@given(regular_rule_bodies(), st.lists(st.text(alphabet=ALPHABET + "B", max_size=5), max_size=8))
+def test_rules_agree_with_python_re(body: str, texts: list[str]) -> None:
+    m = matcher(f"rule start = {body}\n")
+    pattern = re.compile(_to_python_regex(body), re.DOTALL)
+    for text in texts:
+        assert m.accepts(text) == bool(pattern.fullmatch(text)), (body, text)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(["1", "2", " ", ",", "é"]), max_size=8))
+def test_every_prefix_of_an_accepted_string_is_a_prefix(pieces: list[str]) -> None:
+    m = matcher('%ignore [ ]\nrule start = INT ("," INT)* | "é"\nterm INT = [0-9]+\n')
+    data = "".join(pieces).encode()
+    if m.accepts(data):
+        assert all(m.is_prefix(data[:i]) for i in range(len(data) + 1))
+    if not m.is_prefix(data):
+        assert not m.accepts(data) and not m.is_prefix(data + b"1")
+
+
+def test_a_few_hundred_rules_and_a_long_input() -> None:
+    # A chain of 300 rules around a JSON-like list: exercises many predictions per position.
+    rules = "".join(f'rule r{i} = r{i + 1} | "<{i}>" r{i + 1}\n' for i in range(300))
+    text = (
+        "%ignore [ ]\n"
+        'rule start = "[" (r0 ("," r0)*)? "]"\n'
+        + rules
+        + 'rule r300 = STR | INT\nterm STR = "\\"" [^"]* "\\""\nterm INT = [0-9]+\n'
+    )
+    m = matcher(text)
+    items = ", ".join('"héllo wörld"' if i % 2 else str(i) for i in range(200))
+    document = f"[{items}]"
+    assert len(document.encode()) > 2000
+    assert m.accepts(document)
+    assert not m.accepts(document[:-1]) and m.is_prefix(document[:-1])
+    assert m.accepts('[<0><7>"a"]') and not m.accepts('[<7><0>"a"]')
+
+
+def test_grammar_ir_built_by_hand() -> None:
+    ir = GrammarIR(
+        rules=(
+            Rule(name="start", body=Seq(items=(Literal(text="a"), CharClass.of([(0x30, 0x39)])))),
+        )
+    )
+    assert ReferenceMatcher(ir).accepts("a5") and not ReferenceMatcher(ir).accepts("a")
