@@ -98,7 +98,8 @@ class _EbnfParser:
         self.line_starts = [0] + [i + 1 for i, char in enumerate(source) if char == "\n"]
         # Every rule reference with its offset, checked once all rules are known.
         self.references: list[tuple[str, int]] = []
-        # Whether each name is a rule (used to tell a macro call from a rule reference).
+        # Names of all rules: a macro name followed by '(' is a macro call unless a rule
+        # of that name exists.
         self.defined_names = self._prescan_rule_names()
 
     # -- helpers ----------------------------------------------------------------------------
@@ -243,22 +244,25 @@ class _EbnfParser:
         if close < 0 or (0 <= newline < close):
             raise self.error("unterminated rule options: missing ']'", open_at)
         values: dict[str, object] = {}
+        item_at = open_at + 1
         for raw in self.source[self.pos + 1 : close].split(","):
             item = raw.strip()
             key, has_value, value = (part.strip() for part in item.partition("="))
-            item_at = self.source.find(key, self.pos) if key else open_at
+            # Point at the item itself, past any blanks before it.
+            error_at = item_at + (len(raw) - len(raw.lstrip()))
+            item_at += len(raw) + 1
             if key == "lazy" and not has_value:
                 values["lazy"] = True
-            elif key == "max_tokens" and has_value and value.isdigit():
+            elif key == "max_tokens" and has_value and value.isascii() and value.isdigit():
                 values["max_tokens"] = int(value)
             elif key == "capture" and not has_value:
                 values["capture"] = rule_name
             elif key == "capture" and len(value) >= 2 and value[0] == value[-1] == '"':
                 values["capture"] = value[1:-1]
             elif key in ("lazy", "max_tokens", "capture"):
-                raise self.error(f"bad value for rule option '{key}': {item!r}", item_at)
+                raise self.error(f"bad value for rule option '{key}': {item!r}", error_at)
             else:
-                raise self.error(f"unknown rule option {item!r}", item_at)
+                raise self.error(f"unknown rule option {item!r}", error_at)
         self.pos = close + 1
         try:
             return RuleOptions(**values)  # type: ignore[arg-type]
@@ -312,7 +316,9 @@ class _EbnfParser:
         text = self.source[start + 1 : close]
         spelled = self.source[start : close + 1]
         low_text, comma, high_text = (part.strip() for part in text.partition(","))
-        if not (low_text or comma) or not all(p.isdigit() for p in (low_text, high_text) if p):
+        if not (low_text or comma) or not all(
+            p.isascii() and p.isdigit() for p in (low_text, high_text) if p
+        ):
             raise self.error(
                 f"bad repetition bounds {spelled}: expected {{m}}, {{m,}}, {{m,n}} or {{,n}}",
                 start,

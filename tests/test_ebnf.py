@@ -327,6 +327,19 @@ ERRORS = [
         10,
     ),
     ('root[fast] ::= "a"', "unknown rule option 'fast'", 1, 6),
+    ('root[lazy, la] ::= "a"', "unknown rule option 'la'", 1, 12),
+    (
+        'root[max_tokens=\u00b2] ::= "a"',
+        "bad value for rule option 'max_tokens': 'max_tokens=\u00b2'",
+        1,
+        6,
+    ),
+    (
+        'root ::= "a"{\u00b2}',
+        "bad repetition bounds {\u00b2}: expected {m}, {m,}, {m,n} or {,n}",
+        1,
+        13,
+    ),
     ('root[max_tokens=x] ::= "a"', "bad value for rule option 'max_tokens': 'max_tokens=x'", 1, 6),
     (
         'root[max_tokens=0] ::= "a"',
