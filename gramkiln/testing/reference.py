@@ -98,6 +98,7 @@ class _ContextFreeGrammar:
     start: int = 0
     by_lhs: list[list[int]] = field(default_factory=list)
     nullable_nonterminals: list[bool] = field(default_factory=list)
+    nullable_symbols: frozenset[int] = frozenset()
     empty_language: bool = False
 
     def is_nullable(self, symbol: int) -> bool:
@@ -357,6 +358,10 @@ def _finish(cfg: _ContextFreeGrammar) -> _ContextFreeGrammar:
             ):
                 nullable[lhs] = changed = True
     cfg.nullable_nonterminals = nullable
+    cfg.nullable_symbols = frozenset(
+        [n for n in range(count) if nullable[n]]
+        + [~k for k, dfa in enumerate(cfg.lexemes) if dfa.nullable]
+    )
     cfg.by_lhs = [[] for _ in range(count)]
     kept: list[tuple[int, tuple[int, ...]]] = []
     for lhs, rhs in cfg.productions:
@@ -475,42 +480,51 @@ class _EarleyRun:
         """Earley prediction and completion at ``position`` until nothing changes."""
         cfg, charts = self.cfg, self.charts
         chart = charts[position]
-        productions, items = cfg.productions, chart.items
-
-        def add(item: Item) -> None:
-            if item not in items:
-                items.add(item)
-                agenda.append(item)
-
+        productions, by_lhs, nullable = cfg.productions, cfg.by_lhs, cfg.nullable_symbols
+        items, waiting, predicted, scans = chart.items, chart.waiting, chart.predicted, chart.scans
+        # Local aliases: this loop is where the oracle spends its time.
+        remember, push, pop = items.add, agenda.append, agenda.pop
         while agenda:
-            production, dot, origin = item = agenda.pop()
+            item = pop()
+            production, dot, origin = item
             lhs, rhs = productions[production]
             if dot == len(rhs):
-                if lhs == cfg.start and origin == 0:
+                if origin == 0 and lhs == cfg.start:
                     chart.accepting = True
                 # Completions with origin == position are empty derivations; the nullable
                 # advance below already covered every item that waits for them.
                 if origin != position:
-                    for waiter_production, waiter_dot, waiter_origin in charts[origin].waiting.get(
-                        lhs, ()
-                    ):
-                        add((waiter_production, waiter_dot + 1, waiter_origin))
+                    for waiter, waiter_dot, waiter_origin in charts[origin].waiting.get(lhs, ()):
+                        advanced = (waiter, waiter_dot + 1, waiter_origin)
+                        if advanced not in items:
+                            remember(advanced)
+                            push(advanced)
                 continue
             symbol = rhs[dot]
-            chart.waiting.setdefault(symbol, []).append(item)
+            waiters = waiting.get(symbol)
+            if waiters is None:
+                waiting[symbol] = [item]
+            else:
+                waiters.append(item)
             if symbol >= 0:
-                if symbol not in chart.predicted:
-                    chart.predicted.add(symbol)
-                    for predicted in cfg.by_lhs[symbol]:
-                        add((predicted, 0, position))
+                if symbol not in predicted:
+                    predicted.add(symbol)
+                    for candidate in by_lhs[symbol]:
+                        new = (candidate, 0, position)
+                        if new not in items:
+                            remember(new)
+                            push(new)
             else:
                 key = (~symbol, position)
-                if key not in chart.scans:
+                if key not in scans:
                     dfa = cfg.lexemes[~symbol]
                     if not (dfa.lazy and dfa.accepting[dfa.start]):
-                        chart.scans[key] = {dfa.start}
-            if cfg.is_nullable(symbol):
-                add((production, dot + 1, origin))
+                        scans[key] = {dfa.start}
+            if symbol in nullable:
+                advanced = (production, dot + 1, origin)
+                if advanced not in items:
+                    remember(advanced)
+                    push(advanced)
 
 
 def _as_units(text: str | bytes | bytearray | Iterable[Unit]) -> list[Unit]:
