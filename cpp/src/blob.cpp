@@ -392,8 +392,11 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
               c.exit_child_offsets[0] == 0 &&
               c.exit_child_offsets.back() == c.exit_children.size(),
           "bad exit offsets");
+  // All offsets must be checked monotone (hence in range) before any range is read.
   for (uint64_t k = 0; k + 1 < c.exit_child_offsets.size(); ++k) {
     require(c.exit_child_offsets[k] <= c.exit_child_offsets[k + 1], "bad exit offsets");
+  }
+  for (uint64_t k = 0; k + 1 < c.exit_child_offsets.size(); ++k) {
     for (uint32_t e = c.exit_child_offsets[k]; e < c.exit_child_offsets[k + 1]; ++e) {
       const uint32_t n = c.exit_children[e];
       require(n >= 1 && n < M && c.trie_byte[n] == k % 256, "exit child out of range");
