@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import gzip
+import hashlib
 import json
 import random
 import statistics
@@ -475,6 +476,10 @@ class Result:
     refused: int = 0
     tokens: int = 0
     artifact: dict[str, float] | None = None
+    # Per instance, per position: a digest of the mask (EOS bits cleared, since not every
+    # engine puts EOS in its mask) and the number of allowed tokens. Not part of the timing.
+    mask_digests: list[list[bytes]] = field(default_factory=list)
+    allowed_counts: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """Medians and tails, the figures the table prints."""
@@ -493,8 +498,24 @@ class Result:
             "masks": len(self.mask_us),
             "tokens": self.tokens,
             "refused": self.refused,
+            "allowed_mean": statistics.fmean(self.allowed_counts) if self.allowed_counts else 0.0,
             **(self.artifact or {}),
         }
+
+
+def mask_fingerprint(row: np.ndarray, eos_ids: Sequence[int], vocab_size: int) -> tuple[bytes, int]:
+    """A digest of the mask row with EOS bits cleared, and the number of allowed tokens.
+
+    Bits past `vocab_size` in the last word are ignored: engines differ in what they leave
+    there (xgrammar sets them).
+    """
+    words = row.view(np.uint32).copy()
+    if vocab_size & 31:
+        words[vocab_size >> 5] &= np.uint32((1 << (vocab_size & 31)) - 1)
+    for token in eos_ids:
+        words[token >> 5] &= np.uint32(~(1 << (token & 31)) & 0xFFFFFFFF)
+    allowed = int(np.unpackbits(words.view(np.uint8)).sum())
+    return hashlib.blake2b(words.tobytes(), digest_size=8).digest(), allowed
 
 
 def bit_is_set(row: np.ndarray, token: int) -> bool:
@@ -528,12 +549,18 @@ def measure(
     clock = time.perf_counter_ns
     gc.disable()
     try:
+        eos_ids = list(vocab.gk_vocab.eos_ids)
         for ids in tokenized:
             matcher = engine.start(compiled)
+            digests: list[bytes] = []
+            result.mask_digests.append(digests)
             for token in ids:
                 started = clock()
                 engine.fill(matcher, buffer)
                 result.mask_us.append((clock() - started) / 1000)
+                digest, allowed = mask_fingerprint(row, eos_ids, vocab.size)
+                digests.append(digest)
+                result.allowed_counts.append(allowed)
                 if not bit_is_set(row, token):
                     result.refused += 1
                 started = clock()
@@ -547,6 +574,7 @@ def measure(
                 started = clock()
                 engine.fill(matcher, buffer)
                 result.mask_us.append((clock() - started) / 1000)
+                digests.append(mask_fingerprint(row, eos_ids, vocab.size)[0])
                 if engine.eos_in_mask() and vocab.eos >= 0 and not bit_is_set(row, vocab.eos):
                     result.refused += 1
     except Exception as exc:  # noqa: BLE001 - report and keep benchmarking the others
@@ -581,6 +609,38 @@ def print_table(rows: list[dict[str, Any]], out: Any = sys.stdout) -> None:
             f"{name:<34} {row['engine']:<13} {compile_text:>19} {row['mask_us_p50']:>11.1f} "
             f"{row['mask_us_p99']:>8.1f} {row['mask_us_max']:>9.1f} "
             f"{row['commit_us_mean']:>9.1f} {row['refused']:>7}  {artifact}",
+            file=out,
+        )
+
+
+def agreement(reference: list[list[bytes]], other: list[list[bytes]]) -> tuple[int, int]:
+    """(equal, compared) mask positions between two engines over the common prefixes."""
+    equal = compared = 0
+    for ours, theirs in zip(reference, other, strict=False):
+        for a, b in zip(ours, theirs, strict=False):
+            compared += 1
+            equal += a == b
+    return equal, compared
+
+
+def print_agreement(rows: list[dict[str, Any]], out: Any = sys.stdout) -> None:
+    """How often each peer's mask equals gramkiln's (EOS aside), and mean allowed tokens.
+
+    Engines differ legitimately where their semantics differ (gramkiln lexes exactly, most
+    peers lex greedily), so this is a map of differences to look at, not a score.
+    """
+    print("\nmask agreement with gramkiln (EOS bits aside) and mean allowed tokens", file=out)
+    for row in rows:
+        if "note" in row:
+            continue
+        agree = row.get("agree")
+        text = "reference" if row["engine"] == "gramkiln" else "n/a"
+        if agree is not None:
+            equal, compared = agree
+            text = f"{equal}/{compared} positions equal" if compared else "nothing compared"
+        print(
+            f"  {row['workload'][:34]:<34} {row['engine']:<13} {text:<28} "
+            f"allowed mean {row['allowed_mean']:,.0f}",
             file=out,
         )
 
@@ -716,17 +776,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"... {workload.name}: {len(workload.instances)} instances, {tokens} tokens",
             file=sys.stderr,
         )
+        reference_digests: list[list[bytes]] | None = None
         for engine in engines:
             result = measure(
                 engine, workload, vocab, tokenized[workload.name], args.compile_repeats
             )
-            rows.append(result.summary())
+            row = result.summary()
+            if engine.name == "gramkiln" and result.note is None:
+                reference_digests = result.mask_digests
+            elif result.note is None and reference_digests is not None:
+                row["agree"] = agreement(reference_digests, result.mask_digests)
+            rows.append(row)
 
     print()
     lark_rows = [r for r in rows if r["workload"] in LARK_WORKLOADS]
     if lark_rows:
         print_table(lark_rows)
         print_ratios(lark_rows)
+        print_agreement(lark_rows)
     if schemas:
         schema_rows = [r for r in rows if r["workload"] not in LARK_WORKLOADS]
         summary = aggregate(schema_rows, "maskbench")
