@@ -47,6 +47,8 @@ LANGUAGE = "EBNF"
 # Parenthesised groups are bounded so that recursion stays far from Python's stack limit.
 MAX_NESTING = 100
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+# A name starts with a letter or '_' (as in XGrammar, and as the IR text form can print).
+_NAME_START_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _SIMPLE_ESCAPES = {
     "n": "\n",
@@ -221,6 +223,8 @@ class _EbnfParser:
                 raise self.error("expected a rule name before '::='")
             raise self.error(f"expected a rule name, found {self.peek()!r}")
         name = self.source[start:end]
+        if name[0] not in _NAME_START_CHARS:
+            raise self.error(f"rule name '{name}' must start with a letter or '_'", start)
         self.pos = end
         self._skip_blanks()
         options = RuleOptions()
@@ -352,7 +356,7 @@ class _EbnfParser:
         if char == ".":
             self.pos += 1
             return CharClass.of([(0, MAX_CODEPOINT)])
-        if char in _NAME_CHARS:
+        if char in _NAME_START_CHARS:
             end = self._name_end(start)
             name = self.source[start:end]
             self.pos = end

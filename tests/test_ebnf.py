@@ -20,7 +20,9 @@ from gramkiln.ir import (
     Span,
     SpecialToken,
     TokenSet,
+    parse_grammar,
     print_grammar,
+    strip_spans,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -287,6 +289,8 @@ ERRORS = [
     ('::= "a"', "expected a rule name before '::='", 1, 1),
     ('"a" ::= "b"', "expected a rule name, found '\"'", 1, 1),
     ('root ::= "a" ;', "unexpected character ';'", 1, 14),
+    ('root ::= "a" - "b"', "unexpected character '-'", 1, 14),
+    ('root ::= x\n1st ::= "a"', "rule name '1st' must start with a letter or '_'", 2, 1),
     ('root ::= "a" )', "unbalanced ')': no group is open", 1, 14),
     ('root ::= ("a" | "b"', "missing ')': this group is never closed", 1, 10),
     ('root ::= ("a"\nx ::= "b"', "missing ')': this group is never closed", 1, 10),
@@ -385,11 +389,14 @@ def test_non_string_source_is_a_clear_error() -> None:
 @given(st.text(alphabet='root:= "ab|()[]{}*+?^-\\#\n,.12xRegexTok²<>!', max_size=30))
 @settings(max_examples=300, deadline=None)
 def test_arbitrary_sources_never_crash(source: str) -> None:
-    """Any input gives a verified grammar or a located GrammarError, never another exception."""
+    """Any input gives a verified grammar or a located GrammarError, never another exception;
+    every grammar survives the IR's canonical text form."""
     try:
-        parse_ebnf(source)
+        grammar = parse_ebnf(source)
     except GrammarError as error:
         assert error.line is not None and error.column is not None
+    else:
+        assert parse_grammar(print_grammar(grammar)) == strip_spans(grammar)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,18 @@ from gramkiln.frontend.regex import (
     regex_grammar,
     search_regex,
 )
-from gramkiln.ir import CharClass, Choice, Empty, GrammarIR, Literal, Repeat, Rule, Seq, print_expr
+from gramkiln.ir import (
+    CharClass,
+    Choice,
+    Empty,
+    GrammarIR,
+    Literal,
+    Repeat,
+    Rule,
+    Seq,
+    parse_expr,
+    print_expr,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -427,12 +438,15 @@ def test_programming_errors_are_clear() -> None:
 @given(st.text(alphabet="ab()[]{}|*+?^$\\.-,:=!<>Pk0123dDwWsSxupiN#²٣é", max_size=12))
 @settings(max_examples=300, deadline=None)
 def test_arbitrary_patterns_never_crash(pattern: str) -> None:
-    """Any input gives an expression or a located RegexError, never another exception."""
+    """Any input gives an expression or a located RegexError, never another exception;
+    every expression survives the IR's canonical text form."""
     for dialect in ("python", "ecma"):
         try:
-            parse_regex(pattern, dialect=dialect)
+            expr = parse_regex(pattern, dialect=dialect)
         except RegexError as error:
             assert 0 <= error.offset <= len(pattern)
+        else:
+            assert parse_expr(print_expr(expr)) == expr
 
 
 @given(st.text(alphabet="ab()[]{}|*+?-,:.\\dws", max_size=10))
