@@ -338,8 +338,10 @@ def _minimise(
     if count == 0:
         return table, accepting, start
     # Only one column per distinct column pattern matters.
-    _, representative_columns = np.unique(table.T, axis=0, return_index=True)
-    symbols = sorted(representative_columns.tolist())
+    first_byte_of_column: dict[bytes, int] = {}
+    for byte in range(256):
+        first_byte_of_column.setdefault(table[:, byte].tobytes(), byte)
+    symbols = sorted(first_byte_of_column.values())
     sink = count  # explicit dead state so that every transition is defined
     inverse: list[dict[int, list[int]]] = []
     for symbol in symbols:
