@@ -36,6 +36,8 @@ from gramkiln.errors import CompileError
 # Largest bounded repetition expanded into productions (each bound adds one helper rule).
 MAX_REPEAT_EXPANSION = 100_000
 MAX_DFA_STATES = 200_000
+# The C++ mask walk recurses once per lexeme boundary inside a token; this bounds its depth.
+MAX_TEXT_TOKEN_BYTES = 4096
 
 
 def lower_for_runtime(ir: GrammarIR) -> GrammarIR:
@@ -311,6 +313,12 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         tokenset_ids.extend(ids)
         tokenset_offsets.append(len(tokenset_ids))
     is_text = [0 if i in vocab.special_ids else 1 for i in range(len(vocab.tokens))]
+    for token_id, flag in enumerate(is_text):
+        if flag and len(vocab.tokens[token_id]) > MAX_TEXT_TOKEN_BYTES:
+            raise CompileError(
+                f"token {token_id} is {len(vocab.tokens[token_id])} bytes long; text tokens "
+                f"longer than {MAX_TEXT_TOKEN_BYTES} bytes are not supported"
+            )
     return _core.build_runtime_blob(
         n,
         flat.start,

@@ -14,7 +14,11 @@
 namespace gramkiln {
 namespace {
 
-constexpr uint32_t kMaxTokenLength = 1u << 16;
+// Mask walks recurse once per lexeme boundary inside a token, so token length bounds the
+// recursion depth; 4096 bytes keeps it far inside any thread's stack (real vocabularies stay
+// under a few hundred bytes per token).
+constexpr uint32_t kMaxTokenLength = 4096;
+constexpr uint32_t kMaxStoredToken = 1u << 16;  // special tokens are never walked
 
 class BlobWriter {
  public:
@@ -160,14 +164,11 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
     require(id < num_tokens, "end token id out of range");
     set_bit(end_bits.data(), id);
   }
-  std::vector<uint32_t> token_offsets{0};
-  std::vector<uint8_t> token_bytes;
   for (uint32_t id = 0; id < num_tokens; ++id) {
     const std::string& t = v.tokens[id];
-    require(t.size() <= kMaxTokenLength, "a token is longer than 65536 bytes");
+    require(!v.is_text[id] || t.size() <= kMaxTokenLength, "a text token is longer than 4096 bytes");
+    require(t.size() <= kMaxStoredToken, "a token is longer than 65536 bytes");
     if (v.is_text[id] && !t.empty()) set_bit(text_bits.data(), id);
-    token_bytes.insert(token_bytes.end(), t.begin(), t.end());
-    token_offsets.push_back(static_cast<uint32_t>(token_bytes.size()));
   }
   require(g.dfa_table.size() == static_cast<size_t>(num_states) * 256, "bad DFA table size");
 
@@ -238,8 +239,6 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
   w.array(tokenset_bits);
   w.array(end_bits);
   w.array(text_bits);
-  w.array(token_offsets);
-  w.array(token_bytes);
   w.array(trie.byte);
   w.array(trie.end);
   w.array(trie.tok_offsets);
@@ -291,8 +290,6 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
   r.array(rt->tokenset_bits, "tokenset_bits");
   r.array(rt->end_bits, "end_bits");
   r.array(rt->text_bits, "text_bits");
-  r.array(rt->token_offsets, "token_offsets");
-  r.array(rt->token_bytes, "token_bytes");
   r.array(rt->trie_byte, "trie_byte");
   r.array(rt->trie_end, "trie_end");
   r.array(rt->trie_tok_offsets, "trie_tok_offsets");
@@ -341,14 +338,6 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
   require(c.tokenset_bits.size() == static_cast<uint64_t>(c.num_tokensets) * c.words,
           "bad token set size");
   require(c.end_bits.size() == c.words && c.text_bits.size() == c.words, "bad token bitsets");
-  require(c.token_offsets.size() == static_cast<uint64_t>(c.num_tokens) + 1 &&
-              c.token_offsets[0] == 0 && c.token_offsets.back() == c.token_bytes.size(),
-          "bad token offsets");
-  for (uint32_t i = 0; i < c.num_tokens; ++i) {
-    require(c.token_offsets[i] <= c.token_offsets[i + 1] &&
-                c.token_offsets[i + 1] - c.token_offsets[i] <= kMaxTokenLength,
-            "bad token offsets");
-  }
   // Bits above num_tokens (padding ids) must be clear in every token bitset.
   auto check_bits = [&](const uint32_t* words, const char* what) {
     for (uint32_t id = c.num_tokens; id < c.words * 32; ++id) {
@@ -381,6 +370,39 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
     }
     for (uint32_t id : c.trie_tokens) {
       require(id < c.num_tokens && test_bit(c.text_bits.data(), id), "bad trie token id");
+    }
+  }
+  // Token bytes are not stored: every text token's bytes are its trie path.
+  {
+    std::vector<uint32_t> first_node(c.num_tokens, 0);
+    for (uint32_t n = 0; n < M; ++n) {
+      for (uint32_t i = c.trie_tok_offsets[n]; i < c.trie_tok_offsets[n + 1]; ++i) {
+        require(first_node[c.trie_tokens[i]] == 0, "a token appears twice in the trie");
+        first_node[c.trie_tokens[i]] = n;
+      }
+    }
+    for (uint32_t id = 0; id < c.num_tokens; ++id) {
+      require(test_bit(c.text_bits.data(), id) == (first_node[id] != 0), "text token not in trie");
+    }
+    std::vector<uint32_t> node_offset(M, 0), node_length(M, 0);
+    std::vector<uint8_t> path(kMaxTokenLength + 1);  // depth is bounded (checked above)
+    std::vector<uint32_t> open{0};
+    for (uint32_t n = 1; n < M; ++n) {
+      while (c.trie_end[open.back()] <= n) open.pop_back();
+      open.push_back(n);
+      const size_t depth = open.size() - 1;
+      path[depth - 1] = c.trie_byte[n];
+      if (c.trie_tok_offsets[n] < c.trie_tok_offsets[n + 1]) {
+        node_offset[n] = static_cast<uint32_t>(rt->token_bytes.size());
+        node_length[n] = static_cast<uint32_t>(depth);
+        rt->token_bytes.insert(rt->token_bytes.end(), path.begin(), path.begin() + depth);
+      }
+    }
+    rt->token_begin.assign(c.num_tokens, 0);
+    rt->token_length.assign(c.num_tokens, 0);
+    for (uint32_t id = 0; id < c.num_tokens; ++id) {
+      rt->token_begin[id] = node_offset[first_node[id]];
+      rt->token_length[id] = node_length[first_node[id]];
     }
   }
   require(c.inside_index.size() == c.num_states, "bad inside index");
@@ -468,8 +490,9 @@ uint32_t runtime_vocab_size(const Runtime& runtime) { return runtime.vocab_size;
 uint32_t runtime_mask_words(const Runtime& runtime) { return runtime.words; }
 std::string runtime_token_bytes(const Runtime& runtime, uint32_t token_id) {
   if (token_id >= runtime.num_tokens) return std::string();
-  const uint32_t begin = runtime.token_offsets[token_id], end = runtime.token_offsets[token_id + 1];
-  return std::string(reinterpret_cast<const char*>(runtime.token_bytes.data()) + begin, end - begin);
+  return std::string(
+      reinterpret_cast<const char*>(runtime.token_bytes.data()) + runtime.token_begin[token_id],
+      runtime.token_length[token_id]);
 }
 
 }  // namespace gramkiln

@@ -223,7 +223,7 @@ bool Matcher::accept_token(int64_t token_id) {
   Snapshot before = snapshot();
   bool ok = text;
   if (text) {
-    const uint32_t begin = rt.token_offsets[id], end = rt.token_offsets[id + 1];
+    const uint32_t begin = rt.token_begin[id], end = begin + rt.token_length[id];
     for (uint32_t i = begin; i < end && ok; ++i) {
       ok = step_byte(rt.token_bytes[i], i + 1 == end ? &token_scans : nullptr);
     }

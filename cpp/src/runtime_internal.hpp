@@ -10,7 +10,7 @@
 namespace gramkiln {
 
 constexpr uint32_t kBlobMagic = 0x54524b47;  // "GKRT" little-endian
-constexpr uint32_t kBlobVersion = 1;
+constexpr uint32_t kBlobVersion = 2;
 constexpr uint32_t kComplete = 0xffffffffu;  // dotted_next value of a completed production
 
 // Everything a matcher reads. Built once by load_runtime and never modified afterwards, so any
@@ -25,8 +25,8 @@ class Runtime {
   std::vector<uint8_t> dfa_accepting;
   std::vector<uint32_t> dfa_lexeme;
   std::vector<uint32_t> tokenset_bits, end_bits, text_bits;
-  std::vector<uint32_t> token_offsets;
-  std::vector<uint8_t> token_bytes;
+  std::vector<uint8_t> token_bytes;  // derived at load from the trie (text tokens only)
+  std::vector<uint32_t> token_begin, token_length;
   std::vector<uint8_t> trie_byte;
   std::vector<uint32_t> trie_end, trie_tok_offsets, trie_tokens;
   std::vector<uint32_t> inside_index, inside_bits;
