@@ -487,10 +487,22 @@ def test_schema_order_and_optional_properties_are_linear() -> None:
     assert not grammar.accepts(json.dumps({"p3": 1, "p3x": 1}))
 
 
-def test_additional_keys_in_any_order_after_declared() -> None:
-    grammar = _grammar({"properties": {"a": {"type": "integer"}}, "required": ["a"]})
+def test_additional_keys_anywhere_between_declared_ones() -> None:
+    schema = {"properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a"]}
+    grammar = _grammar(schema)
     assert grammar.accepts(json.dumps({"a": 1, "z": 2, "y": 3}))
-    assert not grammar.accepts(json.dumps({"z": 2, "a": 1}))
+    assert grammar.accepts(json.dumps({"z": 2, "a": 1, "y": [], "b": 0}))
+    assert not grammar.accepts(json.dumps({"b": 0, "a": 1}))  # declared ones keep their order
+    assert not grammar.accepts(json.dumps({"z": 2}))  # a is required
+
+
+def test_many_properties_in_any_order_track_required_ones() -> None:
+    names = [f"p{i}" for i in range(12)]
+    schema = {"properties": {n: {"type": "integer"} for n in names}, "required": ["p5", "p1"]}
+    grammar = _grammar(schema, property_order="any")
+    assert grammar.accepts(json.dumps({"p5": 1, "p9": 2, "p1": 3}))
+    assert not grammar.accepts(json.dumps({"p5": 1, "p9": 2}))
+    assert not grammar.accepts(json.dumps({"p5": 1, "p1": "x"}))
 
 
 def test_string_with_escapes_counts_characters() -> None:

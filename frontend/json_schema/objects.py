@@ -118,7 +118,7 @@ def object_expr(
 
     # In "schema" order the declared properties form the ordered chain; names that only
     # `required` mentions (and, in "any" order, every declared name) are free members,
-    # written in any order, each at most once, alongside the additional keys.
+    # written in any order alongside the additional keys, which may come anywhere.
     members = [
         (
             name in properties and options.property_order == "schema",
@@ -130,14 +130,19 @@ def object_expr(
     ]
     ordered = [(key, value, req) for in_chain, key, value, req in members if in_chain]
     free = [(key, value, req) for in_chain, key, value, req in members if not in_chain]
+    # Free members are tracked (each at most once) while there are few; beyond that only the
+    # required ones are, and optional ones may repeat, each occurrence validated by its
+    # schema (a duplicate key, which JSON parsers collapse, is then accepted).
+    tracked = set(range(len(free)))
     if len(free) > MAX_ANY_ORDER_PROPERTIES:
-        compiler.unsupported(
-            pointer,
-            ["properties" if options.property_order == "any" else "required"],
-            f"at most {MAX_ANY_ORDER_PROPERTIES} properties can be tracked in any order "
-            f"(here {len(free)})",
-        )
-        free = [m for m in free if m[2]][:MAX_ANY_ORDER_PROPERTIES]
+        tracked = {i for i, (_, _, req) in enumerate(free) if req}
+        if len(tracked) > MAX_ANY_ORDER_PROPERTIES or min_count or max_count is not None:
+            compiler.unsupported(
+                pointer,
+                ["required" if len(tracked) > MAX_ANY_ORDER_PROPERTIES else "minProperties"],
+                f"at most {MAX_ANY_ORDER_PROPERTIES} properties can be tracked in any order "
+                f"(here {len(free)})",
+            )
     free_required = frozenset(i for i, (_, _, req) in enumerate(free) if req)
     group_values = [
         (key_expr, compiler.value_ref(schema, f"{pointer}/additionalProperties", base, depth + 1))
@@ -166,14 +171,13 @@ def object_expr(
                 out.append((member(key_expr, value, count), (position + 1, bump(count), used)))
             if not is_required:
                 out.append((lit(""), (position + 1, count, used)))
-            return out
         if not room(count):
             return out
+        # Free members and additional keys may come anywhere between the ordered ones.
         for index, (key_expr, value, _) in enumerate(free):
             if index not in used:
-                out.append(
-                    (member(key_expr, value, count), (position, bump(count), used | {index}))
-                )
+                after = used | {index} if index in tracked else used
+                out.append((member(key_expr, value, count), (position, bump(count), after)))
         for key_expr, value in group_values:
             out.append((member(key_expr, value, count), (position, bump(count), used)))
         return out
