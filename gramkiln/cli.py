@@ -151,7 +151,9 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
     if args.file is not None:
         text = _read_bytes(args.file, "text file")
     else:
-        text = args.text
+        # Arguments that are not valid UTF-8 arrive with surrogate escapes; fsencode gives
+        # back the exact bytes the user passed.
+        text = os.fsencode(args.text)
     if grammar.accepts(text):
         out.write("accepted\n")
         return EXIT_OK
@@ -160,10 +162,11 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
     if viable == len(data):
         out.write(f"rejected: incomplete (all {len(data)} bytes are a valid prefix)\n")
     else:
-        context = data[max(0, viable - 20) : viable + 1].decode("utf-8", "backslashreplace")
+        before = data[max(0, viable - 20) : viable].decode("utf-8", "backslashreplace")
+        at = data[viable : viable + 1].decode("utf-8", "backslashreplace")
         out.write(
             f"rejected: no string of the language starts with the first {viable + 1} bytes "
-            f"(fails at byte {viable}, after {context[:-1]!r}, at {context[-1:]!r})\n"
+            f"(fails at byte {viable}, after {before!r}, at {at!r})\n"
         )
     return EXIT_REJECTED
 
@@ -264,6 +267,10 @@ def _mask(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"{args.artifact}: no such artifact file")
     compiled = CompiledGrammar.load(args.artifact, vocab=vocab)
     matcher = compiled.matcher()
+    try:
+        args.text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CliError("--text is not valid UTF-8") from None
     if args.text and not matcher.accept_string(args.text):
         out.write(f"rejected: {args.text!r} is not a prefix of the language\n")
         return EXIT_REJECTED

@@ -113,6 +113,12 @@ def test_argparse_errors_exit_2(capsys: pytest.CaptureFixture[str], ids_file: Pa
     assert run(capsys, "--help")[0] == 0
 
 
+def test_non_utf8_text_argument(capsys: pytest.CaptureFixture[str], ids_file: Path) -> None:
+    # A command-line argument that is not UTF-8 reaches Python with surrogate escapes.
+    code, out, _ = run(capsys, "check", ids_file, "--text", "id=\udcff")
+    assert code == 1 and "fails at byte 3, after 'id=', at '\\\\xff'" in out
+
+
 def test_non_utf8_grammar_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "g.lark"
     path.write_bytes(b'start: "\xff"\n')
@@ -195,6 +201,10 @@ def test_mask_errors(capsys: pytest.CaptureFixture[str], ids_file: Path, tmp_pat
     broken.write_bytes(artifact.read_bytes()[:-7])
     code, _, err = run(capsys, "mask", broken)
     assert code == 2 and "truncated" in err
+    code, _, err = run(capsys, "mask", artifact, "--text", "id=\udcff")
+    assert code == 2 and "--text is not valid UTF-8" in err
+    code, _, err = run(capsys, "mask", artifact, "--limit", "-1")
+    assert code == 2 and "--limit must be >= 0" in err
     code, _, err = run(capsys, "mask", tmp_path / "absent.gkc")
     assert code == 2 and "no such artifact" in err
     code, _, err = run(capsys, "compile", ids_file, "-o", artifact, "--vocab", "nonsense")
