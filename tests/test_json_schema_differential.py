@@ -12,11 +12,11 @@ import json
 from typing import Any
 
 import pytest
+from gramkiln.frontend.json_schema import JsonSchemaOptions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gramkiln import Grammar
-from gramkiln.frontend.json_schema import JsonSchemaOptions
 
 jsonschema = pytest.importorskip("jsonschema", reason="the jsonschema validator is the oracle here")
 
