@@ -96,9 +96,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     show_ir.set_defaults(handler=_ir)
 
-    compile_cmd = commands.add_parser("compile", help="compile a grammar into an artifact")
-    _grammar_arguments(compile_cmd)
-    compile_cmd.add_argument("-o", "--output", type=Path, required=True, help="artifact path")
+    compile_cmd = commands.add_parser(
+        "compile",
+        help="compile grammars into artifacts",
+        description="Compile one grammar to the artifact -o, or several into the folder -o "
+        "(one <name>.gkc each; a failing grammar is reported and the others still compile).",
+    )
+    compile_cmd.add_argument(
+        "grammar", type=Path, nargs="+", help="grammar file(s) (.lark .ebnf .gbnf .json .regex)"
+    )
+    compile_cmd.add_argument(
+        "--format", choices=FORMATS, help="grammar language (default: from the file extension)"
+    )
+    compile_cmd.add_argument(
+        "-o", "--output", type=Path, required=True, help="artifact path, or folder for several"
+    )
+    compile_cmd.add_argument(
+        "-j", "--jobs", type=int, default=1, help="grammars compiled in parallel (processes)"
+    )
     _vocab_arguments(compile_cmd)
     compile_cmd.set_defaults(handler=_compile)
 
@@ -234,21 +249,83 @@ def _pipeline_stop(after: str, names: list[str]) -> int:
 def _compile(args: argparse.Namespace, out: TextIO) -> int:
     from gramkiln.runtime.vocab import load_vocab
 
-    grammar = load_grammar(args.grammar, args.format)
+    if args.jobs < 1:
+        raise CliError("--jobs must be >= 1")
+    grammars: list[Path] = args.grammar
+    if len(grammars) == 1 and not args.output.is_dir():
+        targets = [args.output]
+    else:
+        targets = [args.output / f"{path.stem}.gkc" for path in grammars]
+        clashing = sorted({t.name for t in targets if targets.count(t) > 1})
+        if clashing:
+            raise CliError(f"several grammars would write {', '.join(clashing)}; rename them")
+        try:
+            args.output.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CliError(f"cannot create output folder {args.output}: {exc.strerror}") from exc
+    # Load the vocabulary once up front, so that a bad --vocab is one clear error.
     vocab = load_vocab(args.vocab, eos_tokens=_eos(args.eos))
-    started = time.perf_counter()
+    jobs = [(path, target) for path, target in zip(grammars, targets, strict=True)]
+    settings = (args.format, args.vocab, _eos(args.eos))
+    if args.jobs > 1 and len(jobs) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(args.jobs, len(jobs))) as pool:
+            outcomes = list(pool.map(_compile_one_in_worker, jobs, [settings] * len(jobs)))
+    else:
+        outcomes = [_compile_one(path, target, args.format, vocab) for path, target in jobs]
+    failed = 0
+    for (path, _), (ok, message) in zip(jobs, outcomes, strict=True):
+        if ok:
+            out.write(message + "\n")
+        else:
+            failed += 1
+            print(message if len(jobs) == 1 else f"{path}: {message}", file=sys.stderr)
+    if len(jobs) > 1:
+        out.write(f"compiled {len(jobs) - failed} of {len(jobs)} grammars\n")
+    return EXIT_OK if not failed else EXIT_ERROR
+
+
+def _compile_one(path: Path, target: Path, language: str | None, vocab: Any) -> tuple[bool, str]:
+    """Compile one grammar; (True, summary) or (False, the error as the user should see it)."""
     try:
-        compiled = grammar.compile(vocab)
-    except ImportError as exc:
-        raise CliError(f"the compiler back end is not available in this build ({exc})") from exc
-    elapsed_ms = (time.perf_counter() - started) * 1000
-    compiled.save(args.output)
-    size = args.output.stat().st_size
-    out.write(
-        f"wrote {args.output} ({size:,} bytes; vocabulary {vocab.vocab_size:,} ids; "
-        f"compiled in {elapsed_ms:.1f} ms)\n"
+        grammar = load_grammar(path, language)
+        started = time.perf_counter()
+        try:
+            compiled = grammar.compile(vocab)
+        except ImportError as exc:
+            raise CliError(f"the compiler back end is not available in this build ({exc})") from exc
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        compiled.save(target)
+        size = target.stat().st_size
+    except GrammarError as exc:
+        return False, str(exc)
+    except (CliError, GramkilnError, OSError) as exc:
+        return False, f"gramkiln: {exc}"
+    except Exception as exc:  # noqa: BLE001 - one grammar's crash must not stop a batch
+        if os.environ.get("GRAMKILN_DEBUG"):
+            raise
+        return False, f"gramkiln: internal error ({type(exc).__name__}: {exc})"
+    return True, (
+        f"wrote {target} ({size:,} bytes; vocabulary {vocab.vocab_size:,} ids; "
+        f"compiled in {elapsed_ms:.1f} ms)"
     )
-    return EXIT_OK
+
+
+_WORKER_VOCABS: dict[tuple[str, Any], Any] = {}
+
+
+def _compile_one_in_worker(
+    job: tuple[Path, Path], settings: tuple[str | None, str, list[str | int] | None]
+) -> tuple[bool, str]:
+    """`_compile_one` in a worker process, loading the vocabulary once per process."""
+    from gramkiln.runtime.vocab import load_vocab
+
+    language, spec, eos = settings
+    key = (spec, tuple(eos) if eos else None)
+    if key not in _WORKER_VOCABS:
+        _WORKER_VOCABS[key] = load_vocab(spec, eos_tokens=eos)
+    return _compile_one(job[0], job[1], language, _WORKER_VOCABS[key])
 
 
 def _mask(args: argparse.Namespace, out: TextIO) -> int:

@@ -219,3 +219,28 @@ def test_console_entry_point(ids_file: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 0 and result.stdout == "accepted\n"
+
+
+def test_compile_several_grammars_into_a_folder(
+    capsys: pytest.CaptureFixture[str], ids_file: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("gramkiln.runtime.compiled", reason="the runtime back end is not built yet")
+    digits = tmp_path / "digits.regex"
+    digits.write_text("[0-9]+\n", encoding="utf-8")
+    broken = tmp_path / "broken.lark"
+    broken.write_text('start: "a" b\nb "x"\n', encoding="utf-8")
+    out_dir = tmp_path / "out"
+    code, out, err = run(capsys, "compile", ids_file, broken, digits, "-o", out_dir)
+    # The broken grammar is reported with its file name; the others are still compiled.
+    assert code == 2
+    assert sorted(p.name for p in out_dir.iterdir()) == ["digits.gkc", "ids.gkc"]
+    assert out.splitlines()[-1] == "compiled 2 of 3 grammars"
+    assert f"{broken}: Lark error at line 2, column 3: expected ':' after rule name" in err
+    single = (out_dir / "ids.gkc").read_bytes()
+    assert run(capsys, "compile", ids_file, digits, "-o", out_dir, "--jobs", "2")[0] == 0
+    assert (out_dir / "ids.gkc").read_bytes() == single  # same bytes from a worker process
+    clash = tmp_path / "ids.regex"
+    clash.write_text("x", encoding="utf-8")
+    code, _, err = run(capsys, "compile", ids_file, clash, "-o", out_dir)
+    assert code == 2 and "several grammars would write ids.gkc" in err
+    assert run(capsys, "compile", ids_file, "-o", out_dir, "--jobs", "0")[0] == 2
