@@ -428,6 +428,8 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
   }
 
   // Derived tables.
+  rt->groups->top = std::make_unique<std::atomic<ExitGroup*>[]>(c.num_states);
+  for (uint32_t s = 0; s < c.num_states; ++s) rt->groups->top[s].store(nullptr);
   rt->prod_dotted.resize(P);
   uint32_t dotted = 0;
   for (size_t p = 0; p < P; ++p) {

@@ -31,9 +31,6 @@ inline void or_words(uint32_t* out, const uint32_t* in, uint32_t words) {
   for (uint32_t i = 0; i < words; ++i) out[i] |= in[i];
 }
 
-void walk_subtree(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t node, uint32_t set,
-                  uint32_t* words);
-
 // The overlay set reached from `set` by scanning `lexeme`, built once per fill.
 uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t set,
                      uint32_t lexeme) {
@@ -48,63 +45,124 @@ uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t s
   return next;
 }
 
-// Tokens at and below trie node `child`, reached in DFA state `state` of `lexeme`, which
-// started right after Earley set `set`: all of them are allowed while the lexeme is alive, and
-// where it can end with bytes left over, the rest is decided against the set after it.
-void walk_from(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t child, int32_t state,
-               uint32_t lexeme, uint32_t set, uint32_t* words) {
-  std::vector<std::pair<uint32_t, int32_t>> stack{{child, state}};
+// Build the group entered at `nodes` (all children with one byte) in DFA state `state`.
+std::unique_ptr<ExitGroup> build_group(const Runtime& rt, const uint32_t* nodes, size_t count,
+                                       int32_t state) {
+  auto group = std::make_unique<ExitGroup>();
+  group->lexeme = rt.dfa_lexeme[state];
+  std::vector<uint32_t> exits;
+  std::vector<std::pair<uint32_t, int32_t>> stack;
+  for (size_t i = 0; i < count; ++i) stack.emplace_back(nodes[i], state);
   while (!stack.empty()) {
     const auto [node, current] = stack.back();
     stack.pop_back();
     for (uint32_t i = rt.trie_tok_offsets[node]; i < rt.trie_tok_offsets[node + 1]; ++i) {
-      set_bit(words, rt.trie_tokens[i]);
+      group->tokens.push_back(rt.trie_tokens[i]);
     }
     if (rt.trie_end[node] == node + 1) continue;  // leaf
-    if (rt.dfa_accepting[current]) {
-      walk_subtree(rt, view, sc, node, advance_set(rt, view, sc, set, lexeme), words);
-    }
+    if (rt.dfa_accepting[current]) exits.push_back(node);
     for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
       const int32_t next = rt.dfa_table[static_cast<size_t>(current) * 256 + rt.trie_byte[c]];
       if (next >= 0) stack.emplace_back(c, next);
     }
   }
-}
-
-// Tokens in the strict subtree of `node` whose bytes below `node` are viable from Earley set
-// `set` (a set at the position right after `node`'s bytes).
-void walk_subtree(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t node, uint32_t set,
-                  uint32_t* words) {
-  const uint32_t local = set - view.base_sets;  // walks only ever see overlay sets
-  for (size_t i = 0; i < sc.overlay_lexemes[local].size(); ++i) {
-    const uint32_t lexeme = sc.overlay_lexemes[local][i];  // re-read: the outer vector grows
-    const size_t start = static_cast<size_t>(rt.lexeme_start[lexeme]) * 256;
-    for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
-      const int32_t state = rt.dfa_table[start + rt.trie_byte[c]];
-      if (state >= 0) walk_from(rt, view, sc, c, state, lexeme, set, words);
+  if (group->tokens.size() > rt.words) {
+    group->bits.assign(rt.words, 0);
+    for (uint32_t token : group->tokens) set_bit(group->bits.data(), token);
+    group->tokens.clear();
+    group->tokens.shrink_to_fit();
+  }
+  if (!exits.empty()) {
+    group->child_offsets.assign(257, 0);
+    for (uint32_t node : exits) {
+      for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
+        group->child_offsets[rt.trie_byte[c] + 1]++;
+      }
+    }
+    for (int b = 0; b < 256; ++b) group->child_offsets[b + 1] += group->child_offsets[b];
+    group->child_nodes.resize(group->child_offsets[256]);
+    std::vector<uint32_t> fill(group->child_offsets.begin(), group->child_offsets.end() - 1);
+    for (uint32_t node : exits) {
+      for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
+        group->child_nodes[fill[rt.trie_byte[c]]++] = c;
+      }
     }
   }
+  return group;
 }
 
-// The exit part of one thread's mask: tokens that end the thread's lexeme mid-token and go on
-// into what the parser expects next. Uses the per-state, per-byte index of exit children.
-void walk_exits(const Runtime& rt, ChartView& view, Scratch& sc, const Thread& th,
-                uint32_t* words) {
-  const size_t base = static_cast<size_t>(th.state) * 256;
-  if (rt.exit_child_offsets[base] == rt.exit_child_offsets[base + 256]) return;
-  const uint32_t after = advance_set(rt, view, sc, th.origin, rt.dfa_lexeme[th.state]);
+// The group of a lexer thread in DFA state `state`: no tokens of its own (those are in the
+// precomputed inside set), and the exit children stored in the blob.
+const ExitGroup& top_group(const Runtime& rt, int32_t state) {
+  GroupCache& cache = *rt.groups;
+  ExitGroup* ready = cache.top[state].load(std::memory_order_acquire);
+  if (ready) return *ready;
+  std::lock_guard<std::mutex> lock(cache.top_mutex);
+  ready = cache.top[state].load(std::memory_order_acquire);
+  if (ready) return *ready;
+  auto group = std::make_unique<ExitGroup>();
+  group->lexeme = rt.dfa_lexeme[state];
+  const size_t base = static_cast<size_t>(state) * 256;
+  const uint32_t first = rt.exit_child_offsets[base];
+  if (rt.exit_child_offsets[base + 256] > first) {
+    group->child_offsets.resize(257);
+    for (int b = 0; b <= 256; ++b) group->child_offsets[b] = rt.exit_child_offsets[base + b] - first;
+    group->child_nodes.assign(rt.exit_children.begin() + first,
+                              rt.exit_children.begin() + rt.exit_child_offsets[base + 256]);
+  }
+  ready = group.get();
+  cache.owned.push_back(std::move(group));
+  cache.top[state].store(ready, std::memory_order_release);
+  return *ready;
+}
+
+// The child of `group` entered with `byte` into DFA state `state`; built on first use. When the
+// cache budget is spent the child is built into `transient` and not kept.
+const ExitGroup& child_group(const Runtime& rt, const ExitGroup& group, uint8_t byte,
+                             int32_t state, std::unique_ptr<ExitGroup>& transient) {
+  ExitGroup& parent = const_cast<ExitGroup&>(group);  // only `children` (mutex-guarded) changes
+  const uint64_t key = (static_cast<uint64_t>(state) << 8) | byte;
+  {
+    std::lock_guard<std::mutex> lock(parent.mutex);
+    auto found = parent.children.find(key);
+    if (found != parent.children.end()) return *found->second;
+  }
+  const uint32_t lo = group.child_offsets[byte], hi = group.child_offsets[byte + 1];
+  std::unique_ptr<ExitGroup> built = build_group(rt, group.child_nodes.data() + lo, hi - lo, state);
+  GroupCache& cache = *rt.groups;
+  const size_t size = built->footprint();
+  if (cache.used.load(std::memory_order_relaxed) + size > GroupCache::kBudgetBytes) {
+    transient = std::move(built);
+    return *transient;
+  }
+  std::lock_guard<std::mutex> lock(parent.mutex);
+  auto [it, inserted] = parent.children.emplace(key, std::move(built));
+  if (inserted) cache.used.fetch_add(size, std::memory_order_relaxed);
+  return *it->second;
+}
+
+// Allow the group's tokens, then follow its exits into every lexeme the parser expects after
+// the group's lexeme ends (the set reached from `set` by scanning it).
+void walk_group(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
+                uint32_t set, uint32_t* words) {
+  if (!group.bits.empty()) {
+    or_words(words, group.bits.data(), rt.words);
+  } else {
+    for (uint32_t token : group.tokens) set_bit(words, token);
+  }
+  if (group.child_nodes.empty()) return;
+  const uint32_t after = advance_set(rt, view, sc, set, group.lexeme);
   const uint32_t local = after - view.base_sets;
   for (size_t i = 0; i < sc.overlay_lexemes[local].size(); ++i) {
-    const uint32_t lexeme = sc.overlay_lexemes[local][i];
+    const uint32_t lexeme = sc.overlay_lexemes[local][i];  // re-read: the outer vector grows
     const size_t start = static_cast<size_t>(rt.lexeme_start[lexeme]) * 256;
     for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1];
          ++f) {
       const uint8_t byte = rt.lexeme_first_bytes[f];
-      const int32_t state = rt.dfa_table[start + byte];
-      for (uint32_t e = rt.exit_child_offsets[base + byte];
-           e < rt.exit_child_offsets[base + byte + 1]; ++e) {
-        walk_from(rt, view, sc, rt.exit_children[e], state, lexeme, after, words);
-      }
+      if (group.child_offsets[byte] == group.child_offsets[byte + 1]) continue;
+      std::unique_ptr<ExitGroup> transient;
+      const ExitGroup& child = child_group(rt, group, byte, rt.dfa_table[start + byte], transient);
+      walk_group(rt, view, sc, child, after, words);
     }
   }
 }
@@ -278,7 +336,10 @@ void Matcher::fill_mask(uint32_t* words) const {
   for (const Thread& th : threads_) {
     or_words(words, &rt.inside_bits[static_cast<size_t>(rt.inside_index[th.state]) * rt.words],
              rt.words);
-    walk_exits(rt, view, sc, th, words);
+    const size_t base = static_cast<size_t>(th.state) * 256;
+    if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) {
+      walk_group(rt, view, sc, top_group(rt, th.state), th.origin, words);
+    }
   }
   if (frontier_) {
     const uint32_t last = chart_.num_sets() - 1;

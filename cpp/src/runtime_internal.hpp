@@ -1,6 +1,9 @@
 // Internal layout of a loaded runtime, shared by the builder, the loader and the matcher.
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -12,6 +15,34 @@ namespace gramkiln {
 constexpr uint32_t kBlobMagic = 0x54524b47;  // "GKRT" little-endian
 constexpr uint32_t kBlobVersion = 2;
 constexpr uint32_t kComplete = 0xffffffffu;  // dotted_next value of a completed production
+
+// The context-free part of the mask work after a lexeme ends inside a token. A group is a set
+// of trie nodes entered in one DFA state of one lexeme: `tokens` are the tokens at or below
+// them that stay inside that lexeme, and `exit_children` (by byte) are the children of the
+// nodes where the lexeme can end with token bytes left over. Which lexemes follow, and so which
+// child groups are visited, depends on the parser and is decided at run time; the groups
+// themselves are computed once, on first use, and shared by every matcher and thread.
+struct ExitGroup {
+  uint32_t lexeme = 0;
+  std::vector<uint32_t> tokens;  // sparse form
+  std::vector<uint32_t> bits;    // dense form (when there are more tokens than mask words)
+  std::vector<uint32_t> child_offsets;  // 257 entries into child_nodes, or empty if none
+  std::vector<uint32_t> child_nodes;
+  std::mutex mutex;  // guards `children`
+  std::unordered_map<uint64_t, std::unique_ptr<ExitGroup>> children;  // key: state << 8 | byte
+  size_t footprint() const {
+    return 4 * (tokens.size() + bits.size() + child_offsets.size() + child_nodes.size()) + 128;
+  }
+};
+
+// Memo of exit groups with a memory budget: past it, new groups are built for one use only.
+struct GroupCache {
+  static constexpr size_t kBudgetBytes = size_t{256} << 20;
+  std::mutex top_mutex;                                // guards `owned`
+  std::unique_ptr<std::atomic<ExitGroup*>[]> top;      // per DFA state, built on first use
+  std::vector<std::unique_ptr<ExitGroup>> owned;
+  std::atomic<size_t> used{0};
+};
 
 // Everything a matcher reads. Built once by load_runtime and never modified afterwards, so any
 // number of matchers and threads may share it.
@@ -43,6 +74,9 @@ class Runtime {
   std::vector<uint8_t> dotted_accepts;  // completed production of the start symbol
   std::vector<uint32_t> lexeme_first_offsets;  // bytes that can start each lexeme
   std::vector<uint8_t> lexeme_first_bytes;
+
+  // Lazily filled memo (see ExitGroup); not part of the blob, safe to share across threads.
+  std::unique_ptr<GroupCache> groups = std::make_unique<GroupCache>();
 
   uint32_t lexeme_base() const { return num_nonterminals; }
   uint32_t tokenset_base() const { return num_nonterminals + num_lexemes; }
