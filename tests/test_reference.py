@@ -6,13 +6,20 @@ import re
 
 import pytest
 from gramkiln.ir import (
+    Bytes,
     CharClass,
+    Choice,
+    Embed,
+    Empty,
     GrammarIR,
     Literal,
+    Ref,
+    Repeat,
     Rule,
     RuleOptions,
     Seq,
     parse_grammar,
+    print_grammar,
 )
 from gramkiln.ir.automata import build_dfa
 from hypothesis import given, settings
@@ -463,3 +470,199 @@ def test_grammar_ir_built_by_hand() -> None:
         )
     )
     assert ReferenceMatcher(ir).accepts("a5") and not ReferenceMatcher(ir).accepts("a")
+
+
+# --------------------------------------------------------------------------------------------
+# a second, independent decider: least fixpoint over the spans of one input
+
+
+class SpanDecider:
+    """Decides membership of one byte string with a different algorithm than the oracle.
+
+    It evaluates the IR directly over spans ``data[i:j]`` (no CFG translation, no automata):
+    rule spans are a least fixpoint, ``%ignore`` is woven on the fly after each lexeme, lazy
+    rules are "body matches and no shorter span does". Only for small inputs and grammars.
+    """
+
+    def __init__(self, ir: GrammarIR, data: bytes) -> None:
+        self.data = data
+        self.scopes: dict[int, tuple[GrammarIR, int | None]] = {}
+        self._add_scope(ir, None)
+        self.root = id(ir)
+        self.table: dict[tuple[int, str], set[tuple[int, int]]] = {}
+        self.memo: dict[tuple, bool] = {}
+        self._fixpoint()
+
+    def _add_scope(self, grammar: GrammarIR, parent: int | None) -> None:
+        self.scopes[id(grammar)] = (grammar, parent)
+        for sub in grammar.subgrammars:
+            self._add_scope(sub.grammar, id(grammar))
+
+    def accepts(self) -> bool:
+        return self.entry(self.root, 0, len(self.data))
+
+    def _fixpoint(self) -> None:
+        n = len(self.data)
+        changed = True
+        while changed:
+            changed = False
+            self.memo.clear()
+            for scope, (grammar, _) in self.scopes.items():
+                for rule in grammar.rules:
+                    if rule.terminal or self._lexeme_like(rule):
+                        continue
+                    spans = self.table.setdefault((scope, rule.name), set())
+                    for i in range(n + 1):
+                        for j in range(i, n + 1):
+                            if (i, j) not in spans and self.derives(rule.body, i, j, scope, True):
+                                spans.add((i, j))
+                                changed = True
+
+    @staticmethod
+    def _lexeme_like(rule: Rule) -> bool:
+        o = rule.options
+        return o.lazy or o.suffix is not None or o.stop is not None
+
+    def _rule(self, scope: int, name: str) -> Rule:
+        return self.scopes[scope][0].rule(name)
+
+    def entry(self, scope: int, i: int, j: int) -> bool:
+        grammar = self.scopes[scope][0]
+        start = Ref(name=grammar.start)
+        if self.derives(start, i, j, scope, True):
+            return True
+        skip = grammar.options.allow_initial_skip
+        return skip and any(
+            self.ignored(scope, i, k) and self.derives(start, k, j, scope, True)
+            for k in range(i + 1, j + 1)
+        )
+
+    def ignored(self, scope: int, i: int, j: int) -> bool:
+        """data[i:j] is zero or more pieces of the scope's ignore content."""
+        if i == j:
+            return True
+        ignore = self.scopes[scope][0].ignore
+        return any(
+            any(self.derives(expr, i, k, scope, False) for expr in ignore)
+            and self.ignored(scope, k, j)
+            for k in range(i + 1, j + 1)
+        )
+
+    def lexeme_then_ignore(self, scope: int, i: int, j: int, lexeme) -> bool:  # type: ignore[no-untyped-def]
+        return any(lexeme(k) and self.ignored(scope, k, j) for k in range(i, j + 1))
+
+    def derives(self, expr, i: int, j: int, scope: int, woven: bool) -> bool:  # type: ignore[no-untyped-def]
+        key = (id(expr), i, j, scope, woven)
+        if key not in self.memo:
+            self.memo[key] = False  # cycles through empty spans are least-fixpoint False
+            self.memo[key] = self._derives(expr, i, j, scope, woven)
+        return self.memo[key]
+
+    def _leaf(self, expr, i: int, j: int) -> bool:  # type: ignore[no-untyped-def]
+        piece = self.data[i:j]
+        if isinstance(expr, Literal):
+            text = expr.text.encode()
+            return piece.lower() == text.lower() if expr.case_insensitive else piece == text
+        if isinstance(expr, CharClass):
+            try:
+                chars = piece.decode("utf-8")
+            except UnicodeDecodeError:
+                return False
+            return len(chars) == 1 and any(
+                lo <= ord(chars) <= hi for lo, hi in expr.positive_ranges()
+            )
+        return piece == expr.data  # Bytes
+
+    def _derives(self, expr, i: int, j: int, scope: int, woven: bool) -> bool:  # type: ignore[no-untyped-def]
+        if isinstance(expr, Empty):
+            return i == j
+        if isinstance(expr, (Literal, Bytes, CharClass)):
+            empty = (expr.text if isinstance(expr, Literal) else getattr(expr, "data", b"x")) in (
+                "",
+                b"",
+            )
+            if empty:
+                return i == j
+            if not woven:
+                return self._leaf(expr, i, j)
+            return self.lexeme_then_ignore(scope, i, j, lambda k: self._leaf(expr, i, k))
+        if isinstance(expr, Seq):
+            return self._seq(expr.items, 0, i, j, scope, woven)
+        if isinstance(expr, Choice):
+            return any(self.derives(alt, i, j, scope, woven) for alt in expr.alternatives)
+        if isinstance(expr, Repeat):
+            return self._repeat(expr, expr.min, expr.max, i, j, scope, woven)
+        if isinstance(expr, Ref):
+            rule = self._rule(scope, expr.name)
+            if rule.terminal:
+                if not woven:
+                    return self.derives(rule.body, i, j, scope, False)
+                return self.lexeme_then_ignore(
+                    scope, i, j, lambda k: self.derives(rule.body, i, k, scope, False)
+                )
+            if self._lexeme_like(rule):
+                return self.lexeme_then_ignore(scope, i, j, lambda k: self._lazy(rule, i, k, scope))
+            if not woven:
+                return self.derives(rule.body, i, j, scope, False)
+            return (i, j) in self.table.get((scope, rule.name), set())
+        if isinstance(expr, Embed):
+            sub = self._find_sub(scope, expr.name)
+            return self.lexeme_then_ignore(scope, i, j, lambda k: self.entry(sub, i, k))
+        return False  # token elements never match text
+
+    def _find_sub(self, scope: int, name: str) -> int:
+        current: int | None = scope
+        while current is not None:
+            grammar, parent = self.scopes[current]
+            for sub in grammar.subgrammars:
+                if sub.name == name:
+                    return id(sub.grammar)
+            current = parent
+        raise KeyError(name)
+
+    def _lazy(self, rule: Rule, i: int, j: int, scope: int) -> bool:
+        marker = rule.options.suffix if rule.options.suffix is not None else rule.options.stop
+        body = rule.body if marker is None else Seq(items=(rule.body, marker))
+        return self.derives(body, i, j, scope, False) and not any(
+            self.derives(body, i, k, scope, False) for k in range(i, j)
+        )
+
+    def _seq(self, items, index: int, i: int, j: int, scope: int, woven: bool) -> bool:  # type: ignore[no-untyped-def]
+        if index == len(items):
+            return i == j
+        return any(
+            self.derives(items[index], i, k, scope, woven)
+            and self._seq(items, index + 1, k, j, scope, woven)
+            for k in range(i, j + 1)
+        )
+
+    def _repeat(self, expr, lo: int, hi, i: int, j: int, scope: int, woven: bool) -> bool:  # type: ignore[no-untyped-def]
+        if hi == 0:
+            return i == j
+        if i == j:
+            return lo == 0 or self.derives(expr.item, i, i, scope, woven)
+        # Peel one non-empty copy; empty copies can pad up to the minimum when the item is
+        # nullable, which the i == j case accounts for.
+        return any(
+            self.derives(expr.item, i, k, scope, woven)
+            and self._repeat(
+                expr, max(lo - 1, 0), None if hi is None else hi - 1, k, j, scope, woven
+            )
+            for k in range(i + 1, j + 1)
+        )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_random_grammars_agree_with_the_span_decider(data: st.DataObject) -> None:
+    from gramkiln.testing import strategies
+
+    ir = data.draw(strategies.grammars(subgrammars=True))
+    oracle = ReferenceMatcher(ir)
+    texts = data.draw(st.lists(strategies.probe_strings(ir), min_size=3, max_size=8))
+    for text in texts:
+        raw = text.encode()[:9]
+        expected = SpanDecider(ir, raw).accepts()
+        assert oracle.accepts(raw) == expected, (raw, print_grammar(ir))
+        if expected:
+            assert all(oracle.is_prefix(raw[:end]) for end in range(len(raw) + 1))
