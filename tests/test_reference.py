@@ -666,3 +666,16 @@ def test_random_grammars_agree_with_the_span_decider(data: st.DataObject) -> Non
         assert oracle.accepts(raw) == expected, (raw, print_grammar(ir))
         if expected:
             assert all(oracle.is_prefix(raw[:end]) for end in range(len(raw) + 1))
+
+
+def test_masks_along_equal_allowed_tokens_at_every_position() -> None:
+    m = matcher('%ignore [ ]\nrule start = "x" <[5,7-9]> INT\nterm INT = [0-9]+\n')
+    vocab = [b"x", b"1", b"12", b" ", b"", b"t", b"x1", b"t", b"t", b"t", b" 3"]
+    units = [ord("x"), ord(" "), TokenUnit(8, b"t"), ord("1"), ord(" "), ord("a"), ord("2")]
+    masks = m.masks_along(units, vocab, special_ids={5}, eos_ids=[4])
+    assert len(masks) == len(units) + 1
+    for end, mask in enumerate(masks):
+        assert mask == m.allowed_tokens(units[:end], vocab, special_ids={5}, eos_ids=[4]), end
+    assert masks[4][4] and not any(masks[6]) and not any(masks[7])
+    with pytest.raises(TypeError, match="not bytes"):
+        m.allowed_tokens(b"", ["x"])  # type: ignore[list-item]

@@ -608,28 +608,38 @@ class ReferenceMatcher:
         ``special_ids`` have no text; tokens with empty bytes are only allowed through a
         token element; ids in ``eos_ids`` are allowed iff the prefix itself is accepted.
         """
-        specials = frozenset(special_ids)
-        eos = frozenset(eos_ids)
-        allowed = [False] * len(vocab_tokens)
+        vocabulary = _MaskVocabulary(vocab_tokens, special_ids, eos_ids)
         run = self._run(_as_units(prefix_units))
         if run is None:
-            return allowed
-        base = run.frontier
-        for token_id in eos:
-            if 0 <= token_id < len(allowed):
-                allowed[token_id] = base.accepting
-        if any(self._cfg.lexemes[lexeme].has_token_edges for lexeme, _ in base.scans):
-            for token_id in range(len(vocab_tokens)):
-                if token_id not in eos:
-                    probe = _Chart()
-                    run._step(base, token_symbol(token_id), probe)
-                    allowed[token_id] = bool(probe.scans or probe.finished)
-        trie = _TokenTrie()
-        for token_id, data in enumerate(vocab_tokens):
-            if token_id not in specials and token_id not in eos and data:
-                trie.insert(bytes(data), token_id)
-        self._walk_trie(run, trie, allowed)
-        return allowed
+            return [False] * len(vocab_tokens)
+        return self._mask(run, vocabulary)
+
+    def masks_along(
+        self,
+        units: Iterable[Unit] | str | bytes,
+        vocab_tokens: Sequence[bytes],
+        special_ids: Iterable[int] = frozenset(),
+        eos_ids: Iterable[int] = (),
+    ) -> list[list[bool]]:
+        """``allowed_tokens`` before every unit and after the last (``len(units) + 1`` masks).
+
+        One parse serves all positions, so checking a runtime matcher step by step costs
+        about as much as one brute-force mask per step. Once the input stops being a viable
+        prefix, the remaining masks allow nothing.
+        """
+        vocabulary = _MaskVocabulary(vocab_tokens, special_ids, eos_ids)
+        sequence = _as_units(units)
+        nothing = [False] * len(vocab_tokens)
+        if self._cfg.empty_language:
+            return [list(nothing) for _ in range(len(sequence) + 1)]
+        run = _EarleyRun(self._cfg)
+        masks = [self._mask(run, vocabulary)]
+        for index, unit in enumerate(sequence):
+            if not run.feed(unit):
+                masks.extend(list(nothing) for _ in range(len(sequence) - index))
+                break
+            masks.append(self._mask(run, vocabulary))
+        return masks
 
     # -- internals ------------------------------------------------------------------------
     def _run(self, units: list[Unit]) -> _EarleyRun | None:
@@ -641,6 +651,22 @@ class ReferenceMatcher:
             if not run.feed(unit):
                 return None
         return run
+
+    def _mask(self, run: _EarleyRun, vocabulary: _MaskVocabulary) -> list[bool]:
+        """The brute-force mask at the frontier of a live run (the run is left unchanged)."""
+        allowed = [False] * vocabulary.size
+        base = run.frontier
+        for token_id in vocabulary.eos:
+            if 0 <= token_id < vocabulary.size:
+                allowed[token_id] = base.accepting
+        if any(self._cfg.lexemes[lexeme].has_token_edges for lexeme, _ in base.scans):
+            for token_id in range(vocabulary.size):
+                if token_id not in vocabulary.eos:
+                    probe = _Chart()
+                    run._step(base, token_symbol(token_id), probe)
+                    allowed[token_id] = bool(probe.scans or probe.finished)
+        self._walk_trie(run, vocabulary.trie, allowed)
+        return allowed
 
     def _walk_trie(self, run: _EarleyRun, node: _TokenTrie, allowed: list[bool]) -> None:
         source = run.frontier
@@ -654,6 +680,23 @@ class ReferenceMatcher:
                 allowed[token_id] = True
             self._walk_trie(run, child, allowed)
             run.pop()
+
+
+class _MaskVocabulary:
+    """A vocabulary prepared for brute-force masks: a byte trie of the text tokens."""
+
+    def __init__(
+        self, vocab_tokens: Sequence[bytes], special_ids: Iterable[int], eos_ids: Iterable[int]
+    ) -> None:
+        self.size = len(vocab_tokens)
+        self.eos = frozenset(eos_ids)
+        specials = frozenset(special_ids)
+        self.trie = _TokenTrie()
+        for token_id, data in enumerate(vocab_tokens):
+            if not isinstance(data, (bytes, bytearray)):
+                raise TypeError(f"vocabulary token {token_id} is not bytes: {data!r}")
+            if token_id not in specials and token_id not in self.eos and data:
+                self.trie.insert(bytes(data), token_id)
 
 
 class _TokenTrie:
