@@ -679,3 +679,11 @@ def test_masks_along_equal_allowed_tokens_at_every_position() -> None:
     assert masks[4][4] and not any(masks[6]) and not any(masks[7])
     with pytest.raises(TypeError, match="not bytes"):
         m.allowed_tokens(b"", ["x"])  # type: ignore[list-item]
+
+
+def test_absurd_nesting_is_a_clear_error() -> None:
+    expr = Literal(text="a")
+    for _ in range(3000):
+        expr = Seq(items=(expr, Literal(text="b")))
+    with pytest.raises(CompileError, match="too deep"):
+        ReferenceMatcher(GrammarIR(rules=(Rule(name="start", body=expr),)))

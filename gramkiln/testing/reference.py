@@ -571,7 +571,10 @@ class ReferenceMatcher:
             raise TypeError(f"ReferenceMatcher needs a GrammarIR, got {type(ir).__name__}")
         self.ir = ir.verify()
         self.special_texts = dict(special_texts or {})
-        translator = _Translator(ir, self.special_texts, max_nfa_states)
+        try:
+            translator = _Translator(ir, self.special_texts, max_nfa_states)
+        except RecursionError as exc:
+            raise CompileError("expression nesting is too deep for the reference matcher") from exc
         self._cfg = _finish(translator.cfg)
 
     # -- text -----------------------------------------------------------------------------
