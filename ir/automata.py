@@ -125,7 +125,10 @@ def build_dfa(
         raise ValueError("max_states must be at least 1")
     nfa = _ByteNFA(max_states * 10)
     start, final = nfa.new_state(), nfa.new_state()
-    _connect(nfa, expr, start, final, terminals or {}, ())
+    try:
+        _connect(nfa, expr, start, final, terminals or {}, ())
+    except RecursionError as exc:
+        raise CompileError("terminal expression nesting is too deep") from exc
     table, accepting = _determinise(nfa, start, final, max_states)
     if lazy:
         for state, is_final in enumerate(accepting):
@@ -343,13 +346,13 @@ def _minimise(
         first_byte_of_column.setdefault(table[:, byte].tobytes(), byte)
     symbols = sorted(first_byte_of_column.values())
     sink = count  # explicit dead state so that every transition is defined
-    inverse: list[dict[int, list[int]]] = []
+    # inverse[symbol][target] = the states that go to target on symbol (the sink included).
+    inverse: list[list[list[int]]] = []
     for symbol in symbols:
-        column = table[:, symbol].tolist()
-        by_target: dict[int, list[int]] = {}
-        for source, target in enumerate(column):
-            by_target.setdefault(sink if target == DEAD else target, []).append(source)
-        by_target.setdefault(sink, []).append(sink)
+        by_target: list[list[int]] = [[] for _ in range(count + 1)]
+        for source, target in enumerate(table[:, symbol].tolist()):
+            by_target[target].append(source)  # DEAD (-1) lands on the sink's slot
+        by_target[sink].append(sink)
         inverse.append(by_target)
     # The sink starts in a block of its own: no real state is equivalent to it (the DFA is
     # trimmed), and this way its huge in-degree is scanned once, not at every split.
@@ -364,19 +367,25 @@ def _minimise(
     largest = max(range(len(blocks)), key=lambda number: len(blocks[number]))
     pending = set(range(len(blocks))) - {largest}
     while pending:
-        splitter = set(blocks[pending.pop()])
+        splitter = list(blocks[pending.pop()])
         for by_target in inverse:
-            touched: dict[int, set[int]] = {}
+            # A DFA has one successor per symbol, so each source appears at most once here.
+            touched: dict[int, list[int]] = {}
             for target in splitter:
-                for source in by_target.get(target, ()):
-                    touched.setdefault(block_of[source], set()).add(source)
+                for source in by_target[target]:
+                    number = block_of[source]
+                    members = touched.get(number)
+                    if members is None:
+                        touched[number] = [source]
+                    else:
+                        members.append(source)
             for number, inside in touched.items():
                 block = blocks[number]
                 if len(inside) == len(block):
                     continue
-                block -= inside
+                block.difference_update(inside)
                 new_number = len(blocks)
-                blocks.append(inside)
+                blocks.append(set(inside))
                 for state in inside:
                     block_of[state] = new_number
                 if number in pending or len(inside) <= len(block):

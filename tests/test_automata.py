@@ -298,3 +298,11 @@ def test_empty_language_and_limits() -> None:
     assert not empty.matches(b"") and not empty.matches(b"a")
     with pytest.raises(CompileError, match="50"):
         build_dfa(parse_expr('"a"{0,100}'), max_states=50)
+
+
+def test_absurd_nesting_is_a_compile_error() -> None:
+    expr = Literal(text="a")
+    for _ in range(3000):
+        expr = Seq(items=(expr, Literal(text="b")))
+    with pytest.raises(CompileError, match="too deep"):
+        build_dfa(expr)
