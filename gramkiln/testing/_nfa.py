@@ -176,15 +176,9 @@ def _closure_of(seeds: set[int], step: Callable[[int], list[int]]) -> set[int]:
 class ExpressionResolver:
     """How a builder resolves names: the rule bodies a ``Ref`` may be inlined from."""
 
-    def __init__(
-        self,
-        bodies: Mapping[str, Node],
-        special_texts: Mapping[int, str],
-        allow_rule: Callable[[str], bool] = lambda name: False,
-    ) -> None:
+    def __init__(self, bodies: Mapping[str, Node], special_texts: Mapping[int, str]) -> None:
         self.bodies = bodies
         self.special_texts = special_texts
-        self.allow_rule = allow_rule
 
 
 def build_nfa(

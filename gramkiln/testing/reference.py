@@ -38,6 +38,7 @@ from gramkiln.ir import (
     Seq,
     SpecialToken,
     TokenSet,
+    print_expr,
 )
 from gramkiln.ir.nodes import Node
 from gramkiln.testing._nfa import DEAD, ExpressionResolver, SubsetDFA, build_nfa, token_symbol
@@ -100,12 +101,6 @@ class _ContextFreeGrammar:
     nullable_nonterminals: list[bool] = field(default_factory=list)
     nullable_symbols: frozenset[int] = frozenset()
     empty_language: bool = False
-
-    def is_nullable(self, symbol: int) -> bool:
-        """Whether ``symbol`` derives the empty string."""
-        if symbol >= 0:
-            return self.nullable_nonterminals[symbol]
-        return self.lexemes[~symbol].nullable
 
 
 class _Translator:
@@ -334,8 +329,7 @@ class _Translator:
 
 
 def _describe(expr: Node) -> str:
-    from gramkiln.ir import print_expr
-
+    """A readable name for an inline lexeme (for debugging)."""
     return print_expr(expr)  # type: ignore[arg-type]
 
 
@@ -426,8 +420,8 @@ class _EarleyRun:
     def push_byte(self, byte: int) -> _Chart:
         """Append the position after ``byte`` (read from the frontier) and close it."""
         target = _Chart()
-        self._step(self.frontier, byte, target)
-        return self._push(target)
+        self.step(self.frontier, byte, target)
+        return self.push(target)
 
     def pop(self, count: int = 1) -> None:
         """Forget the last ``count`` positions."""
@@ -442,11 +436,12 @@ class _EarleyRun:
             self.push_byte(byte)
         target = _Chart()
         if text:
-            self._step(self.frontier, text[-1], target)
-        self._step(source, token_symbol(unit.id), target)
-        self._push(target)
+            self.step(self.frontier, text[-1], target)
+        self.step(source, token_symbol(unit.id), target)
+        self.push(target)
 
-    def _push(self, chart: _Chart) -> _Chart:
+    def push(self, chart: _Chart) -> _Chart:
+        """Append ``chart`` (already stepped into) as the next position and close it."""
         self.charts.append(chart)
         position = len(self.charts) - 1
         agenda: list[Item] = []
@@ -459,7 +454,7 @@ class _EarleyRun:
         self._close(position, agenda)
         return chart
 
-    def _step(self, source: _Chart, symbol: int, target: _Chart) -> None:
+    def step(self, source: _Chart, symbol: int, target: _Chart) -> None:
         """Advance every lexeme automaton running at ``source`` over one input symbol."""
         lexemes = self.cfg.lexemes
         for key, states in source.scans.items():
@@ -666,7 +661,7 @@ class ReferenceMatcher:
             for token_id in range(vocabulary.size):
                 if token_id not in vocabulary.eos:
                     probe = _Chart()
-                    run._step(base, token_symbol(token_id), probe)
+                    run.step(base, token_symbol(token_id), probe)
                     allowed[token_id] = bool(probe.scans or probe.finished)
         self._walk_trie(run, vocabulary.trie, allowed)
         return allowed
@@ -675,10 +670,10 @@ class ReferenceMatcher:
         source = run.frontier
         for byte, child in node.children.items():
             probe = _Chart()
-            run._step(source, byte, probe)
+            run.step(source, byte, probe)
             if not (probe.scans or probe.finished):
                 continue  # no token starting with these bytes can be allowed
-            run._push(probe)
+            run.push(probe)
             for token_id in child.token_ids:
                 allowed[token_id] = True
             self._walk_trie(run, child, allowed)
