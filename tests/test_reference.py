@@ -687,3 +687,24 @@ def test_absurd_nesting_is_a_clear_error() -> None:
         expr = Seq(items=(expr, Literal(text="b")))
     with pytest.raises(CompileError, match="too deep"):
         ReferenceMatcher(GrammarIR(rules=(Rule(name="start", body=expr),)))
+
+
+def test_nested_subgrammars_resolve_in_their_own_scope() -> None:
+    text = (
+        'rule start = "<" @a ">"\n'
+        "%subgrammar a {\n"
+        "  %ir 1\n"
+        "  %start start\n"
+        '  %ignore "_"\n'
+        '  rule start = "a" @b "a"\n'
+        "  %subgrammar b {\n"
+        "    %ir 1\n"
+        "    %start start\n"
+        '    rule start = "b"+\n'
+        "  }\n"
+        "}\n"
+    )
+    m = ReferenceMatcher(grammar(text))
+    assert m.accepts("<abba>") and m.accepts("<a_bbb_a_>")
+    assert not m.accepts("<ab_ba>")  # the middle grammar's ignore does not reach inside b
+    assert not m.accepts("<a>") and m.is_prefix("<ab")
