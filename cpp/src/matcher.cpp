@@ -31,6 +31,38 @@ inline void or_words(uint32_t* out, const uint32_t* in, uint32_t words) {
   for (uint32_t i = 0; i < words; ++i) out[i] |= in[i];
 }
 
+// The shared byte -> entered-states table of a set of expected lexemes.
+const FollowTable& follow_table(const Runtime& rt, Scratch& sc,
+                                const std::vector<uint32_t>& lexemes) {
+  sc.sorted_lexemes.assign(lexemes.begin(), lexemes.end());
+  std::sort(sc.sorted_lexemes.begin(), sc.sorted_lexemes.end());
+  GroupCache& cache = *rt.groups;
+  std::lock_guard<std::mutex> lock(cache.follow_mutex);
+  auto found = cache.follows.find(sc.sorted_lexemes);
+  if (found != cache.follows.end()) return *found->second;
+  auto table = std::make_unique<FollowTable>();
+  table->offsets.assign(257, 0);
+  for (uint32_t lexeme : sc.sorted_lexemes) {
+    for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1]; ++f) {
+      table->offsets[rt.lexeme_first_bytes[f] + 1]++;
+    }
+  }
+  for (int b = 0; b < 256; ++b) table->offsets[b + 1] += table->offsets[b];
+  table->states.resize(table->offsets[256]);
+  std::vector<uint32_t> fill(table->offsets.begin(), table->offsets.end() - 1);
+  for (uint32_t lexeme : sc.sorted_lexemes) {
+    const size_t start = static_cast<size_t>(rt.lexeme_start[lexeme]) * 256;
+    for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1]; ++f) {
+      const uint8_t byte = rt.lexeme_first_bytes[f];
+      table->states[fill[byte]++] = rt.dfa_table[start + byte];
+    }
+  }
+  cache.used.fetch_add(4 * (table->offsets.size() + table->states.size()) + 64);
+  const FollowTable& out = *table;
+  cache.follows.emplace(sc.sorted_lexemes, std::move(table));
+  return out;
+}
+
 // The overlay set reached from `set` by scanning `lexeme`, built once per fill.
 uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t set,
                      uint32_t lexeme) {
@@ -40,7 +72,9 @@ uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t s
   sc.scans.assign(1, {set, rt.lexeme_base() + lexeme});
   const uint32_t next = build_earley_set(rt, view, sc.scans, sc.seen);
   sc.overlay_lexemes.emplace_back();
-  expected_lexemes(rt, view, next, sc.overlay_lexemes.back());
+  std::vector<uint32_t>& lexemes = sc.overlay_lexemes.back();
+  expected_lexemes(rt, view, next, lexemes);
+  sc.overlay_follow.push_back(&follow_table(rt, sc, lexemes));
   sc.next_set.emplace(key, next);
   return next;
 }
@@ -87,6 +121,11 @@ std::unique_ptr<ExitGroup> build_group(const Runtime& rt, const uint32_t* nodes,
         group->child_nodes[fill[rt.trie_byte[c]]++] = c;
       }
     }
+    for (int b = 0; b < 256; ++b) {
+      if (group->child_offsets[b] < group->child_offsets[b + 1]) {
+        group->child_bytes.push_back(static_cast<uint8_t>(b));
+      }
+    }
   }
   return group;
 }
@@ -109,6 +148,11 @@ const ExitGroup& top_group(const Runtime& rt, int32_t state) {
     for (int b = 0; b <= 256; ++b) group->child_offsets[b] = rt.exit_child_offsets[base + b] - first;
     group->child_nodes.assign(rt.exit_children.begin() + first,
                               rt.exit_children.begin() + rt.exit_child_offsets[base + 256]);
+    for (int b = 0; b < 256; ++b) {
+      if (group->child_offsets[b] < group->child_offsets[b + 1]) {
+        group->child_bytes.push_back(static_cast<uint8_t>(b));
+      }
+    }
   }
   ready = group.get();
   cache.owned.push_back(std::move(group));
@@ -141,30 +185,70 @@ const ExitGroup& child_group(const Runtime& rt, const ExitGroup& group, uint8_t 
   return *it->second;
 }
 
-// Allow the group's tokens, then follow its exits into every lexeme the parser expects after
-// the group's lexeme ends (the set reached from `set` by scanning it).
-void walk_group(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
-                uint32_t set, uint32_t* words) {
-  if (!group.bits.empty()) {
-    or_words(words, group.bits.data(), rt.words);
-  } else {
-    for (uint32_t token : group.tokens) set_bit(words, token);
+// The level of `group` under `table` (see LevelCache), built on first use.
+const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const FollowTable& table,
+                           std::unique_ptr<LevelCache>& transient) {
+  ExitGroup& parent = const_cast<ExitGroup&>(group);  // only mutex-guarded members change
+  {
+    std::lock_guard<std::mutex> lock(parent.mutex);
+    auto found = parent.levels.find(&table);
+    if (found != parent.levels.end()) return *found->second;
   }
-  if (group.child_nodes.empty()) return;
-  const uint32_t after = advance_set(rt, view, sc, set, group.lexeme);
-  const uint32_t local = after - view.base_sets;
-  for (size_t i = 0; i < sc.overlay_lexemes[local].size(); ++i) {
-    const uint32_t lexeme = sc.overlay_lexemes[local][i];  // re-read: the outer vector grows
-    const size_t start = static_cast<size_t>(rt.lexeme_start[lexeme]) * 256;
-    for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1];
-         ++f) {
-      const uint8_t byte = rt.lexeme_first_bytes[f];
-      if (group.child_offsets[byte] == group.child_offsets[byte + 1]) continue;
-      std::unique_ptr<ExitGroup> transient;
-      const ExitGroup& child = child_group(rt, group, byte, rt.dfa_table[start + byte], transient);
-      walk_group(rt, view, sc, child, after, words);
+  auto level = std::make_unique<LevelCache>();
+  std::vector<uint32_t> bits(rt.words, 0);
+  size_t count = 0;
+  for (const uint8_t byte : group.child_bytes) {
+    for (uint32_t k = table.offsets[byte]; k < table.offsets[byte + 1]; ++k) {
+      std::unique_ptr<ExitGroup> kept;
+      const ExitGroup& child = child_group(rt, group, byte, table.states[k], kept);
+      if (!child.bits.empty()) {
+        or_words(bits.data(), child.bits.data(), rt.words);
+        count += rt.words;  // dense children make the level dense
+      } else {
+        for (uint32_t token : child.tokens) set_bit(bits.data(), token);
+        count += child.tokens.size();
+      }
+      if (!child.child_nodes.empty()) level->deeper.push_back(&child);
+      if (kept) level->transient.push_back(std::move(kept));
     }
   }
+  if (count > rt.words) {
+    level->bits = std::move(bits);
+  } else {
+    for (uint32_t w = 0; w < rt.words; ++w) {
+      for (uint32_t word = bits[w]; word; word &= word - 1) {
+        level->tokens.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(word)));
+      }
+    }
+  }
+  GroupCache& cache = *rt.groups;
+  const size_t size = level->footprint();
+  if (!level->transient.empty() ||
+      cache.used.load(std::memory_order_relaxed) + size > GroupCache::kBudgetBytes) {
+    transient = std::move(level);
+    return *transient;
+  }
+  std::lock_guard<std::mutex> lock(parent.mutex);
+  auto [it, inserted] = parent.levels.emplace(&table, std::move(level));
+  if (inserted) cache.used.fetch_add(size, std::memory_order_relaxed);
+  return *it->second;
+}
+
+// Follow the group's exits: the tokens that end its lexeme mid-token and go on into whatever
+// the parser expects next (the set reached from `set` by scanning the group's lexeme).
+void walk_group(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
+                uint32_t set, uint32_t* words) {
+  if (group.child_nodes.empty()) return;
+  const uint32_t after = advance_set(rt, view, sc, set, group.lexeme);
+  const FollowTable& table = *sc.overlay_follow[after - view.base_sets];
+  std::unique_ptr<LevelCache> transient;
+  const LevelCache& level = level_of(rt, group, table, transient);
+  if (!level.bits.empty()) {
+    or_words(words, level.bits.data(), rt.words);
+  } else {
+    for (uint32_t token : level.tokens) set_bit(words, token);
+  }
+  for (const ExitGroup* child : level.deeper) walk_group(rt, view, sc, *child, after, words);
 }
 
 }  // namespace
@@ -332,6 +416,7 @@ void Matcher::fill_mask(uint32_t* words) const {
   sc.overlay.set_begin.assign(1, 0);
   sc.next_set.clear();
   sc.overlay_lexemes.clear();
+  sc.overlay_follow.clear();
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   for (const Thread& th : threads_) {
     or_words(words, &rt.inside_bits[static_cast<size_t>(rt.inside_index[th.state]) * rt.words],

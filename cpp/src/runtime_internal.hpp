@@ -2,6 +2,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,14 +23,35 @@ constexpr uint32_t kComplete = 0xffffffffu;  // dotted_next value of a completed
 // nodes where the lexeme can end with token bytes left over. Which lexemes follow, and so which
 // child groups are visited, depends on the parser and is decided at run time; the groups
 // themselves are computed once, on first use, and shared by every matcher and thread.
+// Byte -> DFA states entered on that byte by a set of expected lexemes. One table per distinct
+// set of lexemes, shared by every Earley set that expects exactly those.
+struct FollowTable {
+  std::vector<uint32_t> offsets;  // 257 entries into states
+  std::vector<int32_t> states;
+};
+
+struct ExitGroup;
+
+// For one group and one follow table: the union of the tokens of every child group entered
+// (so a fill ORs one set instead of many), and the children that have exits of their own.
+struct LevelCache {
+  std::vector<uint32_t> tokens;  // sparse form
+  std::vector<uint32_t> bits;    // dense form
+  std::vector<const ExitGroup*> deeper;
+  std::vector<std::unique_ptr<ExitGroup>> transient;  // children not kept by the cache
+  size_t footprint() const { return 4 * (tokens.size() + bits.size()) + 8 * deeper.size() + 96; }
+};
+
 struct ExitGroup {
   uint32_t lexeme = 0;
   std::vector<uint32_t> tokens;  // sparse form
   std::vector<uint32_t> bits;    // dense form (when there are more tokens than mask words)
   std::vector<uint32_t> child_offsets;  // 257 entries into child_nodes, or empty if none
   std::vector<uint32_t> child_nodes;
-  std::mutex mutex;  // guards `children`
+  std::vector<uint8_t> child_bytes;  // bytes with at least one child, ascending
+  std::mutex mutex;  // guards `children` and `levels`
   std::unordered_map<uint64_t, std::unique_ptr<ExitGroup>> children;  // key: state << 8 | byte
+  std::unordered_map<const FollowTable*, std::unique_ptr<LevelCache>> levels;
   size_t footprint() const {
     return 4 * (tokens.size() + bits.size() + child_offsets.size() + child_nodes.size()) + 128;
   }
@@ -42,6 +64,8 @@ struct GroupCache {
   std::unique_ptr<std::atomic<ExitGroup*>[]> top;      // per DFA state, built on first use
   std::vector<std::unique_ptr<ExitGroup>> owned;
   std::atomic<size_t> used{0};
+  std::mutex follow_mutex;  // guards `follows`
+  std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
 };
 
 // Everything a matcher reads. Built once by load_runtime and never modified afterwards, so any
@@ -126,6 +150,8 @@ struct Scratch {
   // each hypothetical set is built once per fill.
   std::unordered_map<uint64_t, uint32_t> next_set;
   std::vector<std::vector<uint32_t>> overlay_lexemes;
+  std::vector<const FollowTable*> overlay_follow;  // per overlay set
+  std::vector<uint32_t> sorted_lexemes;
 };
 
 Scratch& thread_scratch();
