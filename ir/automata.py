@@ -129,12 +129,12 @@ def build_dfa(
         _connect(nfa, expr, start, final, terminals or {}, ())
     except RecursionError as exc:
         raise CompileError("terminal expression nesting is too deep") from exc
-    table, accepting = _determinise(nfa, start, final, max_states)
+    table, accepting, symbols = _determinise(nfa, start, final, max_states)
     if lazy:
         for state, is_final in enumerate(accepting):
             if is_final:
                 table[state] = DEAD
-    return _canonical(*_minimise(*_trim(table, accepting)))
+    return _canonical(*_minimise(*_trim(table, accepting), symbols))
 
 
 def _connect(
@@ -234,8 +234,12 @@ def _byte_classes(nfa: _ByteNFA) -> list[tuple[int, int]]:
 
 def _determinise(
     nfa: _ByteNFA, start: int, final: int, max_states: int
-) -> tuple[np.ndarray, list[bool]]:
-    """Subset construction; returns the full table and the accepting flags."""
+) -> tuple[np.ndarray, list[bool], list[int]]:
+    """Subset construction: the full table, the accepting flags, one byte per byte class.
+
+    All bytes of one class have identical columns, so later stages only look at the
+    returned representatives.
+    """
     closure_cache: dict[int, frozenset[int]] = {}
 
     def closure_of_state(state: int) -> frozenset[int]:
@@ -288,7 +292,7 @@ def _determinise(
     for class_number, (class_lo, class_hi) in enumerate(classes):
         class_of_byte[class_lo : class_hi + 1] = class_number
     table = np.array(rows, dtype=np.int32).reshape(len(rows), len(classes))[:, class_of_byte]
-    return table, [final in subset for subset in subsets]
+    return table, [final in subset for subset in subsets], class_starts
 
 
 def _trim(table: np.ndarray, accepting: list[bool]) -> tuple[np.ndarray, list[bool], int]:
@@ -334,17 +338,12 @@ def _trim(table: np.ndarray, accepting: list[bool]) -> tuple[np.ndarray, list[bo
 
 
 def _minimise(
-    table: np.ndarray, accepting: list[bool], start: int
+    table: np.ndarray, accepting: list[bool], start: int, symbols: list[int]
 ) -> tuple[np.ndarray, list[bool], int]:
-    """Hopcroft's partition refinement over the byte classes of a trimmed DFA."""
+    """Hopcroft's partition refinement of a trimmed DFA, over one byte per byte class."""
     count = len(accepting)
     if count == 0:
         return table, accepting, start
-    # Only one column per distinct column pattern matters.
-    first_byte_of_column: dict[bytes, int] = {}
-    for byte in range(256):
-        first_byte_of_column.setdefault(table[:, byte].tobytes(), byte)
-    symbols = sorted(first_byte_of_column.values())
     sink = count  # explicit dead state so that every transition is defined
     # inverse[symbol][target] = the states that go to target on symbol (the sink included).
     inverse: list[list[list[int]]] = []
