@@ -708,3 +708,49 @@ def test_nested_subgrammars_resolve_in_their_own_scope() -> None:
     assert m.accepts("<abba>") and m.accepts("<a_bbb_a_>")
     assert not m.accepts("<ab_ba>")  # the middle grammar's ignore does not reach inside b
     assert not m.accepts("<a>") and m.is_prefix("<ab")
+
+
+MASK_VOCAB = [b"a", b"b", b"(", b")", b",", b" ", b"ab", b"(a", b"),", b"", b"a)", b"<s>", b"</s>"]
+MASK_SPECIALS = {11}
+MASK_EOS = [12]
+
+
+def _units_for(token_id: int) -> TokenUnit:
+    text = MASK_VOCAB[token_id]
+    return TokenUnit(token_id, None if token_id in MASK_SPECIALS else text)
+
+
+def _assert_mask_matches_direct_checks(oracle: ReferenceMatcher, prefix: list) -> None:  # type: ignore[type-arg]
+    mask = oracle.allowed_tokens(prefix, MASK_VOCAB, MASK_SPECIALS, MASK_EOS)
+    for token_id, allowed in enumerate(mask):
+        if token_id in MASK_EOS:
+            expected = oracle.accepts_units(prefix)
+        else:
+            # A text-less unit (special or empty token) can only be read as a token.
+            expected = oracle.is_prefix_units(prefix + [_units_for(token_id)])
+        assert allowed == expected, (prefix, token_id)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_random_masks_equal_direct_prefix_checks(data: st.DataObject) -> None:
+    from gramkiln.testing import strategies
+
+    ir = data.draw(strategies.grammars(subgrammars=True))
+    oracle = ReferenceMatcher(ir)
+    text = data.draw(strategies.probe_strings(ir)).encode()[:8]
+    cut = data.draw(st.integers(0, len(text)))
+    _assert_mask_matches_direct_checks(oracle, list(text[:cut]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(range(len(MASK_VOCAB))), max_size=6))
+def test_masks_with_token_elements_equal_direct_prefix_checks(token_ids: list[int]) -> None:
+    oracle = matcher(
+        '%ignore " "\nrule start = (item <[6-8,11]>)* item <[12]>?\n'
+        'rule item = "a"+ | "(" start ")" | <"<s>">\n',
+        special_texts={11: "<s>"},
+    )
+    prefix = [_units_for(token_id) for token_id in token_ids]
+    if oracle.is_prefix_units(prefix):
+        _assert_mask_matches_direct_checks(oracle, prefix)
