@@ -58,9 +58,9 @@ from gramkiln.frontend.json_schema.numbers import (
 )
 from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.frontend.json_schema.refs import DEFAULT_BASE, RefError, RefIndex
-from gramkiln.frontend.json_schema.strings import any_encoded_char, encode_expr, encoded_char
+from gramkiln.frontend.json_schema.strings import ALL_CHARS, encode_expr, encoded_char
 from gramkiln.frontend.json_schema.values import value_expr, value_may_satisfy
-from gramkiln.ir import CharClass, Expr, GrammarIR, Ref, Rule
+from gramkiln.ir import CharClass, Expr, GrammarIR, Ref, Repeat, Rule, walk
 
 from gramkiln.errors import GrammarError
 
@@ -69,6 +69,7 @@ MAX_FLATTEN_DEPTH = 64
 MAX_BRANCHES = 128
 MAX_CHAIN_STATES = 4096
 MAX_TERMINAL_STATES = 256
+MAX_LEXEME_COUNT = 64
 TYPE_ORDER = ("null", "boolean", "integer", "number", "string", "array", "object")
 
 
@@ -695,15 +696,32 @@ class Compiler:
         formats = tuple(sorted({f for f, _ in flat.get("__formats", ())}))
         excluded = tuple(sorted({v for v in flat.get("__exclude", ()) if isinstance(v, str)}))
         key = ("string", min_length, max_length, patterns, formats, excluded)
+        name = self.rule_for_key.get(key)
+        if name is not None:
+            return Ref(name=name)
+        content = self.string_content(min_length, max_length, patterns, formats, excluded, pointer)
+        name = self.rule_for_key.setdefault(key, self.new_name("string"))
+        return self.add_rule(name, seq(lit('"'), content, lit('"')), self.is_lexeme(content))
 
-        def build() -> Expr:
-            return seq(
-                lit('"'),
-                self.string_content(min_length, max_length, patterns, formats, excluded, pointer),
-                lit('"'),
-            )
+    def is_lexeme(self, expr: Expr) -> bool:
+        """Whether a rule around ``expr`` may be a terminal: only terminal references, and no
+        large counted repetition (which would blow up a lexer automaton; as a rule it stays a
+        counter)."""
+        for node in walk(expr):
+            if isinstance(node, Repeat) and max(node.min, node.max or 0) > MAX_LEXEME_COUNT:
+                return False
+            if isinstance(node, Ref):
+                rule = self.rules.get(node.name)
+                if rule is None or not rule.terminal:
+                    return False
+        return True
 
-        return self.shared_rule(key, "string", build)
+    def char(self, ranges: tuple[tuple[int, int], ...]) -> Expr:
+        """One encoded string character from ``ranges``; big expressions become shared rules."""
+        expr = encoded_char(ranges)
+        if isinstance(expr, CharClass):
+            return expr
+        return self.shared_rule(("char", ranges), "char", lambda: expr, terminal=True)
 
     def string_content(
         self,
@@ -724,9 +742,9 @@ class Compiler:
                 languages.append(expr)
         length_limited = min_length > 0 or max_length is not None
         if not languages and not excluded:
-            return repeat(any_encoded_char(), min_length, max_length)
+            return repeat(self.char(ALL_CHARS), min_length, max_length)
         if len(languages) == 1 and not excluded and not length_limited:
-            return encode_expr(languages[0])
+            return encode_expr(languages[0], self.char)
         try:
             dfas = [dfa_from_expr(expr) for expr in languages]
             if length_limited:
@@ -741,13 +759,13 @@ class Compiler:
                 pointer, ["pattern", "maxLength"], f"combining string constraints: {exc}"
             )
             return (
-                encode_expr(languages[0])
+                encode_expr(languages[0], self.char)
                 if languages
-                else repeat(any_encoded_char(), min_length, max_length)
+                else repeat(self.char(ALL_CHARS), min_length, max_length)
             )
         if is_empty(combined):
             return NEVER
-        return self.emit_dfa(combined, "str", encoded_char)
+        return self.emit_dfa(combined, "str", self.char)
 
     def pattern_language(self, pattern: str, pointer: str) -> Expr:
         """The regex front end's search language for a pattern, errors located here."""

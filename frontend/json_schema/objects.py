@@ -29,7 +29,7 @@ from gramkiln.frontend.json_schema.automaton import (
 from gramkiln.frontend.json_schema.combinators import canonical
 from gramkiln.frontend.json_schema.exprs import NEVER, is_never, lit, seq
 from gramkiln.frontend.json_schema.keys import not_words_dfa, pattern_dfa, pattern_matches
-from gramkiln.frontend.json_schema.strings import encoded_char, json_string_literal
+from gramkiln.frontend.json_schema.strings import json_string_literal
 from gramkiln.ir import Expr
 
 if TYPE_CHECKING:
@@ -254,7 +254,7 @@ def _additional_groups(
                     ),
                     "key",
                     lambda dfa=dfa: seq(
-                        lit('"'), compiler.emit_dfa(dfa, "key", encoded_char), lit('"')
+                        lit('"'), compiler.emit_dfa(dfa, "key", compiler.char), lit('"')
                     ),
                 )
                 groups.append((key, value))
@@ -267,6 +267,6 @@ def _additional_groups(
 def compiler_string_body(compiler: Compiler) -> Expr:
     """Any string's encoded characters (shared with plain strings)."""
     from gramkiln.frontend.json_schema.exprs import repeat
-    from gramkiln.frontend.json_schema.strings import any_encoded_char
+    from gramkiln.frontend.json_schema.strings import ALL_CHARS
 
-    return repeat(any_encoded_char())
+    return repeat(compiler.char(ALL_CHARS))

@@ -11,6 +11,7 @@ encodings, so that lengths are counted in characters and no encoding is lost.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import lru_cache
 
 from gramkiln.frontend.json_schema.exprs import (
@@ -133,18 +134,27 @@ def encoded_char(ranges: Ranges) -> Expr:
 
 def _surrogate_pairs(ranges: Ranges) -> Expr:
     """``\\uHHHH\\uLLLL`` surrogate-pair spellings of supplementary code points."""
-    by_high: dict[tuple[int, int], list[int]] = {}
-    pieces: list[Expr] = []
+    # Group high surrogates by the range of low surrogates they take: whole blocks of 1024
+    # code points share the full low range, only the ends of a range are partial.
+    by_low: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for lo, hi in ranges:
-        # Split the range at high-surrogate boundaries: full blocks share one low range.
         first_high, last_high = (lo - 0x10000) >> 10, (hi - 0x10000) >> 10
-        for high in range(first_high, last_high + 1):
-            block_lo = max(lo, 0x10000 + (high << 10)) - 0x10000 - (high << 10)
-            block_hi = min(hi, 0x10000 + (high << 10) + 0x3FF) - 0x10000 - (high << 10)
-            by_high.setdefault((block_lo, block_hi), []).append(high)
-    for (low_lo, low_hi), highs in by_high.items():
-        high_ranges = normalise_ranges([(h, h) for h in highs])
-        high_expr = choice(*(_hex4(0xD800 + a, 0xD800 + b) for a, b in high_ranges))
+        first_low, last_low = (lo - 0x10000) & 0x3FF, (hi - 0x10000) & 0x3FF
+        if first_high == last_high:
+            by_low.setdefault((first_low, last_low), []).append((first_high, first_high))
+            continue
+        full_from, full_to = first_high, last_high
+        if first_low != 0:
+            by_low.setdefault((first_low, 0x3FF), []).append((first_high, first_high))
+            full_from += 1
+        if last_low != 0x3FF:
+            by_low.setdefault((0, last_low), []).append((last_high, last_high))
+            full_to -= 1
+        if full_from <= full_to:
+            by_low.setdefault((0, 0x3FF), []).append((full_from, full_to))
+    pieces: list[Expr] = []
+    for (low_lo, low_hi), highs in by_low.items():
+        high_expr = choice(*(_hex4(0xD800 + a, 0xD800 + b) for a, b in normalise_ranges(highs)))
         low_expr = _hex4(0xDC00 + low_lo, 0xDC00 + low_hi)
         pieces.append(seq(lit("\\u"), high_expr, lit("\\u"), low_expr))
     return choice(*pieces)
@@ -155,28 +165,32 @@ def any_encoded_char() -> Expr:
     return encoded_char(ALL_CHARS)
 
 
-def encode_expr(expr: Expr) -> Expr:
-    """Map a regular expression over decoded code points to one over JSON-encoded text."""
+def encode_expr(expr: Expr, char: Callable[[Ranges], Expr] = encoded_char) -> Expr:
+    """Map a regular expression over decoded code points to one over JSON-encoded text.
+
+    ``char`` turns a set of code points into the expression for one encoded character (the
+    compiler passes one that shares big character expressions as rules).
+    """
     if isinstance(expr, Empty):
         return expr
     if isinstance(expr, Literal):
         items = []
-        for char in expr.text:
-            if expr.case_insensitive and char.isalpha():
-                ranges = normalise_ranges([(ord(char.lower()),) * 2, (ord(char.upper()),) * 2])
+        for letter in expr.text:
+            if expr.case_insensitive and letter.isalpha():
+                ranges = normalise_ranges([(ord(letter.lower()),) * 2, (ord(letter.upper()),) * 2])
             else:
-                ranges = [(ord(char), ord(char))]
-            items.append(encoded_char(tuple(ranges)))
+                ranges = [(ord(letter), ord(letter))]
+            items.append(char(tuple(ranges)))
         return seq(*items)
     if isinstance(expr, CharClass):
         ranges = expr.positive_ranges()
-        return encoded_char(ranges) if ranges else NEVER
+        return char(ranges) if ranges else NEVER
     if isinstance(expr, Seq):
-        return seq(*(encode_expr(item) for item in expr.items))
+        return seq(*(encode_expr(item, char) for item in expr.items))
     if isinstance(expr, Choice):
-        return choice(*(encode_expr(item) for item in expr.alternatives))
+        return choice(*(encode_expr(item, char) for item in expr.alternatives))
     if isinstance(expr, Repeat):
-        inner = encode_expr(expr.item)
+        inner = encode_expr(expr.item, char)
         if is_never(inner):
             return Empty() if expr.min == 0 else NEVER
         return repeat(inner, expr.min, expr.max)
