@@ -251,6 +251,42 @@ void walk_group(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
   for (const ExitGroup* child : level.deeper) walk_group(rt, view, sc, *child, after, words);
 }
 
+// OR the inside sets of all thread states. The union depends only on the set of states, so it
+// is cached (within the memory budget) and one OR replaces one per thread.
+void or_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& threads,
+                    uint32_t* words) {
+  sc.thread_states.clear();
+  for (const Thread& th : threads) sc.thread_states.push_back(th.state);
+  std::sort(sc.thread_states.begin(), sc.thread_states.end());
+  sc.thread_states.erase(std::unique(sc.thread_states.begin(), sc.thread_states.end()),
+                         sc.thread_states.end());
+  auto inside = [&](int32_t state) {
+    return &rt.inside_bits[static_cast<size_t>(rt.inside_index[state]) * rt.words];
+  };
+  if (sc.thread_states.size() <= 1) {
+    for (int32_t state : sc.thread_states) or_words(words, inside(state), rt.words);
+    return;
+  }
+  GroupCache& cache = *rt.groups;
+  {
+    std::lock_guard<std::mutex> lock(cache.inside_mutex);
+    auto found = cache.inside_unions.find(sc.thread_states);
+    if (found != cache.inside_unions.end()) {
+      or_words(words, found->second->data(), rt.words);
+      return;
+    }
+  }
+  auto merged = std::make_unique<std::vector<uint32_t>>(rt.words, 0);
+  for (int32_t state : sc.thread_states) or_words(merged->data(), inside(state), rt.words);
+  or_words(words, merged->data(), rt.words);
+  const size_t size = 4 * static_cast<size_t>(rt.words) + 64;
+  if (cache.used.load(std::memory_order_relaxed) + size > GroupCache::kBudgetBytes) return;
+  std::lock_guard<std::mutex> lock(cache.inside_mutex);
+  if (cache.inside_unions.emplace(sc.thread_states, std::move(merged)).second) {
+    cache.used.fetch_add(size, std::memory_order_relaxed);
+  }
+}
+
 }  // namespace
 
 Matcher::Matcher(std::shared_ptr<const Runtime> runtime) : runtime_(std::move(runtime)) {
@@ -418,9 +454,8 @@ void Matcher::fill_mask(uint32_t* words) const {
   sc.overlay_lexemes.clear();
   sc.overlay_follow.clear();
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
+  or_inside_sets(rt, sc, threads_, words);
   for (const Thread& th : threads_) {
-    or_words(words, &rt.inside_bits[static_cast<size_t>(rt.inside_index[th.state]) * rt.words],
-             rt.words);
     const size_t base = static_cast<size_t>(th.state) * 256;
     if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) {
       walk_group(rt, view, sc, top_group(rt, th.state), th.origin, words);

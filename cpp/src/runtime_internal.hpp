@@ -64,6 +64,8 @@ struct GroupCache {
   std::unique_ptr<std::atomic<ExitGroup*>[]> top;      // per DFA state, built on first use
   std::vector<std::unique_ptr<ExitGroup>> owned;
   std::atomic<size_t> used{0};
+  std::mutex inside_mutex;  // guards `inside_unions`
+  std::map<std::vector<int32_t>, std::unique_ptr<std::vector<uint32_t>>> inside_unions;
   std::mutex follow_mutex;  // guards `follows`
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
 };
@@ -152,6 +154,7 @@ struct Scratch {
   std::vector<std::vector<uint32_t>> overlay_lexemes;
   std::vector<const FollowTable*> overlay_follow;  // per overlay set
   std::vector<uint32_t> sorted_lexemes;
+  std::vector<int32_t> thread_states;
 };
 
 Scratch& thread_scratch();
