@@ -27,7 +27,7 @@ Scratch& thread_scratch() {
 
 namespace {
 
-inline void or_words(uint32_t* out, const uint32_t* in, uint32_t words) {
+inline void or_words(uint32_t* __restrict out, const uint32_t* __restrict in, uint32_t words) {
   for (uint32_t i = 0; i < words; ++i) out[i] |= in[i];
 }
 
