@@ -129,12 +129,13 @@ def build_dfa(
         _connect(nfa, expr, start, final, terminals or {}, ())
     except RecursionError as exc:
         raise CompileError("terminal expression nesting is too deep") from exc
-    table, accepting, symbols = _determinise(nfa, start, final, max_states)
+    # Until the very end the table has one column per byte class, not per byte.
+    table, accepting, class_of_byte = _determinise(nfa, start, final, max_states)
     if lazy:
         for state, is_final in enumerate(accepting):
             if is_final:
                 table[state] = DEAD
-    return _canonical(*_minimise(*_trim(table, accepting), symbols))
+    return _canonical(*_minimise(*_trim(table, accepting)), class_of_byte)
 
 
 def _connect(
@@ -234,11 +235,11 @@ def _byte_classes(nfa: _ByteNFA) -> list[tuple[int, int]]:
 
 def _determinise(
     nfa: _ByteNFA, start: int, final: int, max_states: int
-) -> tuple[np.ndarray, list[bool], list[int]]:
-    """Subset construction: the full table, the accepting flags, one byte per byte class.
+) -> tuple[np.ndarray, list[bool], np.ndarray]:
+    """Subset construction over byte classes.
 
-    All bytes of one class have identical columns, so later stages only look at the
-    returned representatives.
+    Returns the table with one column per byte class (classes are byte intervals in
+    ascending order), the accepting flags, and the class of every byte.
     """
     closure_cache: dict[int, frozenset[int]] = {}
 
@@ -291,8 +292,8 @@ def _determinise(
     class_of_byte = np.empty(256, dtype=np.intp)
     for class_number, (class_lo, class_hi) in enumerate(classes):
         class_of_byte[class_lo : class_hi + 1] = class_number
-    table = np.array(rows, dtype=np.int32).reshape(len(rows), len(classes))[:, class_of_byte]
-    return table, [final in subset for subset in subsets], class_starts
+    table = np.array(rows, dtype=np.int32).reshape(len(rows), len(classes))
+    return table, [final in subset for subset in subsets], class_of_byte
 
 
 def _trim(table: np.ndarray, accepting: list[bool]) -> tuple[np.ndarray, list[bool], int]:
@@ -301,32 +302,28 @@ def _trim(table: np.ndarray, accepting: list[bool]) -> tuple[np.ndarray, list[bo
     Returns the new table, accepting flags and start (-1 for the empty language).
     """
     count = len(accepting)
-    sources, columns = np.nonzero(table != DEAD)
-    targets = table[sources, columns].astype(np.int64)
-    pairs = np.unique(sources.astype(np.int64) * count + targets)
-    successors: list[list[int]] = [[] for _ in range(count)]
-    predecessors: list[list[int]] = [[] for _ in range(count)]
-    for pair in pairs.tolist():
-        source, target = divmod(pair, count)
-        successors[source].append(target)
-        predecessors[target].append(source)
+    # Forward, level by level: every state reachable from the start (state 0).
     reachable = np.zeros(count, dtype=bool)
     reachable[0] = True
-    stack = [0]
-    while stack:
-        for nxt in successors[stack.pop()]:
-            if not reachable[nxt]:
-                reachable[nxt] = True
-                stack.append(nxt)
-    useful = np.zeros(count, dtype=bool)
-    stack = [s for s in range(count) if accepting[s]]
-    for state in stack:
-        useful[state] = True
-    while stack:
-        for previous in predecessors[stack.pop()]:
-            if not useful[previous]:
-                useful[previous] = True
-                stack.append(previous)
+    frontier = np.array([0])
+    while frontier.size:
+        successors = np.unique(table[frontier])
+        successors = successors[successors != DEAD]
+        frontier = successors[~reachable[successors]]
+        reachable[frontier] = True
+    # Backward, over predecessor lists in compressed form (sources sorted by target).
+    sources, columns = np.nonzero(table != DEAD)
+    targets = table[sources, columns]
+    order = np.argsort(targets, kind="stable")
+    predecessor_sources = sources[order]
+    bounds = np.searchsorted(targets[order], np.arange(count + 1)).tolist()
+    useful = np.array(accepting, dtype=bool)
+    frontier = np.nonzero(useful)[0]
+    while frontier.size:
+        pieces = [predecessor_sources[bounds[t] : bounds[t + 1]] for t in frontier.tolist()]
+        candidates = np.unique(np.concatenate(pieces))
+        frontier = candidates[~useful[candidates]]
+        useful[frontier] = True
     keep = reachable & useful
     if not keep[0]:
         return np.zeros((0, 256), dtype=np.int32), [], DEAD
@@ -338,16 +335,16 @@ def _trim(table: np.ndarray, accepting: list[bool]) -> tuple[np.ndarray, list[bo
 
 
 def _minimise(
-    table: np.ndarray, accepting: list[bool], start: int, symbols: list[int]
+    table: np.ndarray, accepting: list[bool], start: int
 ) -> tuple[np.ndarray, list[bool], int]:
-    """Hopcroft's partition refinement of a trimmed DFA, over one byte per byte class."""
+    """Hopcroft's partition refinement of a trimmed DFA (columns are byte classes)."""
     count = len(accepting)
     if count == 0:
         return table, accepting, start
     sink = count  # explicit dead state so that every transition is defined
     # inverse[symbol][target] = the states that go to target on symbol (the sink included).
     inverse: list[list[list[int]]] = []
-    for symbol in symbols:
+    for symbol in range(table.shape[1]):
         by_target: list[list[int]] = [[] for _ in range(count + 1)]
         for source, target in enumerate(table[:, symbol].tolist()):
             by_target[target].append(source)  # DEAD (-1) lands on the sink's slot
@@ -407,8 +404,13 @@ def _minimise(
     return merged, merged_accepting, number_of_block[block_of[start]]
 
 
-def _canonical(table: np.ndarray, accepting: list[bool], start: int) -> ByteDFA:
-    """Renumber breadth-first from the start in byte order and freeze."""
+def _canonical(
+    table: np.ndarray, accepting: list[bool], start: int, class_of_byte: np.ndarray
+) -> ByteDFA:
+    """Renumber breadth-first from the start in byte order, expand to 256 columns, freeze.
+
+    Byte classes are ascending intervals, so class order is byte order.
+    """
     if start == DEAD:
         empty = np.zeros((0, 256), dtype=np.int32)
         empty.setflags(write=False)
@@ -434,7 +436,7 @@ def _canonical(table: np.ndarray, accepting: list[bool], start: int) -> ByteDFA:
     renumber = np.full(len(accepting) + 1, DEAD, dtype=np.int32)
     for old, new in number.items():
         renumber[old] = new
-    new_table = renumber[table[order]]
+    new_table = renumber[table[order]][:, class_of_byte]
     new_table = np.ascontiguousarray(new_table, dtype=np.int32)
     new_table.setflags(write=False)
     return ByteDFA(start=0, accepting=tuple(bool(accepting[s]) for s in order), table=new_table)
