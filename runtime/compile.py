@@ -30,6 +30,7 @@ from gramkiln.ir import (
     TokenSet,
     print_expr,
 )
+from gramkiln.ir.automata import build_dfa
 
 from gramkiln.errors import CompileError
 
@@ -48,10 +49,6 @@ def lower_for_runtime(ir: GrammarIR) -> GrammarIR:
 
 
 def _build_dfa(expr: Expr, terminals: Mapping[str, Expr], lazy: bool) -> Any:
-    try:
-        from gramkiln.ir.automata import build_dfa  # type: ignore[import-not-found]
-    except ImportError:
-        from gramkiln.runtime._bytedfa import build_dfa
     return build_dfa(expr, terminals, lazy=lazy, max_states=MAX_DFA_STATES)
 
 
