@@ -342,6 +342,25 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [{"k": "n", "v": "x"}, {"k": "s", "v": 1}],
     ),
     ("if without else", {"if": {"minimum": 10}, "then": {"multipleOf": 2}}, [12, 3, 5], [11]),
+    ("not multipleOf", {"not": {"multipleOf": 3}}, [4, 1.5, -1], [3, 6.0, "x"]),
+    (
+        "not anyOf",
+        {"not": {"anyOf": [{"type": "string"}, {"minimum": 5}]}},
+        [4, -1.5],
+        ["a", 5, None],
+    ),
+    ("not items", {"not": {"items": {"type": "integer"}}}, [[1, "a"], ["b"]], [[1], [], "x"]),
+    ("double not", {"not": {"not": {"enum": [1, 2]}}}, [1, 2], [3, "a"]),
+    (
+        "enum members checked deeply",
+        {
+            "enum": [{"a": 1}, {"a": "x"}, [1, 2], [1, "b"]],
+            "properties": {"a": {"type": "integer"}},
+            "items": {"type": "integer"},
+        },
+        [{"a": 1}, [1, 2]],
+        [{"a": "x"}, [1, "b"]],
+    ),
     # references
     (
         "$ref defs",

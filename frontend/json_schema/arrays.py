@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from gramkiln.frontend.json_schema.combinators import NotNegatable, canonical, negate, type_set
 from gramkiln.frontend.json_schema.exprs import NEVER, choice, is_never, lit, repeat, seq
-from gramkiln.frontend.json_schema.values import value_expr, value_may_satisfy
+from gramkiln.frontend.json_schema.validate import flat_is_valid, is_valid
+from gramkiln.frontend.json_schema.values import value_expr
 from gramkiln.ir import Expr
 
 if TYPE_CHECKING:
@@ -172,16 +173,7 @@ def _as_flat(schema: Any) -> dict[str, Any]:
 
 
 def _value_matches(compiler: Compiler, value: Any, schema: Any, pointer: str, base: str) -> bool:
-    if isinstance(schema, bool):
-        return schema
-    flat = compiler.flatten(schema, pointer, base, 0)
-    if "enum" in flat:
-        return canonical(value) in {canonical(v) for v in flat["enum"]} and value_may_satisfy(
-            value, flat
-        )
-    return value_may_satisfy(value, flat) and not any(
-        k.startswith("__") and k != "__exclude" for k in flat
-    )
+    return is_valid(compiler, value, schema, pointer, base)
 
 
 def finite_domain(compiler: Compiler, schema: Any, pointer: str, base: str) -> list[Any] | None:
@@ -194,7 +186,7 @@ def finite_domain(compiler: Compiler, schema: Any, pointer: str, base: str) -> l
     if any(k in flat for k in ("__groups", "__not", "__conds")):
         return None
     if "enum" in flat:
-        values = [v for v in flat["enum"] if value_may_satisfy(v, flat)]
+        values = [v for v in flat["enum"] if flat_is_valid(compiler, v, flat, pointer, base)]
         if any(isinstance(v, (dict, list)) for v in values):
             return None
     else:

@@ -149,6 +149,13 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         out["multipleOf"] = a.get("multipleOf", b.get("multipleOf"))
     if a.get("__non_integer") or b.get("__non_integer"):
         out["__non_integer"] = True
+    not_multiples = {
+        canonical(s["__not_multiple"]): s["__not_multiple"] for s in (a, b) if "__not_multiple" in s
+    }
+    if len(not_multiples) > 1:
+        raise Unmergeable("not", "two excluded multiples apply to one number")
+    if not_multiples:
+        out["__not_multiple"] = next(iter(not_multiples.values()))
     if a.get("uniqueItems") or b.get("uniqueItems"):
         out["uniqueItems"] = True
     for keyword in (
@@ -300,6 +307,7 @@ class NotNegatable(Exception):
 
 
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
+MAX_NEGATION_BRANCHES = 64
 
 
 def negate(schema: Any) -> list[Any]:
@@ -400,10 +408,43 @@ def negate(schema: Any) -> list[Any]:
         # Non-objects satisfy required/properties: only objects can violate them.
         pieces.append(alternatives)
         handled |= {"required", "properties"}
+    if "__exclude" in schema:
+        pieces.append([{"enum": list(schema["__exclude"])}])
+    if schema.get("__non_integer"):
+        pieces.append([{"type": [t for t in ALL_TYPES if t != "number"]}, {"type": ["integer"]}])
+    if "multipleOf" in schema:
+        pieces.append([{"type": ["number"], "__not_multiple": schema["multipleOf"]}])
+        handled.add("multipleOf")
+    if "items" in schema and not schema.get("prefixItems"):
+        # Some item violates the item schema: contains(not items).
+        pieces.append(
+            [
+                {"type": ["array"], "contains": alt}
+                for alt in negate(schema["items"])
+                if alt is not False
+            ]
+        )
+        handled.add("items")
+    for group in schema.get("__negated_anyof", ()):
+        # not(A or B) = not A and not B: every combination of the alternatives' negations.
+        combined: list[Any] = [{}]
+        for alternative in group:
+            negations = [n for n in negate(alternative) if n is not False]
+            combined = [
+                merged
+                for partial in combined
+                for n in negations
+                if not (merged := merge(partial, n if n is not True else {})).get("__false")
+            ]
+            if len(combined) > MAX_NEGATION_BRANCHES:
+                raise NotNegatable(
+                    f"negating anyOf needs more than {MAX_NEGATION_BRANCHES} branches"
+                )
+        pieces.append(combined or [False])
     for flat_inner in schema.get("__negated_nots", ()):
         # not(not B) = B
         pieces.append([flat_inner])
-    handled.add("__negated_nots")
+    handled |= {"__negated_nots", "__negated_anyof", "__exclude", "__non_integer"}
     rest = keys - handled
     if rest:
         raise NotNegatable("cannot negate keywords: " + ", ".join(sorted(rest)))

@@ -59,7 +59,8 @@ from gramkiln.frontend.json_schema.numbers import (
 from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.frontend.json_schema.refs import DEFAULT_BASE, RefError, RefIndex
 from gramkiln.frontend.json_schema.strings import ALL_CHARS, encode_expr, encoded_char
-from gramkiln.frontend.json_schema.values import value_expr, value_may_satisfy
+from gramkiln.frontend.json_schema.validate import flat_is_valid
+from gramkiln.frontend.json_schema.values import value_expr
 from gramkiln.ir import CharClass, Expr, GrammarIR, Ref, Repeat, Rule, walk
 
 from gramkiln.errors import GrammarError
@@ -281,7 +282,13 @@ class Compiler:
                 "$dynamicRef",
             ):
                 continue
-            if key in CONSTRAINTS or key in ("__non_integer", "__exclude", "__shadow", "__false"):
+            if key in CONSTRAINTS or key in (
+                "__non_integer",
+                "__exclude",
+                "__shadow",
+                "__false",
+                "__not_multiple",
+            ):
                 # (internal keywords appear in schemas synthesized by negation)
                 flat[key] = value
         if "const" in s:
@@ -390,10 +397,22 @@ class Compiler:
         flat = self.flatten(schema, pointer, base, 0)
         if flat.get("__false"):
             return False
-        blocking = ("__groups", "__conds", "__patterns", "__formats", "__exclude", "__non_integer")
+        blocking = ("__conds", "__patterns", "__formats", "__not_multiple")
         if any(k in flat for k in blocking):
-            raise NotNegatable("cannot negate combinators, patterns or formats")
+            raise NotNegatable("cannot negate conditionals, patterns or formats")
         out = {k: v for k, v in flat.items() if not k.startswith("__")}
+        for key in ("__exclude", "__non_integer"):
+            if key in flat:
+                out[key] = flat[key]
+        for kind, alternatives, location, group_base in flat.get("__groups", ()):
+            if kind != "anyOf":
+                raise NotNegatable("cannot negate oneOf")
+            out.setdefault("__negated_anyof", []).append(
+                [
+                    self.flatten_for_negation(alt, f"{location}/{i}", group_base)
+                    for i, alt in enumerate(alternatives)
+                ]
+            )
         if "__not" in flat:
             out["__negated_nots"] = [self.flatten(s, loc, b, 0) for s, loc, b in flat["__not"]]
         return out
@@ -571,33 +590,12 @@ class Compiler:
         if "enum" in flat:
             if not isinstance(flat["enum"], list):
                 raise self.error(pointer, "enum must be an array")
-            values = [v for v in flat["enum"] if value_may_satisfy(v, flat)]
-            self._check_enum_members(values, flat, pointer)
+            values = [v for v in flat["enum"] if flat_is_valid(self, v, flat, pointer, base)]
             return choice(*(value_expr(v, self.layout, depth) for v in values))
         alternatives = []
         for kind in allowed:
             alternatives.append(self.typed(kind, flat, pointer, base, depth))
         return choice(*alternatives)
-
-    def _check_enum_members(self, values: list[Any], flat: dict[str, Any], pointer: str) -> None:
-        """Sub-schemas of containers are not checked against fixed members: say so."""
-        nested = [
-            k
-            for k in (
-                "properties",
-                "patternProperties",
-                "additionalProperties",
-                "items",
-                "prefixItems",
-                "contains",
-                "propertyNames",
-            )
-            if k in flat
-        ]
-        if nested and any(isinstance(v, (dict, list)) for v in values):
-            self.unsupported(
-                pointer, nested, "sub-schemas are not checked against enum/const members"
-            )
 
     def typed(self, kind: str, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
         """The expression for one JSON type under a flat schema."""
@@ -654,6 +652,15 @@ class Compiler:
                     raise NumberSpecError("multipleOf must be greater than 0")
         except NumberSpecError as exc:
             raise self.error(pointer, str(exc)) from None
+        negate_multiple = False
+        if "__not_multiple" in flat:
+            if multiple is not None:
+                self.unsupported(pointer, ["not", "multipleOf"], "a multiple and a non-multiple")
+            else:
+                multiple = to_decimal(flat["__not_multiple"], "multipleOf")
+                negate_multiple = multiple > 0
+                if not negate_multiple:
+                    multiple = None
         non_integer = bool(flat.get("__non_integer"))
         if non_integer and integer:
             return NEVER
@@ -661,7 +668,11 @@ class Compiler:
             self.unsupported(pointer, ["not", "multipleOf"], "non-integer multiples")
             non_integer = False
         spec = NumberSpec(
-            integer=integer, bounds=tuple(bounds), multiple_of=multiple, non_integer=non_integer
+            integer=integer,
+            bounds=tuple(bounds),
+            multiple_of=multiple,
+            non_integer=non_integer,
+            negate_multiple=negate_multiple,
         )
         if spec.is_plain():
             return self.shared_rule(

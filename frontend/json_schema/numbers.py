@@ -31,6 +31,8 @@ ZERO_FRACTION = seq(lit("."), repeat(lit("0"), 1))
 NUMBER_EXPR = seq(optional(lit("-")), INT_PART, optional(FRACTION), optional(EXPONENT))
 INTEGER_EXPR = seq(optional(lit("-")), INT_PART, optional(ZERO_FRACTION))
 
+# Remainder marker: a non-zero digit beyond the multiple's precision was read.
+NOT_A_MULTIPLE = -1
 ALPHABET = [ord(c) for c in "-0123456789.eE+"]
 
 
@@ -124,6 +126,7 @@ class NumberSpec:
     bounds: tuple[Bound, ...] = ()
     multiple_of: Decimal | None = None
     non_integer: bool = False  # only numbers with a non-zero fraction digit (not integers)
+    negate_multiple: bool = False  # numbers that are NOT multiples of multiple_of
 
     def is_plain(self) -> bool:
         """True when no bound or multiple applies (the simple regular expression suffices)."""
@@ -233,10 +236,14 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                 if spec.non_integer and modulus is None:
                     # without a modulus, `rem` records whether a non-zero fraction digit was seen
                     return ("frac", sign, comps, 1 if (rem or digit) else 0, used)
-                if used < scale:
+                if rem == NOT_A_MULTIPLE:
+                    pass
+                elif used < scale:
                     rem, used = _mod_step(rem, digit, modulus), used + 1
                 elif digit != 0 and modulus is not None:
-                    return None  # a digit beyond the multiple's precision must be zero
+                    if not spec.negate_multiple:
+                        return None  # a digit beyond the multiple's precision must be zero
+                    rem = NOT_A_MULTIPLE
                 return ("frac", sign, comps, rem, used)
             if char in "eE" and allow_exponent and phase == "frac":
                 comps = tuple(
@@ -271,7 +278,10 @@ def number_dfa(spec: NumberSpec) -> Dfa:
         if spec.non_integer and (phase != "frac" or not rem):
             return False
         if modulus is not None:
-            return (rem * 10 ** (scale - used)) % modulus == 0
+            if rem == NOT_A_MULTIPLE:
+                return spec.negate_multiple
+            is_multiple = (rem * 10 ** (scale - used)) % modulus == 0
+            return is_multiple != spec.negate_multiple
         return True
 
     start = ("start", 0, (), 0, 0)

@@ -1,15 +1,12 @@
-"""Fixed JSON values (``const``, ``enum``): their spellings, and a shallow validity check used
-to drop enum members that sibling keywords rule out."""
+"""Fixed JSON values (``const``, ``enum``): every spelling of a value under the layout."""
 
 from __future__ import annotations
 
 import json
 import math
-from decimal import Decimal
 from itertools import permutations
 from typing import Any
 
-from gramkiln.frontend.json_schema.combinators import canonical, json_type_of, type_set
 from gramkiln.frontend.json_schema.exprs import NEVER, choice, lit, seq
 from gramkiln.frontend.json_schema.strings import json_string_literal
 from gramkiln.ir import Expr
@@ -71,62 +68,3 @@ def value_expr(value: Any, layout: Any, depth: int) -> Expr:
             alternatives.append(seq(*parts))
         return choice(*alternatives)
     return NEVER
-
-
-def _decimal(value: Any) -> Decimal:
-    return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-
-
-def value_may_satisfy(value: Any, flat: dict[str, Any]) -> bool:
-    """False when ``value`` certainly violates one of the flat schema's own keywords.
-
-    Checks the keywords that apply to the value itself (type, numeric bounds, multipleOf,
-    lengths, patterns, required, item/property counts); nested sub-schemas are not visited,
-    so the answer errs towards keeping a value.
-    """
-    from gramkiln.frontend.json_schema.keys import pattern_matches
-
-    kind = json_type_of(value)
-    types = type_set(flat)
-    if types is not None:
-        if kind == "integer" and not ({"integer", "number"} & types):
-            return False
-        if kind not in ("integer",) and kind not in types:
-            return False
-    if kind in ("integer", "number"):
-        number = _decimal(value)
-        if "minimum" in flat and number < _decimal(flat["minimum"]):
-            return False
-        if "maximum" in flat and number > _decimal(flat["maximum"]):
-            return False
-        if "exclusiveMinimum" in flat and number <= _decimal(flat["exclusiveMinimum"]):
-            return False
-        if "exclusiveMaximum" in flat and number >= _decimal(flat["exclusiveMaximum"]):
-            return False
-        if "multipleOf" in flat and number % _decimal(flat["multipleOf"]) != 0:
-            return False
-    if kind == "string":
-        length = len(value)
-        if length < flat.get("minLength", 0) or length > flat.get("maxLength", math.inf):
-            return False
-        for pattern, _ in flat.get("__patterns", ()):
-            try:
-                if not pattern_matches(pattern, value):
-                    return False
-            except Exception:  # an unusable pattern is reported where strings are built
-                continue
-    if kind == "array":
-        if not flat.get("minItems", 0) <= len(value) <= flat.get("maxItems", math.inf):
-            return False
-        if flat.get("uniqueItems") and len({canonical(v) for v in value}) != len(value):
-            return False
-    if kind == "object":
-        if any(name not in value for name in flat.get("required", ())):
-            return False
-        if not flat.get("minProperties", 0) <= len(value) <= flat.get("maxProperties", math.inf):
-            return False
-        properties = flat.get("properties") or {}
-        if any(properties.get(name) is False for name in value):
-            return False
-    excluded = {canonical(v) for v in flat.get("__exclude", ())}
-    return canonical(value) not in excluded
