@@ -11,6 +11,7 @@ that every edge treats alike, so ``[^"\\\\]*`` over all of Unicode stays tiny.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -164,13 +165,19 @@ def _connect(
         if not data:
             nfa.epsilon[source].append(target)
     elif isinstance(expr, CharClass):
-        for lo, hi in expr.positive_ranges():
-            for sequence in utf8_sequences(lo, hi):
-                current = source
-                for index, (byte_lo, byte_hi) in enumerate(sequence):
-                    nxt = target if index == len(sequence) - 1 else nfa.new_state()
-                    nfa.edges[current].append((byte_lo, byte_hi, nxt))
-                    current = nxt
+        # Sequences share their common suffixes (most end in the same continuation-byte
+        # ranges), which keeps the NFA and the subset construction close to minimal.
+        suffix_states: dict[tuple[int, int, int], int] = {}
+        for sequence in _class_sequences(expr.positive_ranges()):
+            nxt = target
+            for byte_lo, byte_hi in reversed(sequence[1:]):
+                key = (byte_lo, byte_hi, nxt)
+                state = suffix_states.get(key)
+                if state is None:
+                    state = suffix_states[key] = nfa.new_state()
+                    nfa.edges[state].append((byte_lo, byte_hi, nxt))
+                nxt = state
+            nfa.edges[source].append((sequence[0][0], sequence[0][1], nxt))
     elif isinstance(expr, Seq):
         current = source
         for index, item in enumerate(expr.items):
@@ -220,6 +227,14 @@ def _connect(
     else:
         kind = getattr(expr, "kind", type(expr).__name__)
         raise CompileError(f"{kind} elements cannot appear in a terminal expression")
+
+
+@functools.lru_cache(maxsize=1024)
+def _class_sequences(
+    ranges: tuple[tuple[int, int], ...],
+) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """UTF-8 byte-range sequences of a class (cached: a repeated class is split once)."""
+    return tuple(tuple(sequence) for lo, hi in ranges for sequence in utf8_sequences(lo, hi))
 
 
 def _byte_classes(nfa: _ByteNFA) -> list[tuple[int, int]]:
@@ -342,14 +357,20 @@ def _minimise(
     if count == 0:
         return table, accepting, start
     sink = count  # explicit dead state so that every transition is defined
-    # inverse[symbol][target] = the states that go to target on symbol (the sink included).
-    inverse: list[list[list[int]]] = []
+    # incoming[target] = [(symbol, the states that go to target on symbol), ...], only for
+    # symbols that have such states (the sink included); grouped with numpy.
+    incoming: list[list[tuple[int, list[int]]]] = [[] for _ in range(count + 1)]
     for symbol in range(table.shape[1]):
-        by_target: list[list[int]] = [[] for _ in range(count + 1)]
-        for source, target in enumerate(table[:, symbol].tolist()):
-            by_target[target].append(source)  # DEAD (-1) lands on the sink's slot
-        by_target[sink].append(sink)
-        inverse.append(by_target)
+        column = table[:, symbol]
+        live = np.nonzero(column != DEAD)[0]
+        if live.size:
+            order = np.argsort(column[live], kind="stable")
+            sorted_targets, sorted_sources = column[live][order], live[order]
+            cuts = np.flatnonzero(np.diff(sorted_targets)) + 1
+            heads = sorted_targets[np.concatenate(([0], cuts))].tolist()
+            for target, group in zip(heads, np.split(sorted_sources, cuts), strict=True):
+                incoming[target].append((symbol, group.tolist()))
+        incoming[sink].append((symbol, np.nonzero(column == DEAD)[0].tolist() + [sink]))
     # The sink starts in a block of its own: no real state is equivalent to it (the DFA is
     # trimmed), and this way its huge in-degree is scanned once, not at every split.
     finals = {s for s in range(count) if accepting[s]}
@@ -363,18 +384,26 @@ def _minimise(
     largest = max(range(len(blocks)), key=lambda number: len(blocks[number]))
     pending = set(range(len(blocks))) - {largest}
     while pending:
-        splitter = list(blocks[pending.pop()])
-        for by_target in inverse:
+        # Gather the predecessors of the splitter per symbol first (a snapshot of the
+        # splitter), then split symbol by symbol with the current blocks.
+        predecessors: dict[int, list[int]] = {}
+        for target in list(blocks[pending.pop()]):
+            for symbol, sources in incoming[target]:
+                gathered = predecessors.get(symbol)
+                if gathered is None:
+                    predecessors[symbol] = list(sources)
+                else:
+                    gathered.extend(sources)
+        for sources in predecessors.values():
             # A DFA has one successor per symbol, so each source appears at most once here.
             touched: dict[int, list[int]] = {}
-            for target in splitter:
-                for source in by_target[target]:
-                    number = block_of[source]
-                    members = touched.get(number)
-                    if members is None:
-                        touched[number] = [source]
-                    else:
-                        members.append(source)
+            for source in sources:
+                number = block_of[source]
+                members = touched.get(number)
+                if members is None:
+                    touched[number] = [source]
+                else:
+                    members.append(source)
             for number, inside in touched.items():
                 block = blocks[number]
                 if len(inside) == len(block):
