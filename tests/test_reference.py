@@ -754,3 +754,28 @@ def test_masks_with_token_elements_equal_direct_prefix_checks(token_ids: list[in
     prefix = [_units_for(token_id) for token_id in token_ids]
     if oracle.is_prefix_units(prefix):
         _assert_mask_matches_direct_checks(oracle, prefix)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_viable_prefixes_never_dead_end_and_extensions_are_found(data: st.DataObject) -> None:
+    from gramkiln.testing import strategies
+
+    ir = data.draw(strategies.grammars(subgrammars=True))
+    oracle = ReferenceMatcher(ir)
+    text = data.draw(strategies.probe_strings(ir)).encode()[:6]
+    for end in range(len(text) + 1):
+        prefix = text[:end]
+        if not oracle.is_prefix(prefix):
+            # Prefix-closed: nothing longer can be viable either.
+            assert not oracle.is_prefix(text[: end + 1]) and not oracle.accepts(text)
+            break
+        # No dead ends: a viable prefix is accepted or some next byte keeps it viable.
+        assert oracle.accepts(prefix) or any(
+            oracle.is_prefix(prefix + bytes((byte,))) for byte in range(256)
+        ), prefix
+    # Any accepted extension found by search proves the prefix viable.
+    extensions = ["", *strategies.ALPHABET, " ", "a)", "),", "(a", "ab"]
+    for extension in extensions:
+        if oracle.accepts(text + extension.encode()):
+            assert oracle.is_prefix(text)
