@@ -195,6 +195,7 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
     if (found != parent.levels.end()) return *found->second;
   }
   auto level = std::make_unique<LevelCache>();
+  std::vector<const ExitGroup*> with_exits;
   std::vector<uint32_t> bits(rt.words, 0);
   size_t count = 0;
   for (const uint8_t byte : group.child_bytes) {
@@ -208,9 +209,46 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
         for (uint32_t token : child.tokens) set_bit(bits.data(), token);
         count += child.tokens.size();
       }
-      if (!child.child_nodes.empty()) level->deeper.push_back(&child);
+      if (!child.child_nodes.empty()) with_exits.push_back(&child);
       if (kept) level->transient.push_back(std::move(kept));
     }
+  }
+  // Merge children with exits by lexeme (stable order: by first appearance).
+  std::stable_sort(with_exits.begin(), with_exits.end(),
+                   [](const ExitGroup* a, const ExitGroup* b) { return a->lexeme < b->lexeme; });
+  for (size_t i = 0; i < with_exits.size();) {
+    size_t j = i;
+    while (j < with_exits.size() && with_exits[j]->lexeme == with_exits[i]->lexeme) ++j;
+    if (j - i == 1) {
+      level->deeper.push_back(with_exits[i]);
+    } else {
+      auto merged = std::make_unique<ExitGroup>();
+      merged->lexeme = with_exits[i]->lexeme;
+      merged->child_offsets.assign(257, 0);
+      for (size_t k = i; k < j; ++k) {
+        const ExitGroup& part = *with_exits[k];
+        for (int b = 0; b < 256; ++b) {
+          merged->child_offsets[b + 1] += part.child_offsets[b + 1] - part.child_offsets[b];
+        }
+      }
+      for (int b = 0; b < 256; ++b) merged->child_offsets[b + 1] += merged->child_offsets[b];
+      merged->child_nodes.resize(merged->child_offsets[256]);
+      for (int b = 0; b < 256; ++b) {
+        uint32_t out = merged->child_offsets[b];
+        for (size_t k = i; k < j; ++k) {
+          const ExitGroup& part = *with_exits[k];
+          for (uint32_t e = part.child_offsets[b]; e < part.child_offsets[b + 1]; ++e) {
+            merged->child_nodes[out++] = part.child_nodes[e];
+          }
+        }
+        if (merged->child_offsets[b] < merged->child_offsets[b + 1]) {
+          merged->child_bytes.push_back(static_cast<uint8_t>(b));
+        }
+      }
+      level->deeper.push_back(merged.get());
+      level->merged.push_back(std::move(merged));
+    }
+    i = j;
   }
   if (count > rt.words) {
     level->bits = std::move(bits);

@@ -39,7 +39,10 @@ struct LevelCache {
   std::vector<uint32_t> bits;    // dense form
   std::vector<const ExitGroup*> deeper;
   std::vector<std::unique_ptr<ExitGroup>> transient;  // children not kept by the cache
-  size_t footprint() const { return 4 * (tokens.size() + bits.size()) + 8 * deeper.size() + 96; }
+  // Children with exits that share a lexeme continue from the same Earley set, so they are
+  // merged into one group (one visit per following lexeme instead of one per child).
+  std::vector<std::unique_ptr<ExitGroup>> merged;
+  size_t footprint() const;
 };
 
 struct ExitGroup {
@@ -56,6 +59,12 @@ struct ExitGroup {
     return 4 * (tokens.size() + bits.size() + child_offsets.size() + child_nodes.size()) + 128;
   }
 };
+
+inline size_t LevelCache::footprint() const {
+  size_t size = 4 * (tokens.size() + bits.size()) + 8 * deeper.size() + 96;
+  for (const auto& group : merged) size += group->footprint();
+  return size;
+}
 
 // Memo of exit groups with a memory budget: past it, new groups are built for one use only.
 struct GroupCache {
