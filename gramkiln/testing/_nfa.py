@@ -18,6 +18,7 @@ builder), so that the oracle can check it. It trades speed for obviousness:
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -153,10 +154,11 @@ class UnitNFA:
 
     def useful_states(self) -> set[int]:
         """States on some path from the start to the final state (the trimmed automaton)."""
-        reachable = _closure_of({self.start}, self.successors)
+        successors = [self.successors(state) for state in range(len(self.epsilon))]
+        reachable = _closure_of({self.start}, successors.__getitem__)
         predecessors: list[list[int]] = [[] for _ in self.epsilon]
-        for state in range(len(self.epsilon)):
-            for target in self.successors(state):
+        for state, targets in enumerate(successors):
+            for target in targets:
                 predecessors[target].append(state)
         coreachable = _closure_of({self.final}, lambda state: predecessors[state])
         return reachable & coreachable
@@ -217,9 +219,9 @@ def _connect(
         if not data:
             nfa.epsilon[source].append(target)
     elif isinstance(expr, CharClass):
-        ranges = expr.positive_ranges()
-        if ranges:  # an empty class has no edge: the fragment's language is empty
-            nfa.class_edges[source].append((CodePointSet(ranges), target))
+        code_points = _code_point_set(expr.ranges, expr.negated)
+        if code_points.ranges:  # an empty class has no edge: the fragment's language is empty
+            nfa.class_edges[source].append((code_points, target))
     elif isinstance(expr, Seq):
         current = source
         for index, item in enumerate(expr.items):
@@ -295,6 +297,12 @@ def _connect_repeat(
         _connect(nfa, expr.item, current, nxt, resolver, inlining)
         current = nxt
     nfa.epsilon[current].append(target)
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_point_set(ranges: tuple[tuple[int, int], ...], negated: bool) -> CodePointSet:
+    """The scalar values a class matches (cached: bounded repeats copy one class many times)."""
+    return CodePointSet(CharClass(ranges=ranges, negated=negated).positive_ranges())
 
 
 def _byte_variants(byte: int, folding: bool) -> tuple[int, ...]:
