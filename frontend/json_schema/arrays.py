@@ -117,7 +117,8 @@ def array_expr(
             out.append((compiler.branch(both, f"{pointer}/contains", base, depth + 1), True, None))
             try:
                 negated = negate(
-                    compiler.flatten_for_negation(contains, f"{pointer}/contains", base)
+                    compiler.flatten_for_negation(contains, f"{pointer}/contains", base),
+                    compiler.negation_preparer(f"{pointer}/contains", base),
                 )
             except NotNegatable as exc:
                 compiler.unsupported(pointer, ["contains"], str(exc))

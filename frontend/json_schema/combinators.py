@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -310,13 +311,20 @@ ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 MAX_NEGATION_BRANCHES = 64
 
 
-def negate(schema: Any) -> list[Any]:
+def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any]:
     """Schemas whose union is exactly the complement of ``schema`` (raises NotNegatable).
 
     Supported: booleans, ``type``, ``const``/``enum`` (as ``__not`` value exclusions),
     ``required``, ``properties`` with ``required`` (presence tests and negatable
     sub-schemas), numeric and length bounds, and conjunctions of these.
+    ``prepare`` turns a raw nested sub-schema into a negatable flat one (resolving ``$ref``).
     """
+
+    def inner(sub: Any) -> list[Any]:
+        return negate(
+            prepare(sub) if prepare is not None and isinstance(sub, dict) else sub, prepare
+        )
+
     if schema is True or schema == {}:
         return [False]
     if schema is False:
@@ -392,7 +400,7 @@ def negate(schema: Any) -> list[Any]:
         for name in required:
             alternatives.append({"type": ["object"], "properties": {name: False}})
         for name, sub in properties.items():
-            for negated in negate(sub):
+            for negated in inner(sub):
                 if negated is False:
                     continue
                 # The failed sub-schema evaluates nothing: "__shadow" keeps the name visible to
@@ -420,7 +428,7 @@ def negate(schema: Any) -> list[Any]:
         pieces.append(
             [
                 {"type": ["array"], "contains": alt}
-                for alt in negate(schema["items"])
+                for alt in inner(schema["items"])
                 if alt is not False
             ]
         )
@@ -429,22 +437,58 @@ def negate(schema: Any) -> list[Any]:
         # not(A or B) = not A and not B: every combination of the alternatives' negations.
         combined: list[Any] = [{}]
         for alternative in group:
-            negations = [n for n in negate(alternative) if n is not False]
-            combined = [
-                merged
-                for partial in combined
-                for n in negations
-                if not (merged := merge(partial, n if n is not True else {})).get("__false")
-            ]
+            negations = [n for n in negate(alternative, prepare) if n is not False]
+            try:
+                combined = [
+                    merged
+                    for partial in combined
+                    for n in negations
+                    if not (merged := merge(partial, n if n is not True else {})).get("__false")
+                ]
+            except Unmergeable as exc:
+                raise NotNegatable(exc.reason) from None
             if len(combined) > MAX_NEGATION_BRANCHES:
                 raise NotNegatable(
                     f"negating anyOf needs more than {MAX_NEGATION_BRANCHES} branches"
                 )
         pieces.append(combined or [False])
+    for group in schema.get("__negated_oneof", ()):
+        # not(exactly one) = none matches, or some two match.
+        none: list[Any] = [{}]
+        try:
+            for alternative in group:
+                negations = [n for n in negate(alternative, prepare) if n is not False]
+                none = [
+                    m
+                    for p in none
+                    for n in negations
+                    if not (m := merge(p, n if n is not True else {})).get("__false")
+                ]
+                if len(none) > MAX_NEGATION_BRANCHES:
+                    raise NotNegatable(
+                        f"negating oneOf needs more than {MAX_NEGATION_BRANCHES} branches"
+                    )
+            pairs = [
+                m
+                for i in range(len(group))
+                for j in range(i + 1, len(group))
+                if group[i] is not False
+                and group[j] is not False
+                and not (m := merge(_flat(group[i]), _flat(group[j]))).get("__false")
+            ]
+        except Unmergeable as exc:
+            raise NotNegatable(exc.reason) from None
+        pieces.append(none + pairs or [False])
     for flat_inner in schema.get("__negated_nots", ()):
         # not(not B) = B
         pieces.append([flat_inner])
-    handled |= {"__negated_nots", "__negated_anyof", "__exclude", "__non_integer"}
+    handled |= {
+        "__negated_nots",
+        "__negated_anyof",
+        "__negated_oneof",
+        "__exclude",
+        "__non_integer",
+    }
     rest = keys - handled
     if rest:
         raise NotNegatable("cannot negate keywords: " + ", ".join(sorted(rest)))
@@ -476,6 +520,10 @@ ANNOTATION_KEYS = frozenset(
         "definitions",
     }
 )
+
+
+def _flat(schema: Any) -> dict[str, Any]:
+    return {} if schema is True else schema
 
 
 # ---------------------------------------------------------------------------------------------

@@ -375,7 +375,10 @@ class Compiler:
             if nots[1:]:
                 rest["__not"] = nots[1:]
             try:
-                alternatives = negate(self.flatten_for_negation(negated_schema, location, not_base))
+                alternatives = negate(
+                    self.flatten_for_negation(negated_schema, location, not_base),
+                    self.negation_preparer(location, not_base),
+                )
             except NotNegatable as exc:
                 self.unsupported(location, ["not"], str(exc))
                 return self.branch(rest, pointer, base, depth)
@@ -405,9 +408,7 @@ class Compiler:
             if key in flat:
                 out[key] = flat[key]
         for kind, alternatives, location, group_base in flat.get("__groups", ()):
-            if kind != "anyOf":
-                raise NotNegatable("cannot negate oneOf")
-            out.setdefault("__negated_anyof", []).append(
+            out.setdefault(f"__negated_{kind.lower()}", []).append(
                 [
                     self.flatten_for_negation(alt, f"{location}/{i}", group_base)
                     for i, alt in enumerate(alternatives)
@@ -416,6 +417,10 @@ class Compiler:
         if "__not" in flat:
             out["__negated_nots"] = [self.flatten(s, loc, b, 0) for s, loc, b in flat["__not"]]
         return out
+
+    def negation_preparer(self, pointer: str, base: str) -> Callable[[Any], Any]:
+        """The ``prepare`` callback of :func:`negate` for sub-schemas below ``pointer``."""
+        return lambda sub: self.flatten_for_negation(sub, pointer, base)
 
     def merge_at(self, a: dict[str, Any], b: Any, pointer: str) -> dict[str, Any]:
         """merge() with booleans allowed and errors located."""
@@ -490,7 +495,10 @@ class Compiler:
             return None
         try:
             negations = {
-                j: negate(self.flatten_for_negation(alternatives[j], f"{location}/{j}", base))
+                j: negate(
+                    self.flatten_for_negation(alternatives[j], f"{location}/{j}", base),
+                    self.negation_preparer(f"{location}/{j}", base),
+                )
                 for j in {j for _, j in overlaps}
             }
             exact: list[dict[str, Any]] = []
@@ -534,7 +542,7 @@ class Compiler:
         """if/then/else as (if and then) or (not if and else)."""
         try:
             condition_flat = self.flatten_for_negation(condition, f"{location}/if", base)
-            negated = negate(condition_flat)
+            negated = negate(condition_flat, self.negation_preparer(f"{location}/if", base))
         except NotNegatable as exc:
             self.unsupported(location, ["if"], str(exc))
             return self.branch(rest, location, base, depth)
