@@ -47,6 +47,25 @@ bool KeySet::insert(uint64_t key) {
 
 namespace {
 
+// Order-independent structural hash of the set at chart.set_begin.back() .. items.size().
+void hash_new_set(const ChartView& view, Chart& chart, uint32_t self, size_t begin) {
+  uint64_t lo = 0x243f6a8885a308d3ull, hi = 0x13198a2e03707344ull;
+  for (size_t i = begin; i < chart.items.size(); ++i) {
+    const Item item = chart.items[i];
+    uint64_t origin_lo = 0x9e3779b97f4a7c15ull, origin_hi = 0x7f4a7c159e3779b9ull;  // self
+    if (item.origin != self) {
+      uint32_t local;
+      const Chart& origin_chart = view.chart_of(item.origin, &local);
+      origin_lo = origin_chart.hash_lo[local];
+      origin_hi = origin_chart.hash_hi[local];
+    }
+    lo += mix64(mix64(item.dotted + 0x1234567ull) ^ origin_lo);
+    hi += mix64(mix64(item.dotted ^ 0xabcdef0123ull) + origin_hi * 0x2545f4914f6cdd1dull);
+  }
+  chart.hash_lo.push_back(mix64(lo));
+  chart.hash_hi.push_back(mix64(hi ^ lo));
+}
+
 inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
   return (static_cast<uint64_t>(dotted) << 32) | origin;
 }
@@ -105,6 +124,7 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
     }
   }
   close_set(rt, view, chart, begin, self, seen);
+  hash_new_set(view, chart, self, begin);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
   return self;
 }
@@ -113,6 +133,8 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   seen.clear();
   chart.items.clear();
   chart.set_begin.assign(1, 0);
+  chart.hash_lo.clear();
+  chart.hash_hi.clear();
   for (uint32_t k = rt.nt_prod_offsets[rt.start]; k < rt.nt_prod_offsets[rt.start + 1]; ++k) {
     if (seen.insert(item_key(rt.prod_dotted[rt.nt_prods[k]], 0))) {
       chart.items.push_back(Item{rt.prod_dotted[rt.nt_prods[k]], 0});
@@ -120,6 +142,7 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   }
   ChartView view{nullptr, &chart, 0};
   close_set(rt, view, chart, 0, 0, seen);
+  hash_new_set(view, chart, 0, 0);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
 }
 

@@ -399,6 +399,8 @@ Matcher::Snapshot Matcher::snapshot() const {
 
 void Matcher::restore(Snapshot&& snap) {
   chart_.set_begin.resize(snap.num_sets + 1);
+  chart_.hash_lo.resize(snap.num_sets);
+  chart_.hash_hi.resize(snap.num_sets);
   chart_.items.resize(snap.num_items);
   threads_ = std::move(snap.threads);
   frontier_ = snap.frontier;
@@ -485,9 +487,50 @@ void Matcher::fill_mask(uint32_t* words) const {
   const Runtime& rt = *runtime_;
   std::fill(words, words + rt.words, 0u);
   if (terminated_) return;
+  // The mask is a function of the thread states, the structural hashes of their origin sets and
+  // (when a set ends here) of the last set: look it up by that key first.
+  std::pair<uint64_t, uint64_t> key{0x51ed270b27a2b7d5ull, 0x6a09e667f3bcc909ull};
+  for (const Thread& th : threads_) {
+    const uint64_t state = static_cast<uint64_t>(th.state) * 0x9e3779b97f4a7c15ull;
+    key.first += mix64(state ^ chart_.hash_lo[th.origin]);
+    key.second += mix64(state + chart_.hash_hi[th.origin] * 0xd6e8feb86659fd93ull);
+  }
+  const uint32_t last_set = chart_.num_sets() - 1;
+  if (frontier_) {
+    key.first = mix64(key.first ^ chart_.hash_lo[last_set]);
+    key.second = mix64(key.second + chart_.hash_hi[last_set]);
+  } else {
+    key.first = mix64(key.first + 1);
+    key.second = mix64(key.second ^ 1);
+  }
+  GroupCache& cache = *rt.groups;
+  {
+    std::lock_guard<std::mutex> lock(cache.mask_mutex);
+    auto found = cache.masks.find(key);
+    if (found != cache.masks.end()) {
+      std::copy(found->second.begin(), found->second.end(), words);
+      return;
+    }
+  }
+  fill_mask_uncached(words);
+  const size_t size = 4 * static_cast<size_t>(rt.words) + 64;
+  std::lock_guard<std::mutex> lock(cache.mask_mutex);
+  if (cache.mask_bytes + size > GroupCache::kMaskBudgetBytes) {
+    cache.masks.clear();
+    cache.mask_bytes = 0;
+  }
+  if (cache.masks.emplace(key, std::vector<uint32_t>(words, words + rt.words)).second) {
+    cache.mask_bytes += size;
+  }
+}
+
+void Matcher::fill_mask_uncached(uint32_t* words) const {
+  const Runtime& rt = *runtime_;
   Scratch& sc = thread_scratch();
   sc.overlay.items.clear();
   sc.overlay.set_begin.assign(1, 0);
+  sc.overlay.hash_lo.clear();
+  sc.overlay.hash_hi.clear();
   sc.next_set.clear();
   sc.overlay_lexemes.clear();
   sc.overlay_follow.clear();

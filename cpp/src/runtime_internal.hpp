@@ -75,6 +75,15 @@ struct GroupCache {
   std::atomic<size_t> used{0};
   std::mutex inside_mutex;  // guards `inside_unions`
   std::map<std::vector<int32_t>, std::unique_ptr<std::vector<uint32_t>>> inside_unions;
+  // Whole masks by parser configuration (128-bit structural key; see Chart). Cleared when it
+  // outgrows kMaskBudgetBytes, so memory stays bounded whatever the traffic.
+  static constexpr size_t kMaskBudgetBytes = size_t{64} << 20;
+  struct KeyHash {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& key) const { return key.first; }
+  };
+  std::mutex mask_mutex;  // guards `masks` and `mask_bytes`
+  std::unordered_map<std::pair<uint64_t, uint64_t>, std::vector<uint32_t>, KeyHash> masks;
+  size_t mask_bytes = 0;
   std::mutex follow_mutex;  // guards `follows`
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
 };
@@ -177,6 +186,16 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen);
 // Distinct lexeme symbols (as lexeme indices) expected by a set, in first-seen order.
 void expected_lexemes(const Runtime& rt, const ChartView& view, uint32_t set,
                       std::vector<uint32_t>& out);
+
+// splitmix64 finaliser: a cheap, well-mixing 64-bit hash step.
+inline uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
 
 inline bool test_bit(const uint32_t* words, uint32_t index) {
   return (words[index >> 5] >> (index & 31)) & 1u;

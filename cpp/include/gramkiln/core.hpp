@@ -79,6 +79,10 @@ struct Thread {
 struct Chart {
   std::vector<Item> items;
   std::vector<uint32_t> set_begin{0};
+  // Per set, a 128-bit structural hash: of its items with each origin replaced by the origin
+  // set's own hash (a marker for the set itself). Equal hashes mean equal futures, so masks can
+  // be cached by them across positions, matchers and requests.
+  std::vector<uint64_t> hash_lo, hash_hi;
   uint32_t num_sets() const { return static_cast<uint32_t>(set_begin.size() - 1); }
 };
 
@@ -114,6 +118,7 @@ class Matcher {
     bool terminated;
   };
   Snapshot snapshot() const;
+  void fill_mask_uncached(uint32_t* words) const;  // the mask without the configuration cache
   void restore(Snapshot&& snap);
   bool step_byte(uint8_t byte, const std::vector<std::pair<uint32_t, uint32_t>>* extra_scans);
   void start_threads_for_last_set();
