@@ -350,6 +350,18 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         ["a", 5, None],
     ),
     ("not items", {"not": {"items": {"type": "integer"}}}, [[1, "a"], ["b"]], [[1], [], "x"]),
+    (
+        "not two multiples",
+        {"not": {"anyOf": [{"multipleOf": 2}, {"multipleOf": 1.5}]}},
+        [1, 5, 7.5, 0.5],
+        [2, 3, 4.5, 6],
+    ),
+    (
+        "multiple and non-multiple",
+        {"multipleOf": 3, "not": {"multipleOf": 2}},
+        [3, 9, -3],
+        [6, 0, 1],
+    ),
     ("double not", {"not": {"not": {"enum": [1, 2]}}}, [1, 2], [3, "a"]),
     (
         "enum members checked deeply",

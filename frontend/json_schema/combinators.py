@@ -150,13 +150,6 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         out["multipleOf"] = a.get("multipleOf", b.get("multipleOf"))
     if a.get("__non_integer") or b.get("__non_integer"):
         out["__non_integer"] = True
-    not_multiples = {
-        canonical(s["__not_multiple"]): s["__not_multiple"] for s in (a, b) if "__not_multiple" in s
-    }
-    if len(not_multiples) > 1:
-        raise Unmergeable("not", "two excluded multiples apply to one number")
-    if not_multiples:
-        out["__not_multiple"] = next(iter(not_multiples.values()))
     if a.get("uniqueItems") or b.get("uniqueItems"):
         out["uniqueItems"] = True
     for keyword in (
@@ -167,6 +160,7 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "__conds",
         "__exclude",
         "__shadow",
+        "__not_multiples",
     ):
         combined = list(a.get(keyword, ())) + list(b.get(keyword, ()))
         if combined:
@@ -421,7 +415,7 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
     if schema.get("__non_integer"):
         pieces.append([{"type": [t for t in ALL_TYPES if t != "number"]}, {"type": ["integer"]}])
     if "multipleOf" in schema:
-        pieces.append([{"type": ["number"], "__not_multiple": schema["multipleOf"]}])
+        pieces.append([{"type": ["number"], "__not_multiples": [schema["multipleOf"]]}])
         handled.add("multipleOf")
     if "items" in schema and not schema.get("prefixItems"):
         # Some item violates the item schema: contains(not items).

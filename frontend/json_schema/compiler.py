@@ -287,7 +287,7 @@ class Compiler:
                 "__exclude",
                 "__shadow",
                 "__false",
-                "__not_multiple",
+                "__not_multiples",
             ):
                 # (internal keywords appear in schemas synthesized by negation)
                 flat[key] = value
@@ -400,7 +400,7 @@ class Compiler:
         flat = self.flatten(schema, pointer, base, 0)
         if flat.get("__false"):
             return False
-        blocking = ("__conds", "__patterns", "__formats", "__not_multiple")
+        blocking = ("__conds", "__patterns", "__formats", "__not_multiples")
         if any(k in flat for k in blocking):
             raise NotNegatable("cannot negate conditionals, patterns or formats")
         out = {k: v for k, v in flat.items() if not k.startswith("__")}
@@ -660,19 +660,15 @@ class Compiler:
                     raise NumberSpecError("multipleOf must be greater than 0")
         except NumberSpecError as exc:
             raise self.error(pointer, str(exc)) from None
-        negate_multiple = False
-        if "__not_multiple" in flat:
-            if multiple is not None:
-                self.unsupported(pointer, ["not", "multipleOf"], "a multiple and a non-multiple")
-            else:
-                multiple = to_decimal(flat["__not_multiple"], "multipleOf")
-                negate_multiple = multiple > 0
-                if not negate_multiple:
-                    multiple = None
+        non_multiples = tuple(
+            to_decimal(value, "multipleOf") for value in flat.get("__not_multiples", ())
+        )
+        if any(value <= 0 for value in non_multiples):
+            raise self.error(pointer, "multipleOf must be greater than 0")
         non_integer = bool(flat.get("__non_integer"))
         if non_integer and integer:
             return NEVER
-        if non_integer and multiple is not None:
+        if non_integer and (multiple is not None or non_multiples):
             self.unsupported(pointer, ["not", "multipleOf"], "non-integer multiples")
             non_integer = False
         spec = NumberSpec(
@@ -680,7 +676,7 @@ class Compiler:
             bounds=tuple(bounds),
             multiple_of=multiple,
             non_integer=non_integer,
-            negate_multiple=negate_multiple,
+            non_multiples=non_multiples,
         )
         if spec.is_plain():
             return self.shared_rule(

@@ -9,6 +9,7 @@ for every spelling without exponent, with no sampling and no approximation.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -126,11 +127,16 @@ class NumberSpec:
     bounds: tuple[Bound, ...] = ()
     multiple_of: Decimal | None = None
     non_integer: bool = False  # only numbers with a non-zero fraction digit (not integers)
-    negate_multiple: bool = False  # numbers that are NOT multiples of multiple_of
+    non_multiples: tuple[Decimal, ...] = ()  # numbers must NOT be multiples of these
 
     def is_plain(self) -> bool:
         """True when no bound or multiple applies (the simple regular expression suffices)."""
-        return not self.bounds and self.multiple_of is None and not self.non_integer
+        return (
+            not self.bounds
+            and self.multiple_of is None
+            and not self.non_multiples
+            and not self.non_integer
+        )
 
     def is_empty_interval(self) -> bool:
         """True when the bounds admit no number at all."""
@@ -156,6 +162,7 @@ def number_dfa(spec: NumberSpec) -> Dfa:
         not spec.integer
         and not spec.non_integer
         and spec.multiple_of is None
+        and not spec.non_multiples
         and all(b.value == 0 for b in spec.bounds)
     )
     # Per sign, bounds on the magnitude y = |x|.
@@ -182,7 +189,15 @@ def number_dfa(spec: NumberSpec) -> Dfa:
         if cons is not None
     }
     ops = {sign: tuple(op for op, _ in cons) for sign, cons in per_sign.items() if cons is not None}
-    modulus, scale = _multiple_parts(spec.multiple_of)
+    # One remainder modulo the lcm of every (scaled) multiple decides them all.
+    divisors = ([spec.multiple_of] if spec.multiple_of is not None else []) + list(
+        spec.non_multiples
+    )
+    scale = max((_multiple_parts(d)[1] for d in divisors), default=0)
+    scaled = [_multiple_parts(d)[0] * 10 ** (scale - _multiple_parts(d)[1]) for d in divisors]
+    modulus = math.lcm(*scaled) if scaled else None
+    positive = scaled[0] if spec.multiple_of is not None else None
+    negatives = scaled[1:] if spec.multiple_of is not None else scaled
 
     # state: (phase, sign, comparator states, remainder, fraction digits used)
     def step(state, symbol):  # type: ignore[no-untyped-def]
@@ -241,7 +256,7 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                 elif used < scale:
                     rem, used = _mod_step(rem, digit, modulus), used + 1
                 elif digit != 0 and modulus is not None:
-                    if not spec.negate_multiple:
+                    if positive is not None:
                         return None  # a digit beyond the multiple's precision must be zero
                     rem = NOT_A_MULTIPLE
                 return ("frac", sign, comps, rem, used)
@@ -279,9 +294,11 @@ def number_dfa(spec: NumberSpec) -> Dfa:
             return False
         if modulus is not None:
             if rem == NOT_A_MULTIPLE:
-                return spec.negate_multiple
-            is_multiple = (rem * 10 ** (scale - used)) % modulus == 0
-            return is_multiple != spec.negate_multiple
+                return positive is None
+            value = (rem * 10 ** (scale - used)) % modulus
+            if positive is not None and value % positive != 0:
+                return False
+            return all(value % n != 0 for n in negatives)
         return True
 
     start = ("start", 0, (), 0, 0)
