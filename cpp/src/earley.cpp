@@ -48,10 +48,17 @@ bool KeySet::insert(uint64_t key) {
 namespace {
 
 // Order-independent structural hash of the set at chart.set_begin.back() .. items.size().
-void hash_new_set(const ChartView& view, Chart& chart, uint32_t self, size_t begin) {
+// Completed items are left out (they have done all their work when the set was closed) unless
+// they make the input accepted, so sets that differ only in finished history hash alike.
+void hash_new_set(const Runtime& rt, const ChartView& view, Chart& chart, uint32_t self,
+                  size_t begin) {
   uint64_t lo = 0x243f6a8885a308d3ull, hi = 0x13198a2e03707344ull;
   for (size_t i = begin; i < chart.items.size(); ++i) {
     const Item item = chart.items[i];
+    if (rt.dotted_next[item.dotted] == kComplete &&
+        !(item.origin == 0 && rt.dotted_accepts[item.dotted])) {
+      continue;
+    }
     uint64_t origin_lo = 0x9e3779b97f4a7c15ull, origin_hi = 0x7f4a7c159e3779b9ull;  // self
     if (item.origin != self) {
       uint32_t local;
@@ -124,7 +131,7 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
     }
   }
   close_set(rt, view, chart, begin, self, seen);
-  hash_new_set(view, chart, self, begin);
+  hash_new_set(rt, view, chart, self, begin);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
   return self;
 }
@@ -142,7 +149,7 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   }
   ChartView view{nullptr, &chart, 0};
   close_set(rt, view, chart, 0, 0, seen);
-  hash_new_set(view, chart, 0, 0);
+  hash_new_set(rt, view, chart, 0, 0);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
 }
 
