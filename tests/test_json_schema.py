@@ -353,8 +353,8 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
     (
         "not two multiples",
         {"not": {"anyOf": [{"multipleOf": 2}, {"multipleOf": 1.5}]}},
-        [1, 5, 7.5, 0.5],
-        [2, 3, 4.5, 6],
+        [1, 5, 7.25, 0.5],
+        [2, 3, 4.5, 6, 7.5],
     ),
     (
         "multiple and non-multiple",
