@@ -342,6 +342,19 @@ class Compiler:
         return flat
 
     def _check_keywords(self, s: dict[str, Any], pointer: str) -> None:
+        """Reject keyword values of the wrong shape with a located error (never a crash)."""
+        for keyword, value in s.items():
+            expected = _KEYWORD_SHAPES.get(keyword)
+            if expected is not None and not _has_shape(value, expected):
+                raise self.error(pointer, f"{keyword} must be {expected}")
+        declared = s.get("type")
+        if declared is not None:
+            names = [declared] if isinstance(declared, str) else declared
+            unknown = [n for n in names if n not in TYPE_ORDER and n != "any"]
+            if unknown:
+                raise self.error(pointer, f"unknown type {unknown[0]!r}")
+            if "any" in names:
+                del s["type"]  # draft 3's "any": no restriction
         if "$dynamicRef" in s:
             name = s["$dynamicRef"].partition("#")[2]
             count = sum(1 for key in self.index.anchors if key.endswith("#" + name))
@@ -859,3 +872,72 @@ def _identity_repr(value: Any) -> str:
     if isinstance(value, dict):
         return f"@{id(value)}"
     return repr(value)
+
+
+# The JSON shape each keyword's value must have (checked before use).
+_KEYWORD_SHAPES = {
+    "type": "a type name or an array of type names",
+    "enum": "an array",
+    "required": "an array of strings",
+    "properties": "an object of schemas",
+    "patternProperties": "an object of schemas",
+    "dependentSchemas": "an object of schemas",
+    "dependentRequired": "an object of string arrays",
+    "$defs": "an object of schemas",
+    "definitions": "an object of schemas",
+    "allOf": "a non-empty array of schemas",
+    "anyOf": "a non-empty array of schemas",
+    "oneOf": "a non-empty array of schemas",
+    "prefixItems": "an array of schemas",
+    "minLength": "a non-negative integer",
+    "maxLength": "a non-negative integer",
+    "minItems": "a non-negative integer",
+    "maxItems": "a non-negative integer",
+    "minProperties": "a non-negative integer",
+    "maxProperties": "a non-negative integer",
+    "minContains": "a non-negative integer",
+    "maxContains": "a non-negative integer",
+    "minimum": "a number",
+    "maximum": "a number",
+    "exclusiveMinimum": "a number",
+    "exclusiveMaximum": "a number",
+    "multipleOf": "a number",
+    "pattern": "a string",
+    "uniqueItems": "a boolean",
+    "$ref": "a string",
+}
+
+
+def _has_shape(value: Any, expected: str) -> bool:
+    """Whether a keyword value has the shape described by ``expected``."""
+    if expected.startswith("a type name"):
+        return isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(v, str) for v in value)
+        )
+    if expected == "an array":
+        return isinstance(value, list)
+    if expected == "an array of strings":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if expected == "an object of schemas":
+        return isinstance(value, dict) and all(isinstance(v, (dict, bool)) for v in value.values())
+    if expected == "an object of string arrays":
+        return isinstance(value, dict) and all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value.values()
+        )
+    if expected.endswith("array of schemas"):
+        return (
+            isinstance(value, list)
+            and (bool(value) or not expected.startswith("a non-empty"))
+            and all(isinstance(v, (dict, bool)) for v in value)
+        )
+    if expected == "a non-negative integer":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if expected == "a number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected == "a string":
+        return isinstance(value, str)
+    if expected == "a boolean":
+        return isinstance(value, bool)
+    return True
