@@ -358,8 +358,10 @@ def test_bad_inputs_give_clear_errors() -> None:
 
 
 def test_oversized_lexeme_is_a_compile_error() -> None:
+    # Automata are built when an input first reaches the lexeme.
+    m = matcher('term start = "a"{0,5000}\n', max_nfa_states=1000)
     with pytest.raises(CompileError, match="max_nfa_states"):
-        matcher('term start = "a"{0,5000}\n', max_nfa_states=1000)
+        m.accepts("a")
 
 
 # --------------------------------------------------------------------------------------------
@@ -779,3 +781,15 @@ def test_viable_prefixes_never_dead_end_and_extensions_are_found(data: st.DataOb
     for extension in extensions:
         if oracle.accepts(text + extension.encode()):
             assert oracle.is_prefix(text)
+
+
+@settings(max_examples=80, deadline=None)
+@given(regular_rule_bodies())
+def test_lexeme_facts_agree_with_the_automaton(body: str) -> None:
+    from gramkiln.testing._nfa import DEAD, ExpressionResolver, LexemeAutomaton
+
+    expr = grammar(f"term start = {body}\n").rule("start").body
+    for lazy in (False, True):
+        lexeme = LexemeAutomaton(expr, ExpressionResolver({}, {}), lazy, 100_000)
+        assert lexeme.productive == (lexeme.dfa.start != DEAD)
+        assert lexeme.nullable == lexeme.dfa.nullable

@@ -181,6 +181,66 @@ class ExpressionResolver:
     def __init__(self, bodies: Mapping[str, Node], special_texts: Mapping[int, str]) -> None:
         self.bodies = bodies
         self.special_texts = special_texts
+        self.facts_by_name: dict[str, tuple[bool, bool]] = {}
+
+    def special_ids(self, text: str) -> frozenset[int]:
+        """The token ids whose text is ``text``."""
+        return frozenset(i for i, known in self.special_texts.items() if known == text)
+
+
+def expression_facts(
+    expr: Node, resolver: ExpressionResolver, inlining: tuple[str, ...] = ()
+) -> tuple[bool, bool]:
+    """(non-empty language, matches the empty string) of a lexeme body, without an automaton.
+
+    Raises the same CompileErrors as :func:`build_nfa` for bodies that cannot be lexemes
+    (recursion, unknown names, embeds), so that they surface when the matcher is built.
+    """
+    if isinstance(expr, Empty):
+        return True, True
+    if isinstance(expr, (Literal, Bytes)):
+        return True, not (expr.data if isinstance(expr, Bytes) else expr.text)
+    if isinstance(expr, CharClass):
+        return bool(_code_point_set(expr.ranges, expr.negated).ranges), False
+    if isinstance(expr, Seq):
+        facts = [expression_facts(item, resolver, inlining) for item in expr.items]
+        return all(f[0] for f in facts), all(f[1] for f in facts)
+    if isinstance(expr, Choice):
+        facts = [expression_facts(alt, resolver, inlining) for alt in expr.alternatives]
+        return any(f[0] for f in facts), any(f[1] for f in facts)
+    if isinstance(expr, Repeat):
+        if expr.max == 0:
+            return True, True
+        productive, nullable = expression_facts(expr.item, resolver, inlining)
+        return expr.min == 0 or productive, expr.min == 0 or nullable
+    if isinstance(expr, Ref):
+        _check_reference(expr.name, resolver, inlining)
+        known = resolver.facts_by_name.get(expr.name)
+        if known is None:
+            body = resolver.bodies[expr.name]
+            known = expression_facts(body, resolver, inlining + (expr.name,))
+            resolver.facts_by_name[expr.name] = known
+        return known
+    if isinstance(expr, TokenSet):
+        return True, False
+    if isinstance(expr, SpecialToken):
+        return bool(resolver.special_ids(expr.text)), False
+    if isinstance(expr, Embed):
+        raise CompileError(f"a lexeme body cannot embed the sub-grammar {expr.name}")
+    raise CompileError(f"unsupported expression {type(expr).__name__} in a lexeme body")
+
+
+def _check_reference(name: str, resolver: ExpressionResolver, inlining: tuple[str, ...]) -> None:
+    if name in inlining:
+        raise CompileError(
+            f"{name} is recursive ({' -> '.join(inlining + (name,))}); "
+            "a lexeme body must be regular"
+        )
+    if name not in resolver.bodies:
+        raise CompileError(
+            f"a lexeme body cannot reference {name} (terminals only; plain rules "
+            "only inside lazy bodies)"
+        )
 
 
 def build_nfa(
@@ -241,17 +301,8 @@ def _connect(
     elif isinstance(expr, Repeat):
         _connect_repeat(nfa, expr, source, target, resolver, inlining)
     elif isinstance(expr, Ref):
-        if expr.name in inlining:
-            raise CompileError(
-                f"{expr.name} is recursive ({' -> '.join(inlining + (expr.name,))}); "
-                "a lexeme body must be regular"
-            )
-        body = resolver.bodies.get(expr.name)
-        if body is None:
-            raise CompileError(
-                f"a lexeme body cannot reference {expr.name} (terminals only; plain rules "
-                "only inside lazy bodies)"
-            )
+        _check_reference(expr.name, resolver, inlining)
+        body = resolver.bodies[expr.name]
         entry, exit_ = nfa.new_state(), nfa.new_state()
         nfa.epsilon[source].append(entry)
         nfa.epsilon[exit_].append(target)
@@ -260,7 +311,7 @@ def _connect(
         matcher = TokenMatcher(ranges=expr.ranges, negated=expr.negated, wildcard=expr.wildcard)
         nfa.token_edges[source].append((matcher, target))
     elif isinstance(expr, SpecialToken):
-        ids = frozenset(i for i, text in resolver.special_texts.items() if text == expr.text)
+        ids = resolver.special_ids(expr.text)
         if ids:  # a special token absent from the vocabulary matches nothing
             nfa.token_edges[source].append((TokenMatcher(ids=ids), target))
     elif isinstance(expr, Embed):
@@ -424,3 +475,35 @@ class SubsetDFA:
             if target in self.useful and matcher.matches(token_id)
         }
         return self._closure(targets)
+
+
+class LexemeAutomaton:
+    """One lexeme: its facts now, its (lazy-)subset automaton on first use.
+
+    Large grammars have many lexemes an input never reaches (a JSON Schema with thousands of
+    properties); building automata on demand keeps constructing the matcher cheap.
+    """
+
+    def __init__(
+        self,
+        expr: Node,
+        resolver: ExpressionResolver,
+        lazy: bool,
+        max_states: int,
+        owner: str | None = None,
+    ) -> None:
+        self.expr = expr
+        self.resolver = resolver
+        self.lazy = lazy
+        self.max_states = max_states
+        self.owner = owner
+        self.productive, self.nullable = expression_facts(expr, resolver, (owner,) if owner else ())
+        self._dfa: SubsetDFA | None = None
+
+    @property
+    def dfa(self) -> SubsetDFA:
+        """The subset automaton (built the first time it is needed)."""
+        if self._dfa is None:
+            nfa = build_nfa(self.expr, self.resolver, self.max_states, owner=self.owner)
+            self._dfa = SubsetDFA(nfa, lazy=self.lazy)
+        return self._dfa

@@ -41,7 +41,7 @@ from gramkiln.ir import (
     print_expr,
 )
 from gramkiln.ir.nodes import Node
-from gramkiln.testing._nfa import DEAD, ExpressionResolver, SubsetDFA, build_nfa, token_symbol
+from gramkiln.testing._nfa import DEAD, ExpressionResolver, LexemeAutomaton, token_symbol
 
 DEFAULT_MAX_NFA_STATES = 1_000_000
 
@@ -76,6 +76,8 @@ class _Scope:
     rules: dict[str, Rule]
     ignore_symbol: int | None = None
     entry_symbol: int | None = None
+    terminal_resolver: ExpressionResolver | None = None
+    lexeme_like_resolver: ExpressionResolver | None = None
 
     def find_subgrammar(self, name: str) -> GrammarIR:
         """The sub-grammar ``name`` seen from this scope (innermost definition wins)."""
@@ -94,7 +96,7 @@ class _ContextFreeGrammar:
 
     productions: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
     nonterminal_names: list[str] = field(default_factory=list)
-    lexemes: list[SubsetDFA] = field(default_factory=list)
+    lexemes: list[LexemeAutomaton] = field(default_factory=list)
     lexeme_names: list[str] = field(default_factory=list)
     start: int = 0
     by_lhs: list[list[int]] = field(default_factory=list)
@@ -168,26 +170,31 @@ class _Translator:
     ) -> int:
         index = self._lexeme_keys.get(key)
         if index is None:
-            nfa = build_nfa(expr, resolver, self.max_nfa_states, owner=owner)
             index = len(self.cfg.lexemes)
-            self.cfg.lexemes.append(SubsetDFA(nfa, lazy=lazy))
+            self.cfg.lexemes.append(
+                LexemeAutomaton(expr, resolver, lazy, self.max_nfa_states, owner=owner)
+            )
             self.cfg.lexeme_names.append(name)
             self._lexeme_keys[key] = index
         return ~index
 
     def _terminal_resolver(self, scope: _Scope) -> ExpressionResolver:
-        bodies = {name: rule.body for name, rule in scope.rules.items() if rule.terminal}
-        return ExpressionResolver(bodies, self.special_texts)
+        if scope.terminal_resolver is None:
+            bodies = {name: rule.body for name, rule in scope.rules.items() if rule.terminal}
+            scope.terminal_resolver = ExpressionResolver(bodies, self.special_texts)
+        return scope.terminal_resolver
 
     def _lexeme_like_resolver(self, scope: _Scope) -> ExpressionResolver:
         # Inside a lazy body every plain rule is inlined without %ignore (the body is one
         # lexeme); nested lexeme-like rules would need their own commit and are refused.
-        bodies = {
-            name: rule.body
-            for name, rule in scope.rules.items()
-            if rule.terminal or not _is_lexeme_like(rule)
-        }
-        return ExpressionResolver(bodies, self.special_texts)
+        if scope.lexeme_like_resolver is None:
+            bodies = {
+                name: rule.body
+                for name, rule in scope.rules.items()
+                if rule.terminal or not _is_lexeme_like(rule)
+            }
+            scope.lexeme_like_resolver = ExpressionResolver(bodies, self.special_texts)
+        return scope.lexeme_like_resolver
 
     def _with_ignore(self, symbol: int, scope: _Scope) -> tuple[int, ...]:
         """A lexeme occurrence followed by the scope's ignore content."""
@@ -336,7 +343,7 @@ def _describe(expr: Node) -> str:
 def _finish(cfg: _ContextFreeGrammar) -> _ContextFreeGrammar:
     """Compute nullability, drop unproductive productions and index productions by lhs."""
     count = len(cfg.nonterminal_names)
-    lexeme_productive = [dfa.start != DEAD for dfa in cfg.lexemes]
+    lexeme_productive = [lexeme.productive for lexeme in cfg.lexemes]
     productive = [False] * count
     nullable = [False] * count
     changed = True
@@ -354,7 +361,7 @@ def _finish(cfg: _ContextFreeGrammar) -> _ContextFreeGrammar:
     cfg.nullable_nonterminals = nullable
     cfg.nullable_symbols = frozenset(
         [n for n in range(count) if nullable[n]]
-        + [~k for k, dfa in enumerate(cfg.lexemes) if dfa.nullable]
+        + [~k for k, lexeme in enumerate(cfg.lexemes) if lexeme.nullable]
     )
     cfg.by_lhs = [[] for _ in range(count)]
     kept: list[tuple[int, tuple[int, ...]]] = []
@@ -458,7 +465,7 @@ class _EarleyRun:
         """Advance every lexeme automaton running at ``source`` over one input symbol."""
         lexemes = self.cfg.lexemes
         for key, states in source.scans.items():
-            dfa = lexemes[key[0]]
+            dfa = lexemes[key[0]].dfa
             if symbol < 0 and not dfa.has_token_edges:
                 continue
             for state in states:
@@ -512,7 +519,7 @@ class _EarleyRun:
             else:
                 key = (~symbol, position)
                 if key not in scans:
-                    dfa = cfg.lexemes[~symbol]
+                    dfa = cfg.lexemes[~symbol].dfa
                     if not (dfa.lazy and dfa.accepting[dfa.start]):
                         scans[key] = {dfa.start}
             if symbol in nullable:
@@ -657,7 +664,7 @@ class ReferenceMatcher:
         for token_id in vocabulary.eos:
             if 0 <= token_id < vocabulary.size:
                 allowed[token_id] = base.accepting
-        if any(self._cfg.lexemes[lexeme].has_token_edges for lexeme, _ in base.scans):
+        if any(self._cfg.lexemes[lexeme].dfa.has_token_edges for lexeme, _ in base.scans):
             for token_id in range(vocabulary.size):
                 if token_id not in vocabulary.eos:
                     probe = _Chart()
