@@ -79,16 +79,14 @@ def array_expr(
         empty = layout.close_empty("]", depth) if min_items == 0 else NEVER
         if is_never(item):
             return seq(lit("["), empty)
+        if max_items == 0:
+            return seq(lit("["), empty)
         rest = repeat(
             seq(layout.item_separator(depth), item),
             max(min_items - 1, 0),
             None if max_items is None else max_items - 1,
         )
-        nonempty = (
-            NEVER
-            if max_items == 0
-            else seq(layout.open_first(depth), item, rest, layout.close_nonempty("]", depth))
-        )
+        nonempty = seq(layout.open_first(depth), item, rest, layout.close_nonempty("]", depth))
         return seq(lit("["), choice(empty, nonempty))
 
     # Item variants per position: (expression, counts towards contains?, fixed value or None)
