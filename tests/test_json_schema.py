@@ -244,6 +244,7 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [[1], [1, 2]],
         [[], [1, 2, 3]],
     ),
+    ("maxItems 0", {"type": "array", "maxItems": 0}, [[]], [[1]]),
     (
         "prefixItems",
         {"prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
