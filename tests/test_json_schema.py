@@ -21,6 +21,12 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
     ("null", {"type": "null"}, [None], [0, "null", False]),
     ("boolean", {"type": "boolean"}, [True, False], [0, "true", None]),
     ("integer", {"type": "integer"}, [0, -7, 123456789012345678901, 1.0], [1.5, "1", True]),
+    (
+        "integer draft 4",
+        {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "minimum": 0},
+        [0, 12],
+        [1.0, -1, 2.5],
+    ),
     ("number", {"type": "number"}, [0, -1.5, 2.5e-08, 1e100, 3], ["1", None]),
     ("string", {"type": "string"}, ["", "abc", 'q"uote', "new\nline", "é", "😀"], [1, None]),
     ("type array", {"type": ["string", "null"]}, ["x", None], [1, [], {}]),

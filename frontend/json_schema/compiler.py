@@ -684,8 +684,10 @@ class Compiler:
         if non_integer and (multiple is not None or non_multiples):
             self.unsupported(pointer, ["not", "multipleOf"], "non-integer multiples")
             non_integer = False
+        zero_fraction = self.draft >= 6
         spec = NumberSpec(
             integer=integer,
+            zero_fraction=zero_fraction,
             bounds=tuple(bounds),
             multiple_of=multiple,
             non_integer=non_integer,
@@ -693,9 +695,9 @@ class Compiler:
         )
         if spec.is_plain():
             return self.shared_rule(
-                ("number", integer),
+                ("number", integer, zero_fraction),
                 "integer" if integer else "number",
-                lambda: plain_number_expr(integer),
+                lambda: plain_number_expr(integer, zero_fraction),
                 terminal=True,
             )
         if spec.is_empty_interval():
@@ -706,7 +708,7 @@ class Compiler:
                 dfa = number_dfa(spec)
             except AutomatonTooLarge as exc:
                 self.unsupported(pointer, ["multipleOf"], str(exc))
-                return plain_number_expr(integer)
+                return plain_number_expr(integer, zero_fraction)
             return self.emit_dfa(dfa, "num", lambda ranges: CharClass.of(list(ranges)))
 
         return self.shared_rule(("number", spec), "number_range", build)

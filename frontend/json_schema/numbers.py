@@ -31,6 +31,8 @@ ZERO_FRACTION = seq(lit("."), repeat(lit("0"), 1))
 
 NUMBER_EXPR = seq(optional(lit("-")), INT_PART, optional(FRACTION), optional(EXPONENT))
 INTEGER_EXPR = seq(optional(lit("-")), INT_PART, optional(ZERO_FRACTION))
+# Draft 4 and earlier: an integer has no fraction part at all (1.0 is a number).
+STRICT_INTEGER_EXPR = seq(optional(lit("-")), INT_PART)
 
 # Remainder marker: a non-zero digit beyond the multiple's precision was read.
 NOT_A_MULTIPLE = -1
@@ -124,6 +126,7 @@ class NumberSpec:
     """Everything that constrains a number: integer-ness, bounds and a multiple."""
 
     integer: bool
+    zero_fraction: bool = True  # whether an integer may be written 1.0 (draft 6 and later)
     bounds: tuple[Bound, ...] = ()
     multiple_of: Decimal | None = None
     non_integer: bool = False  # only numbers with a non-zero fraction digit (not integers)
@@ -151,9 +154,11 @@ class NumberSpec:
         return False
 
 
-def plain_number_expr(integer: bool) -> Expr:
+def plain_number_expr(integer: bool, zero_fraction: bool = True) -> Expr:
     """The regular expression for an unconstrained number or integer."""
-    return INTEGER_EXPR if integer else NUMBER_EXPR
+    if integer:
+        return INTEGER_EXPR if zero_fraction else STRICT_INTEGER_EXPR
+    return NUMBER_EXPR
 
 
 def number_dfa(spec: NumberSpec) -> Dfa:
@@ -229,7 +234,7 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                     c.step_int(s, digit) for c, s in zip(comparators[sign], comps, strict=False)
                 )
                 return ("int", sign, comps, _mod_step(rem, digit, modulus), used)
-            if char == ".":
+            if char == "." and (spec.zero_fraction or not spec.integer):
                 comps = tuple(
                     (c.int_result(s), 0) for c, s in zip(comparators[sign], comps, strict=False)
                 )

@@ -77,6 +77,8 @@ def flat_is_valid(
     if "enum" in flat and key not in {canonical(v) for v in flat["enum"]}:
         return False
     kind = json_type_of(value)
+    if kind == "integer" and isinstance(value, float) and compiler.draft <= 4:
+        kind = "number"  # draft 4: 1.0 is not an integer
     types = type_set(flat)
     if types is not None:
         if kind == "integer" and not ({"integer", "number"} & types):
