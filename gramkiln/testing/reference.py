@@ -13,9 +13,9 @@ followed by the scope's ignore lexeme ``(ignore)*``, and the entry rule starts w
 under ``allow_initial_skip``. An Earley parser (with the Aycock-Horspool nullable fix) then
 runs over the input units, treating each lexeme like a nonterminal whose completions are
 found by stepping its automaton; one automaton run is shared by all items that wait for the
-same lexeme at the same position. Unproductive symbols are removed first, so every item in a
-chart can still be completed: the input is a viable prefix exactly when the last chart is
-non-empty.
+same lexeme at the same position (automata are built the first time an input reaches them).
+Unproductive symbols are removed first, so every item in a chart can still be completed: the
+input is a viable prefix exactly when the last position holds an item or a running automaton.
 """
 
 from __future__ import annotations
