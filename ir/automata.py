@@ -51,6 +51,25 @@ class ByteDFA:
     accepting: tuple[bool, ...]
     table: np.ndarray
 
+    def __post_init__(self) -> None:
+        table = self.table
+        if not isinstance(table, np.ndarray) or table.dtype != np.int32 or table.ndim != 2:
+            raise ValueError("ByteDFA.table must be a 2-D numpy int32 array")
+        count = len(self.accepting)
+        if table.shape != (count, 256):
+            raise ValueError(f"ByteDFA.table has shape {table.shape}, expected ({count}, 256)")
+        if not (-1 <= self.start < count) or (self.start == DEAD) != (count == 0):
+            raise ValueError(f"ByteDFA.start {self.start} is invalid for {count} states")
+        if count and (int(table.min()) < DEAD or int(table.max()) >= count):
+            raise ValueError("ByteDFA.table has a transition to a state that does not exist")
+        table.setflags(write=False)
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        # Unpickling bypasses __init__: restore the fields, then re-check and re-freeze.
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
+
     @property
     def num_states(self) -> int:
         """Number of states."""

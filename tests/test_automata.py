@@ -306,3 +306,19 @@ def test_absurd_nesting_is_a_compile_error() -> None:
         expr = Seq(items=(expr, Literal(text="b")))
     with pytest.raises(CompileError, match="too deep"):
         build_dfa(expr)
+
+
+def test_byte_dfa_checks_its_fields_and_pickles_frozen() -> None:
+    import pickle
+
+    dfa = build_dfa(parse_expr("[a-z]+"))
+    copy = pickle.loads(pickle.dumps(dfa))
+    assert copy == dfa and not copy.table.flags.writeable
+    with pytest.raises(ValueError, match="shape"):
+        ByteDFA(start=0, accepting=(True,), table=np.zeros((2, 256), dtype=np.int32))
+    with pytest.raises(ValueError, match="does not exist"):
+        ByteDFA(start=0, accepting=(True,), table=np.full((1, 256), 5, dtype=np.int32))
+    with pytest.raises(ValueError, match="int32"):
+        ByteDFA(start=0, accepting=(True,), table=np.zeros((1, 256), dtype=np.int64))
+    with pytest.raises(ValueError, match="start"):
+        ByteDFA(start=1, accepting=(True,), table=np.zeros((1, 256), dtype=np.int32))
