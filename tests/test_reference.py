@@ -579,12 +579,10 @@ class SpanDecider:
         if isinstance(expr, Empty):
             return i == j
         if isinstance(expr, (Literal, Bytes, CharClass)):
-            empty = (expr.text if isinstance(expr, Literal) else getattr(expr, "data", b"x")) in (
-                "",
-                b"",
-            )
-            if empty:
-                return i == j
+            if (isinstance(expr, Literal) and not expr.text) or (
+                isinstance(expr, Bytes) and not expr.data
+            ):
+                return i == j  # an empty literal is the empty string, not a lexeme
             if not woven:
                 return self._leaf(expr, i, j)
             return self.lexeme_then_ignore(scope, i, j, lambda k: self._leaf(expr, i, k))
