@@ -70,6 +70,7 @@ MAX_FLATTEN_DEPTH = 64
 MAX_BRANCHES = 128
 MAX_CHAIN_STATES = 4096
 MAX_TERMINAL_STATES = 256
+MAX_INLINE_NESTING = 40
 MAX_LEXEME_COUNT = 64
 TYPE_ORDER = ("null", "boolean", "integer", "number", "string", "array", "object")
 
@@ -193,20 +194,43 @@ class Compiler:
         # Long terminal chains would make every consumer recurse once per state, so large
         # automata become ordinary (right-linear) rules.
         terminal = dfa.size <= MAX_TERMINAL_STATES and only_self_loops(dfa)
-        names = [self.new_name(hint) for _ in range(dfa.size)]
+        if not terminal:
+            names = [self.new_name(hint) for _ in range(dfa.size)]
+            for state in range(dfa.size):
+                alternatives: list[Expr] = [lit("")] if state in dfa.accepting else []
+                for target, ranges in group_edges(dfa.edges[state]).items():
+                    alternatives.append(seq(edge(ranges), Ref(name=names[target])))
+                self.add_rule(names[state], choice(*alternatives))
+            return Ref(name=names[dfa.start])
+        # Acyclic apart from self-loops: a state reached from one place only is written inline
+        # (keys that are "any string but these names" are tries: nearly every state is), the
+        # others become terminal rules; inlining stops at a modest depth to keep nesting flat.
+        indegree = [0] * dfa.size
         for state in range(dfa.size):
+            for _, _, target in dfa.edges[state]:
+                if target != state:
+                    indegree[target] += 1
+        rule_names: dict[int, str] = {}
+
+        def state_expr(state: int, nesting: int) -> Expr:
+            if state != dfa.start and (indegree[state] > 1 or nesting >= MAX_INLINE_NESTING):
+                if state not in rule_names:
+                    rule_names[state] = self.new_name(hint)
+                    self.add_rule(rule_names[state], state_expr_body(state, 0), terminal=True)
+                return Ref(name=rule_names[state])
+            return state_expr_body(state, nesting)
+
+        def state_expr_body(state: int, nesting: int) -> Expr:
             grouped = group_edges(dfa.edges[state])
-            loop = grouped.pop(state, None) if terminal else None
-            alternatives: list[Expr] = []
-            if state in dfa.accepting:
-                alternatives.append(lit(""))
+            loop = grouped.pop(state, None)
+            alternatives: list[Expr] = [lit("")] if state in dfa.accepting else []
             for target, ranges in grouped.items():
-                alternatives.append(seq(edge(ranges), Ref(name=names[target])))
+                alternatives.append(seq(edge(ranges), state_expr(target, nesting + 1)))
             body = choice(*alternatives)
-            if loop is not None:
-                body = seq(repeat(edge(loop)), body)
-            self.add_rule(names[state], body, terminal=terminal)
-        return Ref(name=names[dfa.start])
+            return seq(repeat(edge(loop)), body) if loop is not None else body
+
+        start_name = self.new_name(hint)
+        return self.add_rule(start_name, state_expr_body(dfa.start, 0), terminal=True)
 
     # -- schemas ----------------------------------------------------------------------------
     def value_ref(self, schema: Any, pointer: str, base: str, depth: int) -> Expr:
@@ -748,6 +772,11 @@ class Compiler:
 
     def char(self, ranges: tuple[tuple[int, int], ...]) -> Expr:
         """One encoded string character from ``ranges``; big expressions become shared rules."""
+        ascii_part = tuple((lo, min(hi, 0x7F)) for lo, hi in ranges if lo <= 0x7F)
+        other_part = tuple((max(lo, 0x80), hi) for lo, hi in ranges if hi >= 0x80)
+        if ascii_part and other_part:
+            # Classes that differ only in ASCII (the keys of objects) share the big rest.
+            return choice(self.char(ascii_part), self.char(other_part))
         expr = encoded_char(ranges)
         if isinstance(expr, CharClass):
             return expr

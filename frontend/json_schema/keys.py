@@ -10,7 +10,6 @@ from gramkiln.frontend.json_schema.automaton import (
     accepts,
     complement,
     dfa_from_expr,
-    literal_set_expr,
 )
 from gramkiln.frontend.regex import search_regex
 
@@ -27,10 +26,21 @@ def pattern_matches(pattern: str, text: str) -> bool:
 
 
 def word_set_dfa(words: tuple[str, ...]) -> Dfa:
-    """The automaton accepting exactly the given strings."""
-    if not words:
-        return Dfa(edges=[[]], accepting=set())
-    return dfa_from_expr(literal_set_expr(words))
+    """The automaton accepting exactly the given strings (their trie)."""
+    edges: list[dict[int, int]] = [{}]
+    accepting: set[int] = set()
+    for word in words:
+        state = 0
+        for char in word:
+            code = ord(char)
+            if code not in edges[state]:
+                edges.append({})
+                edges[state][code] = len(edges) - 1
+            state = edges[state][code]
+        accepting.add(state)
+    return Dfa(
+        edges=[[(c, c, t) for c, t in sorted(out.items())] for out in edges], accepting=accepting
+    )
 
 
 def not_words_dfa(words: tuple[str, ...]) -> Dfa:

@@ -81,6 +81,7 @@ class _Comparator:
 
     # int phase state: (digits read capped at len+1, comparison of the common prefix)
     def step_int(self, state: tuple[int, int], digit: int) -> tuple[int, int]:
+        """Read one integer-part digit."""
         read, cmp = state
         if read < len(self.int_digits) and cmp == 0:
             ref = self.int_digits[read]
@@ -88,6 +89,7 @@ class _Comparator:
         return min(read + 1, len(self.int_digits) + 1), cmp
 
     def int_result(self, state: tuple[int, int]) -> int:
+        """How the integer part compares with the constant's integer part."""
         read, cmp = state
         if read < len(self.int_digits):
             return -1
@@ -102,6 +104,7 @@ class _Comparator:
 
     # fraction phase state: (comparison so far, fraction digits of the constant consumed)
     def step_frac(self, state: tuple[int, int], digit: int) -> tuple[int, int]:
+        """Read one fraction digit."""
         cmp, used = state
         if cmp != 0:
             return cmp, 0
@@ -111,6 +114,7 @@ class _Comparator:
         return 0, min(used + 1, len(self.frac_digits))
 
     def frac_result(self, state: tuple[int, int]) -> int:
+        """The comparison when the number ends inside its fraction."""
         cmp, used = state
         if cmp == 0 and used < len(self.frac_digits):
             return -1
