@@ -791,3 +791,10 @@ def test_lexeme_facts_agree_with_the_automaton(body: str) -> None:
         lexeme = LexemeAutomaton(expr, ExpressionResolver({}, {}), lazy, 100_000)
         assert lexeme.productive == (lexeme.dfa.start != DEAD)
         assert lexeme.nullable == lexeme.dfa.nullable
+
+
+def test_describe_lists_the_translated_grammar() -> None:
+    text = matcher('%ignore " "\nrule start = INT ("," INT)?\nterm INT = [0-9]+\n').describe()
+    assert "start#1 -> 'INT' '%ignore'" in text
+    assert "'\",\"' '%ignore' 'INT' '%ignore'" in text
+    assert "(empty language)" in matcher("rule start = []\n").describe()

@@ -579,6 +579,24 @@ class ReferenceMatcher:
             raise CompileError("expression nesting is too deep for the reference matcher") from exc
         self._cfg = _finish(translator.cfg)
 
+    def describe(self) -> str:
+        """The translated grammar as text, one production per line (for debugging a test).
+
+        Nonterminals print as their rule names (helpers in angle brackets), lexemes as
+        ``'<expression>'`` or the terminal's name; ``%ignore`` lexemes as ``'%ignore'``.
+        """
+        cfg = self._cfg
+
+        def name(symbol: int) -> str:
+            if symbol >= 0:
+                return f"{cfg.nonterminal_names[symbol]}#{symbol}"
+            return f"'{cfg.lexeme_names[~symbol]}'"
+
+        lines = [f"start: {name(cfg.start)}" + (" (empty language)" * cfg.empty_language)]
+        for lhs, rhs in cfg.productions:
+            lines.append(f"{name(lhs)} -> {' '.join(name(s) for s in rhs) or '()'}")
+        return "\n".join(lines)
+
     # -- text -----------------------------------------------------------------------------
     def accepts(self, text: str | bytes) -> bool:
         """Whether the whole of ``text`` (UTF-8 bytes) is in the language."""
