@@ -385,10 +385,13 @@ def _minimise(
         if live.size:
             order = np.argsort(column[live], kind="stable")
             sorted_targets, sorted_sources = column[live][order], live[order]
-            cuts = np.flatnonzero(np.diff(sorted_targets)) + 1
-            heads = sorted_targets[np.concatenate(([0], cuts))].tolist()
-            for target, group in zip(heads, np.split(sorted_sources, cuts), strict=True):
-                incoming[target].append((symbol, group.tolist()))
+            starts = (np.flatnonzero(np.diff(sorted_targets)) + 1).tolist()
+            sources_list = sorted_sources.tolist()
+            heads = sorted_targets[[0, *starts]].tolist()
+            for target, lo, hi in zip(
+                heads, [0, *starts], [*starts, len(sources_list)], strict=True
+            ):
+                incoming[target].append((symbol, sources_list[lo:hi]))
         incoming[sink].append((symbol, np.nonzero(column == DEAD)[0].tolist() + [sink]))
     # The sink starts in a block of its own: no real state is equivalent to it (the DFA is
     # trimmed), and this way its huge in-degree is scanned once, not at every split.
