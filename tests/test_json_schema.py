@@ -380,6 +380,24 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [{"a": 1}, [1, 2]],
         [{"a": "x"}, [1, "b"]],
     ),
+    (
+        "not propertyNames",
+        {"not": {"propertyNames": {"maxLength": 2}}},
+        [{"abc": 1}, {"ab": 1, "abcd": 2}],
+        [{"ab": 1}, {}, "x"],
+    ),
+    (
+        "not additionalProperties",
+        {"not": {"properties": {"a": {}}, "additionalProperties": {"type": "integer"}}},
+        [{"b": "x"}, {"a": 1, "c": None}],
+        [{"a": "x"}, {"b": 1}, {}],
+    ),
+    (
+        "not patternProperties",
+        {"type": "object", "not": {"patternProperties": {"^x": {"type": "string"}}}},
+        [{"xa": 1}, {"b": 1, "xb": []}],
+        [{"xa": "s"}, {"b": 1}],
+    ),
     # references
     (
         "$ref defs",

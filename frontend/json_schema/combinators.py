@@ -161,6 +161,7 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "__exclude",
         "__shadow",
         "__not_multiples",
+        "__witnesses",
     ):
         combined = list(a.get(keyword, ())) + list(b.get(keyword, ()))
         if combined:
@@ -410,6 +411,24 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
         # Non-objects satisfy required/properties: only objects can violate them.
         pieces.append(alternatives)
         handled |= {"required", "properties"}
+    member_keys = {"propertyNames", "patternProperties", "additionalProperties"} & keys
+    if member_keys:
+        # Some member breaks a member rule: a "witness" the object builder must find.
+        witnesses: list[dict[str, Any]] = []
+        if "propertyNames" in schema and schema["propertyNames"] is not True:
+            witnesses.append({"key": {"names_schema_neg": schema["propertyNames"]}, "value": True})
+        patterns = schema.get("patternProperties") or {}
+        for pattern, sub in patterns.items():
+            for negated in inner(sub):
+                if negated is not False:
+                    witnesses.append({"key": {"in_patterns": [pattern]}, "value": negated})
+        if "additionalProperties" in schema:
+            key = {"out_patterns": list(patterns), "out_names": list(properties)}
+            for negated in inner(schema["additionalProperties"]):
+                if negated is not False:
+                    witnesses.append({"key": key, "value": negated})
+        pieces.append([{"type": ["object"], "__witnesses": [w]} for w in witnesses])
+        handled |= member_keys
     if "__exclude" in schema:
         pieces.append([{"enum": list(schema["__exclude"])}])
     if schema.get("__non_integer"):

@@ -312,6 +312,7 @@ class Compiler:
                 "__shadow",
                 "__false",
                 "__not_multiples",
+                "__witnesses",
             ):
                 # (internal keywords appear in schemas synthesized by negation)
                 flat[key] = value
@@ -437,7 +438,7 @@ class Compiler:
         flat = self.flatten(schema, pointer, base, 0)
         if flat.get("__false"):
             return False
-        blocking = ("__conds", "__patterns", "__formats", "__not_multiples")
+        blocking = ("__conds", "__patterns", "__formats", "__not_multiples", "__witnesses")
         if any(k in flat for k in blocking):
             raise NotNegatable("cannot negate conditionals, patterns or formats")
         out = {k: v for k, v in flat.items() if not k.startswith("__")}

@@ -28,7 +28,12 @@ from gramkiln.frontend.json_schema.automaton import (
 )
 from gramkiln.frontend.json_schema.combinators import canonical
 from gramkiln.frontend.json_schema.exprs import NEVER, is_never, lit, seq
-from gramkiln.frontend.json_schema.keys import not_words_dfa, pattern_dfa, pattern_matches
+from gramkiln.frontend.json_schema.keys import (
+    any_string_dfa,
+    not_words_dfa,
+    pattern_dfa,
+    pattern_matches,
+)
 from gramkiln.frontend.json_schema.strings import json_string_literal
 from gramkiln.ir import Expr
 
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
     from gramkiln.frontend.json_schema.compiler import Compiler
 
 MAX_PATTERN_PROPERTIES = 4
+MAX_WITNESSES = 3
 MAX_ANY_ORDER_PROPERTIES = 8
 
 
@@ -146,8 +152,18 @@ def object_expr(
     free_required = frozenset(i for i, (_, _, req) in enumerate(free) if req)
     group_values = [
         (key_expr, compiler.value_ref(schema, f"{pointer}/additionalProperties", base, depth + 1))
-        for key_expr, schema in groups
+        for key_expr, schema, _ in groups
     ]
+    # Witnesses (from negated member keywords): some member must have its key in a language
+    # and its value valid against a schema. Each member gets extra "witnessing" variants that
+    # record which witnesses they satisfy; the object may only end when all are satisfied.
+    witnesses = list(flat.get("__witnesses", ()))
+    witness_variants: list[tuple[Expr, Expr, frozenset[int]]] = []
+    if witnesses:
+        witness_variants = _witness_variants(
+            compiler, witnesses, declared, groups, pointer, base, depth
+        )
+    all_witnesses = frozenset(range(len(witnesses)))
     cap = max_count if max_count is not None else max(min_count, 1)
 
     def member(name_expr: Expr, value: Expr, count: int) -> Expr:
@@ -163,33 +179,51 @@ def object_expr(
         return max_count is None or count < max_count
 
     def moves(state: Any) -> list[tuple[Expr, Any]]:
-        position, count, used = state
+        position, count, used, seen = state
         out: list[tuple[Expr, Any]] = []
         if position < len(ordered):
             key_expr, value, is_required = ordered[position]
             if room(count):
-                out.append((member(key_expr, value, count), (position + 1, bump(count), used)))
+                nxt = (position + 1, bump(count), used, seen)
+                out.append((member(key_expr, value, count), nxt))
+                for w_key, w_value, satisfied in witness_variants:
+                    if w_key == key_expr:
+                        nxt = (position + 1, bump(count), used, seen | satisfied)
+                        out.append((member(key_expr, w_value, count), nxt))
             if not is_required:
-                out.append((lit(""), (position + 1, count, used)))
+                out.append((lit(""), (position + 1, count, used, seen)))
         if not room(count):
             return out
         # Free members and additional keys may come anywhere between the ordered ones.
+        ordered_keys = {key for key, _, _ in ordered}
         for index, (key_expr, value, _) in enumerate(free):
             if index not in used:
                 after = used | {index} if index in tracked else used
-                out.append((member(key_expr, value, count), (position, bump(count), after)))
+                out.append((member(key_expr, value, count), (position, bump(count), after, seen)))
+                for w_key, w_value, satisfied in witness_variants:
+                    if w_key == key_expr:
+                        nxt = (position, bump(count), after, seen | satisfied)
+                        out.append((member(key_expr, w_value, count), nxt))
         for key_expr, value in group_values:
-            out.append((member(key_expr, value, count), (position, bump(count), used)))
+            out.append((member(key_expr, value, count), (position, bump(count), used, seen)))
+        declared_keys = ordered_keys | {key for key, _, _ in free}
+        for w_key, w_value, satisfied in witness_variants:
+            if w_key not in declared_keys:
+                nxt = (position, bump(count), used, seen | satisfied)
+                out.append((member(w_key, w_value, count), nxt))
         return out
 
     def end(state: Any) -> Expr | None:
-        position, count, used = state
+        position, count, used, seen = state
         if position < len(ordered) or count < min_count or not free_required <= used:
+            return None
+        if seen != all_witnesses:
             return None
         return layout.close_nonempty("}", depth) if count else layout.close_empty("}", depth)
 
     try:
-        body = compiler.chain(f"{pointer}/object", (0, 0, frozenset()), moves, end)
+        start = (0, 0, frozenset(), frozenset())
+        body = compiler.chain(f"{pointer}/object", start, moves, end)
     except Unsupported as exc:
         raise compiler.error(pointer, exc.reason) from None
     return seq(lit("{"), body)
@@ -207,8 +241,9 @@ def _additional_groups(
     names_dfa: Dfa | None,
     names_key: str,
     pointer: str,
-) -> list[tuple[Expr, Any]]:
-    """(key expression, value schema) for keys that are not declared names."""
+) -> list[tuple[Expr, Any, Dfa | None]]:
+    """(key expression, value schema, key automaton or None for any key) for keys that are
+    not declared names."""
     if additional is False and not patterns:
         return []
     if not names and names_dfa is None and not patterns:
@@ -220,6 +255,7 @@ def _additional_groups(
                     lambda: seq(lit('"'), compiler_string_body(compiler), lit('"')),
                 ),
                 additional,
+                None,
             )
         ]
     if len(patterns) > MAX_PATTERN_PROPERTIES:
@@ -232,7 +268,7 @@ def _additional_groups(
         if names_dfa is not None:
             base_dfa = intersect(base_dfa, names_dfa)
         pattern_list = list(patterns.items())
-        groups: list[tuple[Expr, Any]] = []
+        groups: list[tuple[Expr, Any, Dfa | None]] = []
         for size in range(len(pattern_list) + 1):
             for chosen in combinations(range(len(pattern_list)), size):
                 value = _all_of([pattern_list[i][1] for i in chosen]) if chosen else additional
@@ -257,7 +293,7 @@ def _additional_groups(
                         lit('"'), compiler.emit_dfa(dfa, "key", compiler.char), lit('"')
                     ),
                 )
-                groups.append((key, value))
+                groups.append((key, value, dfa))
         return groups
     except AutomatonTooLarge as exc:
         compiler.unsupported(pointer, ["additionalProperties"], f"key language too large: {exc}")
@@ -270,3 +306,74 @@ def compiler_string_body(compiler: Compiler) -> Expr:
     from gramkiln.frontend.json_schema.strings import ALL_CHARS
 
     return repeat(compiler.char(ALL_CHARS))
+
+
+def witness_key_dfa(compiler: Compiler, key: dict[str, Any], pointer: str, base: str) -> Dfa:
+    """The key language of a witness: in some patterns, outside others and outside names,
+    and (``names_schema_neg``) violating a propertyNames schema."""
+    dfa = any_string_dfa()
+    for pattern in key.get("in_patterns", ()):
+        dfa = intersect(dfa, pattern_dfa(pattern))
+    for pattern in key.get("out_patterns", ()):
+        dfa = intersect(dfa, complement(pattern_dfa(pattern)))
+    if key.get("out_names"):
+        dfa = intersect(dfa, not_words_dfa(tuple(key["out_names"])))
+    if "names_schema_neg" in key:
+        allowed = compiler.key_dfa_for(key["names_schema_neg"], pointer, base)
+        dfa = intersect(dfa, complement(allowed)) if allowed is not None else Dfa([[]], set())
+    return dfa
+
+
+def _witness_variants(
+    compiler: Compiler,
+    witnesses: list[dict[str, Any]],
+    declared: list[tuple[str, Any, bool]],
+    groups: list[tuple[Expr, Any, Dfa | None]],
+    pointer: str,
+    base: str,
+    depth: int,
+) -> list[tuple[Expr, Expr, frozenset[int]]]:
+    """(key expression, value expression, witnesses satisfied) for witnessing members."""
+    if len(witnesses) > MAX_WITNESSES:
+        compiler.unsupported(pointer, ["not"], f"more than {MAX_WITNESSES} negated member rules")
+        return []
+    try:
+        key_dfas = [witness_key_dfa(compiler, w["key"], pointer, base) for w in witnesses]
+        variants: list[tuple[Expr, Expr, frozenset[int]]] = []
+        subsets = [
+            frozenset(c)
+            for size in range(1, len(witnesses) + 1)
+            for c in combinations(range(len(witnesses)), size)
+        ]
+        where = f"{pointer}/not"
+        for name, schema, _ in declared:
+            for subset in subsets:
+                if all(accepts(key_dfas[i], name) for i in subset):
+                    value = _witness_value(compiler, schema, [witnesses[i] for i in subset], where)
+                    variants.append((json_string_literal(name), value(base, depth), subset))
+        for _, schema, group_dfa in groups:
+            for subset in subsets:
+                dfa = group_dfa if group_dfa is not None else any_string_dfa()
+                for i in subset:
+                    dfa = intersect(dfa, key_dfas[i])
+                if is_empty(dfa):
+                    continue
+                key = seq(lit('"'), compiler.emit_dfa(dfa, "key", compiler.char), lit('"'))
+                value = _witness_value(compiler, schema, [witnesses[i] for i in subset], where)
+                variants.append((key, value(base, depth), subset))
+        return variants
+    except AutomatonTooLarge as exc:
+        compiler.unsupported(pointer, ["not"], f"key language too large: {exc}")
+        return []
+
+
+def _witness_value(compiler: Compiler, schema: Any, witnesses: list[dict[str, Any]], where: str):  # type: ignore[no-untyped-def]
+    """A builder for the value of a member that satisfies its own schema and the witnesses'."""
+
+    def build(base: str, depth: int) -> Expr:
+        flat = compiler.flatten(schema, where, base, 0) if schema is not True else {}
+        for witness in witnesses:
+            flat = compiler.merge_at(flat, witness["value"], where)
+        return compiler.branch(flat, where, base, depth + 1)
+
+    return build

@@ -172,6 +172,15 @@ def _object_ok(
                 return False
         if name not in properties and not matched and not check(additional, item, pointer):
             return False
+    for witness in flat.get("__witnesses", ()):
+        from gramkiln.frontend.json_schema.objects import witness_key_dfa
+
+        keys = witness_key_dfa(compiler, witness["key"], pointer, "")
+        if not any(
+            accepts(keys, name) and check(witness["value"], item, f"{pointer}/not")
+            for name, item in value.items()
+        ):
+            return False
     for trigger, needed in (flat.get("dependentRequired") or {}).items():
         if trigger in value and any(n not in value for n in needed):
             return False
