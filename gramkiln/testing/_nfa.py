@@ -125,9 +125,10 @@ class UnitNFA:
     def __init__(self, max_states: int) -> None:
         self.max_states = max_states
         self.epsilon: list[list[int]] = []
-        self.byte_edges: list[list[tuple[int, int, int]]] = []
-        self.class_edges: list[list[tuple[CodePointSet, int]]] = []
-        self.token_edges: list[list[tuple[TokenMatcher, int]]] = []
+        # Most states have only epsilon edges, so the other kinds are kept sparsely.
+        self.byte_edges: dict[int, list[tuple[int, int, int]]] = {}
+        self.class_edges: dict[int, list[tuple[CodePointSet, int]]] = {}
+        self.token_edges: dict[int, list[tuple[TokenMatcher, int]]] = {}
         self.start = self.new_state()
         self.final = self.new_state()
 
@@ -139,17 +140,14 @@ class UnitNFA:
                 "(the reference matcher's max_nfa_states limit)"
             )
         self.epsilon.append([])
-        self.byte_edges.append([])
-        self.class_edges.append([])
-        self.token_edges.append([])
         return len(self.epsilon) - 1
 
     def successors(self, state: int) -> list[int]:
         """Every state one edge away from ``state``."""
         out = list(self.epsilon[state])
-        out.extend(target for _, _, target in self.byte_edges[state])
-        out.extend(target for _, target in self.class_edges[state])
-        out.extend(target for _, target in self.token_edges[state])
+        out.extend(target for _, _, target in self.byte_edges.get(state, ()))
+        out.extend(target for _, target in self.class_edges.get(state, ()))
+        out.extend(target for _, target in self.token_edges.get(state, ()))
         return out
 
     def useful_states(self) -> set[int]:
@@ -274,14 +272,14 @@ def _connect(
         for index, byte in enumerate(data):
             nxt = target if index == len(data) - 1 else nfa.new_state()
             for variant in _byte_variants(byte, folding):
-                nfa.byte_edges[current].append((variant, variant, nxt))
+                nfa.byte_edges.setdefault(current, []).append((variant, variant, nxt))
             current = nxt
         if not data:
             nfa.epsilon[source].append(target)
     elif isinstance(expr, CharClass):
         code_points = _code_point_set(expr.ranges, expr.negated)
         if code_points.ranges:  # an empty class has no edge: the fragment's language is empty
-            nfa.class_edges[source].append((code_points, target))
+            nfa.class_edges.setdefault(source, []).append((code_points, target))
     elif isinstance(expr, Seq):
         current = source
         for index, item in enumerate(expr.items):
@@ -309,11 +307,11 @@ def _connect(
         _connect(nfa, body, entry, exit_, resolver, inlining + (expr.name,))
     elif isinstance(expr, TokenSet):
         matcher = TokenMatcher(ranges=expr.ranges, negated=expr.negated, wildcard=expr.wildcard)
-        nfa.token_edges[source].append((matcher, target))
+        nfa.token_edges.setdefault(source, []).append((matcher, target))
     elif isinstance(expr, SpecialToken):
         ids = resolver.special_ids(expr.text)
         if ids:  # a special token absent from the vocabulary matches nothing
-            nfa.token_edges[source].append((TokenMatcher(ids=ids), target))
+            nfa.token_edges.setdefault(source, []).append((TokenMatcher(ids=ids), target))
     elif isinstance(expr, Embed):
         raise CompileError(f"a lexeme body cannot embed the sub-grammar {expr.name}")
     else:
@@ -384,7 +382,7 @@ class SubsetDFA:
         self.accepting: list[bool] = []
         self._index: dict[frozenset[Config], int] = {}
         self._transitions: dict[tuple[int, int], int] = {}
-        self.has_token_edges = any(nfa.token_edges[s] for s in self.useful)
+        self.has_token_edges = any(s in self.useful for s in nfa.token_edges)
         self.start = self._intern(self._closure({nfa.start}))
 
     @property
@@ -432,10 +430,10 @@ class SubsetDFA:
         partial: set[Config] = set()
         for config in subset:
             if isinstance(config, int):
-                for lo, hi, target in nfa.byte_edges[config]:
+                for lo, hi, target in nfa.byte_edges.get(config, ()):
                     if lo <= byte <= hi and target in useful:
                         targets.add(target)
-                for edge_index, (code_points, target) in enumerate(nfa.class_edges[config]):
+                for edge_index, (code_points, target) in enumerate(nfa.class_edges.get(config, ())):
                     if target in useful:
                         self._decode(
                             (config, edge_index), code_points, target, b"", byte, targets, partial
@@ -471,7 +469,7 @@ class SubsetDFA:
             target
             for config in subset
             if isinstance(config, int)
-            for matcher, target in self.nfa.token_edges[config]
+            for matcher, target in self.nfa.token_edges.get(config, ())
             if target in self.useful and matcher.matches(token_id)
         }
         return self._closure(targets)
