@@ -196,18 +196,27 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
   }
   auto level = std::make_unique<LevelCache>();
   std::vector<const ExitGroup*> with_exits;
-  std::vector<uint32_t> bits(rt.words, 0);
-  size_t count = 0;
+  // Tokens are gathered sparsely (duplicates are harmless: they are only ever ORed) and turned
+  // into a bitset only when there are more of them than mask words.
+  std::vector<uint32_t> bits;
+  auto go_dense = [&]() {
+    if (!bits.empty()) return;
+    bits.assign(rt.words, 0);
+    for (uint32_t token : level->tokens) set_bit(bits.data(), token);
+    level->tokens.clear();
+  };
   for (const uint8_t byte : group.child_bytes) {
     for (uint32_t k = table.offsets[byte]; k < table.offsets[byte + 1]; ++k) {
       std::unique_ptr<ExitGroup> kept;
       const ExitGroup& child = child_group(rt, group, byte, table.states[k], kept);
       if (!child.bits.empty()) {
+        go_dense();
         or_words(bits.data(), child.bits.data(), rt.words);
-        count += rt.words;  // dense children make the level dense
-      } else {
+      } else if (!bits.empty()) {
         for (uint32_t token : child.tokens) set_bit(bits.data(), token);
-        count += child.tokens.size();
+      } else {
+        level->tokens.insert(level->tokens.end(), child.tokens.begin(), child.tokens.end());
+        if (level->tokens.size() > rt.words) go_dense();
       }
       if (!child.child_nodes.empty()) with_exits.push_back(&child);
       if (kept) level->transient.push_back(std::move(kept));
@@ -250,15 +259,7 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
     }
     i = j;
   }
-  if (count > rt.words) {
-    level->bits = std::move(bits);
-  } else {
-    for (uint32_t w = 0; w < rt.words; ++w) {
-      for (uint32_t word = bits[w]; word; word &= word - 1) {
-        level->tokens.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(word)));
-      }
-    }
-  }
+  level->bits = std::move(bits);
   GroupCache& cache = *rt.groups;
   const size_t size = level->footprint();
   if (!level->transient.empty() ||
