@@ -798,3 +798,26 @@ def test_describe_lists_the_translated_grammar() -> None:
     assert "start#1 -> 'INT' '%ignore'" in text
     assert "'\",\"' '%ignore' 'INT' '%ignore'" in text
     assert "(empty language)" in matcher("rule start = []\n").describe()
+
+
+def test_utf8_prefix_intervals_are_exact() -> None:
+    # Exhaustive: the interval of code points (surrogates included, as documented) whose
+    # encoding starts with every 1-, 2- and 3-byte prefix (valid or not).
+    from gramkiln.testing._nfa import possible_code_points
+
+    truth: dict[bytes, tuple[int, int]] = {}
+    for cp in range(0x110000):
+        encoded = chr(cp).encode("utf-8", "surrogatepass")
+        for length in range(1, min(len(encoded), 3) + 1):
+            prefix = encoded[:length]
+            lo, hi = truth.get(prefix, (cp, cp))
+            truth[prefix] = (min(lo, cp), max(hi, cp))
+    for first in range(256):
+        assert possible_code_points(bytes((first,))) == truth.get(bytes((first,)))
+        for second in range(256):
+            prefix = bytes((first, second))
+            assert possible_code_points(prefix) == truth.get(prefix), prefix
+    for prefix in [p for p in truth if len(p) == 2 and p[0] >= 0xE0]:
+        for third in range(256):
+            longer = prefix + bytes((third,))
+            assert possible_code_points(longer) == truth.get(longer), longer
