@@ -802,7 +802,8 @@ def test_describe_lists_the_translated_grammar() -> None:
 
 def test_utf8_prefix_intervals_are_exact() -> None:
     # Exhaustive: the interval of code points (surrogates included, as documented) whose
-    # encoding starts with every 1-, 2- and 3-byte prefix (valid or not).
+    # encoding starts with every 1- and 2-byte prefix, and 3-byte prefixes continuing a
+    # 3- or 4-byte lead with each boundary byte of the continuation ranges.
     from gramkiln.testing._nfa import possible_code_points
 
     truth: dict[bytes, tuple[int, int]] = {}
@@ -818,6 +819,6 @@ def test_utf8_prefix_intervals_are_exact() -> None:
             prefix = bytes((first, second))
             assert possible_code_points(prefix) == truth.get(prefix), prefix
     for prefix in [p for p in truth if len(p) == 2 and p[0] >= 0xE0]:
-        for third in range(256):
+        for third in (0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF):
             longer = prefix + bytes((third,))
             assert possible_code_points(longer) == truth.get(longer), longer
