@@ -69,6 +69,7 @@ LANGUAGE = "JSON Schema"
 MAX_FLATTEN_DEPTH = 64
 MAX_BRANCHES = 128
 MAX_CHAIN_STATES = 4096
+MAX_NESTING = 120
 MAX_TERMINAL_STATES = 256
 MAX_INLINE_NESTING = 40
 MAX_LEXEME_COUNT = 64
@@ -98,13 +99,21 @@ class Compiler:
         self.keepalive: list[Any] = []
         self.warnings: list[str] = []
         self._counter = 0
+        self._nesting = 0
 
     # -- public entry -----------------------------------------------------------------------
     def grammar(self) -> GrammarIR:
         """Build and verify the grammar for the whole document."""
         if not isinstance(self.root, (dict, bool)):
             raise self.error("#", "a schema must be a JSON object or a boolean")
-        body = self.value_ref(self.root, "#", DEFAULT_BASE, 0)
+        try:
+            body = self.value_ref(self.root, "#", DEFAULT_BASE, 0)
+        except RecursionError:
+            # Schemas that keep producing new sub-schemas (merges through recursive $refs)
+            # have no finite grammar here.
+            raise self.error(
+                "#", "schema expansion does not terminate (nesting too deep)"
+            ) from None
         start = Rule(name="start", body=seq(self.layout.top(), body, self.layout.top()))
         return GrammarIR(start="start", rules=(start, *self.rules.values())).verify()
 
@@ -251,8 +260,18 @@ class Compiler:
             key = ("synthetic", canonical(_strip_internal(schema)), base, depth_key)
         self.keepalive.append(schema)
         return self.shared_rule(
-            key, pointer, lambda: self.schema_body(schema, pointer, base, depth_key)
+            key, pointer, lambda: self.nested_body(schema, pointer, base, depth_key)
         )
+
+    def nested_body(self, schema: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
+        """schema_body with a bound on how deeply rule construction may nest."""
+        self._nesting += 1
+        try:
+            if self._nesting > MAX_NESTING:
+                raise self.error(pointer, "schema expansion does not terminate (nesting too deep)")
+            return self.schema_body(schema, pointer, base, depth)
+        finally:
+            self._nesting -= 1
 
     def schema_body(self, schema: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
         """The expression for one schema object."""
