@@ -19,6 +19,7 @@ namespace {
 // under a few hundred bytes per token).
 constexpr uint32_t kMaxTokenLength = 4096;
 constexpr uint32_t kMaxStoredToken = 1u << 16;  // special tokens are never walked
+constexpr uint32_t kNoToken = 0xffffffffu;
 
 class BlobWriter {
  public:
@@ -27,14 +28,13 @@ class BlobWriter {
   }
   template <typename T>
   void array(const std::vector<T>& values) {
-    static_assert(sizeof(T) == 1 || sizeof(T) == 4, "arrays hold 1- or 4-byte elements");
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4,
+                  "arrays hold 1-, 2- or 4-byte elements");
     u32(static_cast<uint32_t>(values.size()));
     u32(sizeof(T));
     for (const T& v : values) {
-      if (sizeof(T) == 1) {
-        out_.push_back(static_cast<char>(v));
-      } else {
-        u32(static_cast<uint32_t>(v));
+      for (size_t i = 0; i < sizeof(T); ++i) {
+        out_.push_back(static_cast<char>((static_cast<uint32_t>(v) >> (8 * i)) & 0xff));
       }
     }
     while (out_.size() % 4) out_.push_back('\0');
@@ -239,10 +239,27 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
   w.array(tokenset_bits);
   w.array(end_bits);
   w.array(text_bits);
+  // The trie is stored compactly: bytes, depths, the first token of each node and the rare
+  // extra tokens of nodes shared by several ids; the loader rebuilds ranges and offsets.
+  std::vector<uint16_t> depth(num_nodes, 0);
+  std::vector<uint32_t> node_token(num_nodes, kNoToken), extra_tokens;
+  for (uint32_t n = 0; n < num_nodes; ++n) {
+    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) {
+      depth[c] = static_cast<uint16_t>(depth[n] + 1);
+    }
+    for (uint32_t i = trie.tok_offsets[n]; i < trie.tok_offsets[n + 1]; ++i) {
+      if (i == trie.tok_offsets[n]) {
+        node_token[n] = trie.tokens[i];
+      } else {
+        extra_tokens.push_back(n);
+        extra_tokens.push_back(trie.tokens[i]);
+      }
+    }
+  }
   w.array(trie.byte);
-  w.array(trie.end);
-  w.array(trie.tok_offsets);
-  w.array(trie.tokens);
+  w.array(depth);
+  w.array(node_token);
+  w.array(extra_tokens);
   w.array(inside_index);
   w.array(inside_bits);
   w.array(exit_child_offsets);
@@ -290,10 +307,12 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
   r.array(rt->tokenset_bits, "tokenset_bits");
   r.array(rt->end_bits, "end_bits");
   r.array(rt->text_bits, "text_bits");
+  std::vector<uint16_t> trie_depth;
+  std::vector<uint32_t> node_token, extra_tokens;
   r.array(rt->trie_byte, "trie_byte");
-  r.array(rt->trie_end, "trie_end");
-  r.array(rt->trie_tok_offsets, "trie_tok_offsets");
-  r.array(rt->trie_tokens, "trie_tokens");
+  r.array(trie_depth, "trie_depth");
+  r.array(node_token, "trie_node_token");
+  r.array(extra_tokens, "trie_extra_tokens");
   r.array(rt->inside_index, "inside_index");
   r.array(rt->inside_bits, "inside_bits");
   r.array(rt->exit_child_offsets, "exit_child_offsets");
@@ -349,24 +368,44 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
   }
   check_bits(c.end_bits.data(), "the end-token set");
   check_bits(c.text_bits.data(), "the text-token set");
-  // Trie: node 0 spans everything; every child range nests inside its parent.
+  // Trie: depths must describe a depth-first order (root at 0, each node at most one deeper
+  // than the previous); subtree ranges and token offsets are rebuilt from them.
   const size_t M = c.trie_byte.size();
-  require(M >= 1 && c.trie_end.size() == M && c.trie_end[0] == M, "bad trie root");
-  require(c.trie_tok_offsets.size() == M + 1 && c.trie_tok_offsets[0] == 0 &&
-              c.trie_tok_offsets[M] == c.trie_tokens.size(),
-          "bad trie token offsets");
+  require(M >= 1 && trie_depth.size() == M && node_token.size() == M && trie_depth[0] == 0,
+          "bad trie root");
+  require(node_token[0] == kNoToken, "a token at the trie root");
+  require(extra_tokens.size() % 2 == 0, "bad trie extra tokens");
   {
+    rt->trie_end.assign(M, static_cast<uint32_t>(M));
     std::vector<uint32_t> open{0};
     for (uint32_t n = 1; n < M; ++n) {
-      while (!open.empty() && c.trie_end[open.back()] <= n) open.pop_back();
-      require(!open.empty(), "trie node outside the root");
-      require(c.trie_end[n] > n && c.trie_end[n] <= c.trie_end[open.back()],
-              "trie nodes do not nest");
-      require(open.size() <= kMaxTokenLength, "trie too deep");
+      require(trie_depth[n] >= 1 && trie_depth[n] <= trie_depth[n - 1] + 1 &&
+                  trie_depth[n] <= kMaxTokenLength,
+              "bad trie depth");
+      while (open.size() > trie_depth[n]) {
+        rt->trie_end[open.back()] = n;
+        open.pop_back();
+      }
       open.push_back(n);
     }
-    for (size_t n = 0; n < M; ++n) {
-      require(c.trie_tok_offsets[n] <= c.trie_tok_offsets[n + 1], "bad trie token offsets");
+    rt->trie_tok_offsets.assign(M + 1, 0);
+    for (uint32_t n = 0; n < M; ++n) {
+      if (node_token[n] != kNoToken) rt->trie_tok_offsets[n + 1]++;
+    }
+    for (size_t i = 0; i < extra_tokens.size(); i += 2) {
+      const uint32_t node = extra_tokens[i];
+      require(node < M && node_token[node] != kNoToken, "bad trie extra token node");
+      require(i == 0 || extra_tokens[i - 2] <= node, "trie extra tokens not sorted");
+      rt->trie_tok_offsets[node + 1]++;
+    }
+    for (size_t n = 0; n < M; ++n) rt->trie_tok_offsets[n + 1] += rt->trie_tok_offsets[n];
+    rt->trie_tokens.resize(rt->trie_tok_offsets[M]);
+    std::vector<uint32_t> fill(rt->trie_tok_offsets.begin(), rt->trie_tok_offsets.end() - 1);
+    for (uint32_t n = 0; n < M; ++n) {
+      if (node_token[n] != kNoToken) rt->trie_tokens[fill[n]++] = node_token[n];
+    }
+    for (size_t i = 0; i < extra_tokens.size(); i += 2) {
+      rt->trie_tokens[fill[extra_tokens[i]]++] = extra_tokens[i + 1];
     }
     for (uint32_t id : c.trie_tokens) {
       require(id < c.num_tokens && test_bit(c.text_bits.data(), id), "bad trie token id");
