@@ -398,6 +398,12 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [{"xa": 1}, {"b": 1, "xb": []}],
         [{"xa": "s"}, {"b": 1}],
     ),
+    (
+        "propertyNames combinators",
+        {"propertyNames": {"anyOf": [{"maxLength": 1}, {"pattern": "^x"}], "not": {"const": "xy"}}},
+        [{"a": 1}, {"xyz": 1}, {}],
+        [{"ab": 1}, {"xy": 1}],
+    ),
     # references
     (
         "$ref defs",

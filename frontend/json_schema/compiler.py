@@ -46,7 +46,7 @@ from gramkiln.frontend.json_schema.exprs import (
     seq,
 )
 from gramkiln.frontend.json_schema.formats import FORMAT_PATTERNS, format_expr
-from gramkiln.frontend.json_schema.keys import word_set_dfa
+from gramkiln.frontend.json_schema.keys import any_string_dfa, word_set_dfa
 from gramkiln.frontend.json_schema.layout import Layout
 from gramkiln.frontend.json_schema.numbers import (
     Bound,
@@ -859,14 +859,20 @@ class Compiler:
         """The automaton of keys allowed by ``propertyNames`` (None: no restriction)."""
         if names_schema is True or names_schema is None or names_schema == {}:
             return None
-        if names_schema is False:
+        return self.string_dfa(names_schema, f"{pointer}/propertyNames", base, 0)
+
+    def string_dfa(self, schema: Any, pointer: str, base: str, level: int) -> Dfa:
+        """The automaton of the strings a schema accepts (combinators included)."""
+        if schema is True:
+            return any_string_dfa()
+        if schema is False or level > MAX_FLATTEN_DEPTH:
+            if schema is not False:
+                raise self.error(pointer, "schema expansion does not terminate (nesting too deep)")
             return Dfa(edges=[[]], accepting=set())
-        flat = self.flatten(names_schema, f"{pointer}/propertyNames", base, 0)
+        base = self.index.base_of(schema, base) if isinstance(schema, dict) else base
+        flat = self.flatten(schema, pointer, base, 0)
         if flat.get("__false"):
             return Dfa(edges=[[]], accepting=set())
-        unsupported = [k for k in flat if k in ("__groups", "__not", "__conds")]
-        if unsupported:
-            self.unsupported(pointer, ["propertyNames"], "combinators inside propertyNames")
         types = type_set(flat)
         if types is not None and "string" not in types:
             return Dfa(edges=[[]], accepting=set())
@@ -884,12 +890,43 @@ class Compiler:
         excluded = tuple(v for v in flat.get("__exclude", ()) if isinstance(v, str))
         if excluded:
             dfas.append(complement(word_set_dfa(excluded)))
-        if not dfas:
-            return None
-        combined = dfas[0]
-        for other in dfas[1:]:
+
+        def sub(node: Any, where: str, node_base: str) -> Dfa:
+            return self.string_dfa(node, where, node_base, level + 1)
+
+        for kind, alternatives, location, group_base in flat.get("__groups", ()):
+            parts = [sub(alt, f"{location}/{i}", group_base) for i, alt in enumerate(alternatives)]
+            if kind == "anyOf":
+                dfas.append(_union(parts))
+            else:  # exactly one
+                exactly_one = []
+                for i, part in enumerate(parts):
+                    for j, other in enumerate(parts):
+                        if i != j:
+                            part = intersect(part, complement(other))
+                    exactly_one.append(part)
+                dfas.append(_union(exactly_one))
+        for negated, location, not_base in flat.get("__not", ()):
+            dfas.append(complement(sub(negated, location, not_base)))
+        for condition, then, otherwise, location, cond_base in flat.get("__conds", ()):
+            test = sub(condition, f"{location}/if", cond_base)
+            yes = intersect(test, sub(then, f"{location}/then", cond_base))
+            no = intersect(complement(test), sub(otherwise, f"{location}/else", cond_base))
+            dfas.append(_union([yes, no]))
+        combined = any_string_dfa()
+        for other in dfas:
             combined = intersect(combined, other)
         return combined
+
+
+def _union(dfas: list[Dfa]) -> Dfa:
+    """The union of string automata (through complements, which are total)."""
+    if not dfas:
+        return Dfa(edges=[[]], accepting=set())
+    rest = complement(dfas[0])
+    for other in dfas[1:]:
+        rest = intersect(rest, complement(other))
+    return complement(rest)
 
 
 def _non_negative(value: Any, keyword: str, compiler: Compiler, pointer: str) -> int:
