@@ -160,7 +160,6 @@ def test_build_dfa_agrees_with_python_re(expr, strings: list[str]) -> None:  # t
     _assert_trimmed_and_canonical(dfa)
 
 
-@settings(max_examples=60, deadline=None)
 @given(expressions, st.lists(samples, min_size=5, max_size=15))
 def test_lazy_dfa_keeps_words_without_accepted_proper_prefix(expr, strings: list[str]) -> None:  # type: ignore[no-untyped-def]
     eager, lazy = build_dfa(expr), build_dfa(expr, lazy=True)
@@ -222,7 +221,6 @@ def _assert_minimal(dfa: ByteDFA) -> None:
     assert all((p, q) in distinct for p, q in itertools.combinations(range(n), 2))
 
 
-@settings(max_examples=40, deadline=None)
 @given(expressions)
 def test_random_dfas_are_minimal(expr) -> None:  # type: ignore[no-untyped-def]
     dfa = build_dfa(expr)

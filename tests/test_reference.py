@@ -392,7 +392,6 @@ def regular_rule_bodies(draw: st.DrawFn, depth: int = 3) -> str:
     return f"({inner}){{{lo},{lo + draw(st.integers(0, 2))}}}"
 
 
-@settings(max_examples=60, deadline=None)
 @given(regular_rule_bodies(), st.lists(st.binary(max_size=5), min_size=4, max_size=10), st.data())
 def test_rule_and_terminal_forms_agree_with_build_dfa(body: str, blobs, data) -> None:  # type: ignore[no-untyped-def]
     # The same expression as a CFG rule (Repeat/Choice become helper rules) and as one
@@ -410,7 +409,6 @@ def test_rule_and_terminal_forms_agree_with_build_dfa(body: str, blobs, data) ->
         assert as_term.is_prefix(candidate) == expected_prefix, candidate
 
 
-@settings(max_examples=30, deadline=None)
 @given(regular_rule_bodies(), st.lists(st.text(alphabet=ALPHABET, max_size=5), max_size=8))
 def test_lazy_rules_agree_with_the_lazy_dfa(body: str, texts: list[str]) -> None:
     m = matcher(f'rule start = head "!"\nrule head [lazy] = {body}\n')
@@ -427,7 +425,6 @@ def _to_python_regex(body: str) -> str:
     return out.replace("\\u{e9}", "\u00e9").replace("\\u{ff}", "\u00ff")
 
 
-@settings(max_examples=40, deadline=None)
 @given(regular_rule_bodies(), st.lists(st.text(alphabet=ALPHABET + "B", max_size=5), max_size=8))
 def test_rules_agree_with_python_re(body: str, texts: list[str]) -> None:
     m = matcher(f"rule start = {body}\n")
@@ -436,7 +433,6 @@ def test_rules_agree_with_python_re(body: str, texts: list[str]) -> None:
         assert m.accepts(text) == bool(pattern.fullmatch(text)), (body, text)
 
 
-@settings(max_examples=25, deadline=None)
 @given(st.lists(st.sampled_from(["1", "2", " ", ",", "é"]), max_size=8))
 def test_every_prefix_of_an_accepted_string_is_a_prefix(pieces: list[str]) -> None:
     m = matcher('%ignore [ ]\nrule start = INT ("," INT)* | "é"\nterm INT = [0-9]+\n')
@@ -652,7 +648,6 @@ class SpanDecider:
         )
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_random_grammars_agree_with_the_span_decider(data: st.DataObject) -> None:
     from gramkiln.testing import strategies
@@ -731,7 +726,6 @@ def _assert_mask_matches_direct_checks(oracle: ReferenceMatcher, prefix: list) -
         assert allowed == expected, (prefix, token_id)
 
 
-@settings(max_examples=40, deadline=None)
 @given(st.data())
 def test_random_masks_equal_direct_prefix_checks(data: st.DataObject) -> None:
     from gramkiln.testing import strategies
@@ -743,7 +737,6 @@ def test_random_masks_equal_direct_prefix_checks(data: st.DataObject) -> None:
     _assert_mask_matches_direct_checks(oracle, list(text[:cut]))
 
 
-@settings(max_examples=30, deadline=None)
 @given(st.lists(st.sampled_from(range(len(MASK_VOCAB))), max_size=6))
 def test_masks_with_token_elements_equal_direct_prefix_checks(token_ids: list[int]) -> None:
     oracle = matcher(
@@ -756,7 +749,6 @@ def test_masks_with_token_elements_equal_direct_prefix_checks(token_ids: list[in
         _assert_mask_matches_direct_checks(oracle, prefix)
 
 
-@settings(max_examples=40, deadline=None)
 @given(st.data())
 def test_viable_prefixes_never_dead_end_and_extensions_are_found(data: st.DataObject) -> None:
     from gramkiln.testing import strategies
