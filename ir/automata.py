@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -112,18 +112,19 @@ class _ByteNFA:
 
     def __init__(self, max_states: int) -> None:
         self.max_states = max_states
-        self.epsilon: list[list[int]] = []
-        self.edges: list[list[tuple[int, int, int]]] = []
+        # Sparse: most states have only one or two outgoing edges of one kind.
+        self.epsilon: defaultdict[int, list[int]] = defaultdict(list)
+        self.edges: defaultdict[int, list[tuple[int, int, int]]] = defaultdict(list)
+        self.count = 0
 
     def new_state(self) -> int:
-        if len(self.edges) >= self.max_states:
+        if self.count >= self.max_states:
             raise CompileError(
                 f"terminal expression needs more than {self.max_states:,} NFA states "
                 "(raise max_states or simplify the expression)"
             )
-        self.epsilon.append([])
-        self.edges.append([])
-        return len(self.edges) - 1
+        self.count += 1
+        return self.count - 1
 
 
 def build_dfa(
@@ -259,7 +260,7 @@ def _class_sequences(
 def _byte_classes(nfa: _ByteNFA) -> list[tuple[int, int]]:
     """Maximal byte intervals that every NFA edge either fully contains or avoids."""
     cuts = {0, 256}
-    for edges in nfa.edges:
+    for edges in nfa.edges.values():
         for lo, hi, _ in edges:
             cuts.add(lo)
             cuts.add(hi + 1)
@@ -283,7 +284,7 @@ def _determinise(
             seen = {state}
             stack = [state]
             while stack:
-                for nxt in nfa.epsilon[stack.pop()]:
+                for nxt in nfa.epsilon.get(stack.pop(), ()):
                     if nxt not in seen:
                         seen.add(nxt)
                         stack.append(nxt)
@@ -303,7 +304,7 @@ def _determinise(
         # Edge by edge (not class by class): big Unicode classes have many edges.
         targets_by_class: dict[int, set[int]] = {}
         for state in subset:
-            for lo, hi, nxt in nfa.edges[state]:
+            for lo, hi, nxt in nfa.edges.get(state, ()):
                 closure = closure_of_state(nxt)
                 first = bisect.bisect_left(class_starts, lo)
                 last = bisect.bisect_right(class_starts, hi) - 1
