@@ -89,7 +89,7 @@ def check_string(ir: GrammarIR, text: bytes) -> None:
 
 @st.composite
 def grammar_and_string(draw: st.DrawFn) -> tuple[GrammarIR, str]:
-    ir = draw(grammars(subgrammars=False))
+    ir = draw(grammars(subgrammars=True))  # may embed one sub-grammar with its own ignore
     text = draw(mutated_strings(ir))
     return ir, text
 
