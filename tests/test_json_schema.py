@@ -404,6 +404,23 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [{"a": 1}, {"xyz": 1}, {}],
         [{"ab": 1}, {"xy": 1}],
     ),
+    (
+        "draft 4 ignores later keywords",
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "const": 1,
+            "if": {"type": "string"},
+            "then": False,
+        },
+        ["x", 2],
+        [],
+    ),
+    (
+        "draft 6 ignores if",
+        {"$schema": "http://json-schema.org/draft-06/schema#", "const": 1, "if": {}, "else": False},
+        [1],
+        [2],
+    ),
     # references
     (
         "$ref defs",

@@ -127,9 +127,31 @@ def detect_draft(schema: Any) -> int:
     return DEFAULT_DRAFT
 
 
+# Keywords introduced by a draft: in earlier drafts they are unknown words (annotations), and
+# validators of those drafts ignore them, so the grammar must too.
+INTRODUCED_IN = {
+    "const": 6,
+    "contains": 6,
+    "propertyNames": 6,
+    "if": 7,
+    "then": 7,
+    "else": 7,
+    "dependentRequired": 2019,
+    "dependentSchemas": 2019,
+    "minContains": 2019,
+    "maxContains": 2019,
+    "unevaluatedProperties": 2019,
+    "unevaluatedItems": 2019,
+    "$anchor": 2019,
+    "$recursiveRef": 2019,
+    "prefixItems": 2020,
+    "$dynamicRef": 2020,
+}
+
+
 def normalize(schema: dict[str, Any], draft: int) -> dict[str, Any]:
     """A shallow copy of one schema object rewritten into 2020-12 keywords."""
-    out = dict(schema)
+    out = {k: v for k, v in schema.items() if INTRODUCED_IN.get(k, 0) <= draft}
     if draft <= 4:
         for exclusive, inclusive in (
             ("exclusiveMinimum", "minimum"),
