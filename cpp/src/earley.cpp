@@ -1,6 +1,7 @@
 // Earley sets over lexeme and token-set symbols, with the Aycock-Horspool treatment of nullable
 // symbols (a nullable symbol is stepped over at prediction time, so completions never need to
 // revisit the set being built).
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -73,6 +74,29 @@ void hash_new_set(const Runtime& rt, const ChartView& view, Chart& chart, uint32
   chart.hash_hi.push_back(mix64(hi ^ lo));
 }
 
+// Index the pending items of the set just closed (items [begin, end) of `chart`).
+void index_new_set(const Runtime& rt, Chart& chart, size_t begin) {
+  const size_t first = chart.waits.size();
+  for (size_t j = begin; j < chart.items.size(); ++j) {
+    const uint32_t next = rt.dotted_next[chart.items[j].dotted];
+    if (next != kComplete) chart.waits.push_back((static_cast<uint64_t>(next) << 32) | j);
+  }
+  std::sort(chart.waits.begin() + first, chart.waits.end());
+  chart.wait_begin.push_back(static_cast<uint32_t>(chart.waits.size()));
+}
+
+// Call f(item) for every item of set `local` of `chart` waiting for `symbol`.
+template <typename F>
+inline void for_waiting(const Chart& chart, uint32_t local, uint32_t symbol, F&& f) {
+  const uint64_t* lo = chart.waits.data() + chart.wait_begin[local];
+  const uint64_t* hi = chart.waits.data() + chart.wait_begin[local + 1];
+  const uint64_t key = static_cast<uint64_t>(symbol) << 32;
+  for (const uint64_t* it = std::lower_bound(lo, hi, key); it != hi && (*it >> 32) == symbol;
+       ++it) {
+    f(chart.items[static_cast<uint32_t>(*it)]);
+  }
+}
+
 inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
   return (static_cast<uint64_t>(dotted) << 32) | origin;
 }
@@ -91,12 +115,11 @@ void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t be
       const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[item.dotted]];
       uint32_t local;
       const Chart& origin_chart = view.chart_of(item.origin, &local);
-      const uint32_t lo = origin_chart.set_begin[local], hi = origin_chart.set_begin[local + 1];
-      for (uint32_t j = lo; j < hi; ++j) {
-        // Re-read through the chart each time: `chart` may be the same vector and grow.
-        const Item waiting = origin_chart.items[j];
-        if (rt.dotted_next[waiting.dotted] == lhs) add(waiting.dotted + 1, waiting.origin);
-      }
+      // The origin set is closed and indexed; `chart` may be the same object and grow, so
+      // items are copied out before adding.
+      for_waiting(origin_chart, local, lhs, [&](const Item waiting) {
+        add(waiting.dotted + 1, waiting.origin);
+      });
       continue;
     }
     if (next < rt.num_nonterminals) {
@@ -121,17 +144,15 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
   for (const auto& [origin, symbol] : scans) {
     uint32_t local;
     const Chart& origin_chart = view.chart_of(origin, &local);
-    const uint32_t lo = origin_chart.set_begin[local], hi = origin_chart.set_begin[local + 1];
-    for (uint32_t j = lo; j < hi; ++j) {
-      const Item waiting = origin_chart.items[j];
-      if (rt.dotted_next[waiting.dotted] == symbol &&
-          seen.insert(item_key(waiting.dotted + 1, waiting.origin))) {
+    for_waiting(origin_chart, local, symbol, [&](const Item waiting) {
+      if (seen.insert(item_key(waiting.dotted + 1, waiting.origin))) {
         chart.items.push_back(Item{waiting.dotted + 1, waiting.origin});
       }
-    }
+    });
   }
   close_set(rt, view, chart, begin, self, seen);
   hash_new_set(rt, view, chart, self, begin);
+  index_new_set(rt, chart, begin);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
   return self;
 }
@@ -142,6 +163,8 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   chart.set_begin.assign(1, 0);
   chart.hash_lo.clear();
   chart.hash_hi.clear();
+  chart.wait_begin.assign(1, 0);
+  chart.waits.clear();
   for (uint32_t k = rt.nt_prod_offsets[rt.start]; k < rt.nt_prod_offsets[rt.start + 1]; ++k) {
     if (seen.insert(item_key(rt.prod_dotted[rt.nt_prods[k]], 0))) {
       chart.items.push_back(Item{rt.prod_dotted[rt.nt_prods[k]], 0});
@@ -150,6 +173,7 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   ChartView view{nullptr, &chart, 0};
   close_set(rt, view, chart, 0, 0, seen);
   hash_new_set(rt, view, chart, 0, 0);
+  index_new_set(rt, chart, 0);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
 }
 
@@ -158,13 +182,13 @@ void expected_lexemes(const Runtime& rt, const ChartView& view, uint32_t set,
   out.clear();
   uint32_t local;
   const Chart& chart = view.chart_of(set, &local);
-  for (uint32_t j = chart.set_begin[local]; j < chart.set_begin[local + 1]; ++j) {
-    const uint32_t next = rt.dotted_next[chart.items[j].dotted];
-    if (next == kComplete || next < rt.lexeme_base() || next >= rt.tokenset_base()) continue;
-    const uint32_t lexeme = next - rt.lexeme_base();
-    bool present = false;
-    for (uint32_t seen : out) present = present || seen == lexeme;
-    if (!present) out.push_back(lexeme);
+  // Waits are sorted by symbol, and lexeme symbols form one contiguous range.
+  const uint64_t* lo = chart.waits.data() + chart.wait_begin[local];
+  const uint64_t* hi = chart.waits.data() + chart.wait_begin[local + 1];
+  for (const uint64_t* it = std::lower_bound(lo, hi, static_cast<uint64_t>(rt.lexeme_base()) << 32);
+       it != hi && (*it >> 32) < rt.tokenset_base(); ++it) {
+    const uint32_t lexeme = static_cast<uint32_t>(*it >> 32) - rt.lexeme_base();
+    if (out.empty() || out.back() != lexeme) out.push_back(lexeme);
   }
 }
 

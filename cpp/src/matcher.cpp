@@ -402,6 +402,8 @@ void Matcher::restore(Snapshot&& snap) {
   chart_.set_begin.resize(snap.num_sets + 1);
   chart_.hash_lo.resize(snap.num_sets);
   chart_.hash_hi.resize(snap.num_sets);
+  chart_.wait_begin.resize(snap.num_sets + 1);
+  chart_.waits.resize(chart_.wait_begin.back());
   chart_.items.resize(snap.num_items);
   threads_ = std::move(snap.threads);
   frontier_ = snap.frontier;
@@ -532,6 +534,8 @@ void Matcher::fill_mask_uncached(uint32_t* words) const {
   sc.overlay.set_begin.assign(1, 0);
   sc.overlay.hash_lo.clear();
   sc.overlay.hash_hi.clear();
+  sc.overlay.wait_begin.assign(1, 0);
+  sc.overlay.waits.clear();
   sc.next_set.clear();
   sc.overlay_lexemes.clear();
   sc.overlay_follow.clear();

@@ -83,6 +83,11 @@ struct Chart {
   // set's own hash (a marker for the set itself). Equal hashes mean equal futures, so masks can
   // be cached by them across positions, matchers and requests.
   std::vector<uint64_t> hash_lo, hash_hi;
+  // Per set, its pending items sorted by the symbol they wait for, as (symbol << 32 | item
+  // index): completions and scans find the items they advance by binary search instead of
+  // scanning the whole origin set. waits[wait_begin[i] .. wait_begin[i+1]) belong to set i.
+  std::vector<uint32_t> wait_begin{0};
+  std::vector<uint64_t> waits;
   uint32_t num_sets() const { return static_cast<uint32_t>(set_begin.size() - 1); }
 };
 
