@@ -79,55 +79,85 @@ uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t s
   return next;
 }
 
-// Build the group entered at `nodes` (all children with one byte) in DFA state `state`.
-std::unique_ptr<ExitGroup> build_group(const Runtime& rt, const uint32_t* nodes, size_t count,
-                                       int32_t state) {
-  auto group = std::make_unique<ExitGroup>();
-  group->lexeme = rt.dfa_lexeme[state];
-  std::vector<uint32_t> exits;
-  std::vector<std::pair<uint32_t, int32_t>> stack;
-  for (size_t i = 0; i < count; ++i) stack.emplace_back(nodes[i], state);
-  while (!stack.empty()) {
-    const auto [node, current] = stack.back();
-    stack.pop_back();
-    for (uint32_t i = rt.trie_tok_offsets[node]; i < rt.trie_tok_offsets[node + 1]; ++i) {
-      group->tokens.push_back(rt.trie_tokens[i]);
-    }
-    if (rt.trie_end[node] == node + 1) continue;  // leaf
-    if (rt.dfa_accepting[current]) exits.push_back(node);
+// Finish a group from its collected exits: dense tokens when many, exit children by byte.
+void finish_group(const Runtime& rt, ExitGroup& group, const std::vector<uint32_t>& exits) {
+  if (group.tokens.size() > rt.words) {
+    group.bits.assign(rt.words, 0);
+    for (uint32_t token : group.tokens) set_bit(group.bits.data(), token);
+    group.tokens.clear();
+    group.tokens.shrink_to_fit();
+  }
+  if (exits.empty()) return;
+  group.child_offsets.assign(257, 0);
+  for (uint32_t node : exits) {
     for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
-      const int32_t next = rt.dfa_table[static_cast<size_t>(current) * 256 + rt.trie_byte[c]];
-      if (next >= 0) stack.emplace_back(c, next);
+      group.child_offsets[rt.trie_byte[c] + 1]++;
     }
   }
-  if (group->tokens.size() > rt.words) {
-    group->bits.assign(rt.words, 0);
-    for (uint32_t token : group->tokens) set_bit(group->bits.data(), token);
-    group->tokens.clear();
-    group->tokens.shrink_to_fit();
-  }
-  if (!exits.empty()) {
-    group->child_offsets.assign(257, 0);
-    for (uint32_t node : exits) {
-      for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
-        group->child_offsets[rt.trie_byte[c] + 1]++;
-      }
-    }
-    for (int b = 0; b < 256; ++b) group->child_offsets[b + 1] += group->child_offsets[b];
-    group->child_nodes.resize(group->child_offsets[256]);
-    std::vector<uint32_t> fill(group->child_offsets.begin(), group->child_offsets.end() - 1);
-    for (uint32_t node : exits) {
-      for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
-        group->child_nodes[fill[rt.trie_byte[c]]++] = c;
-      }
-    }
-    for (int b = 0; b < 256; ++b) {
-      if (group->child_offsets[b] < group->child_offsets[b + 1]) {
-        group->child_bytes.push_back(static_cast<uint8_t>(b));
-      }
+  for (int b = 0; b < 256; ++b) group.child_offsets[b + 1] += group.child_offsets[b];
+  group.child_nodes.resize(group.child_offsets[256]);
+  std::vector<uint32_t> fill(group.child_offsets.begin(), group.child_offsets.end() - 1);
+  for (uint32_t node : exits) {
+    for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
+      group.child_nodes[fill[rt.trie_byte[c]]++] = c;
     }
   }
-  return group;
+  for (int b = 0; b < 256; ++b) {
+    if (group.child_offsets[b] < group.child_offsets[b + 1]) {
+      group.child_bytes.push_back(static_cast<uint8_t>(b));
+    }
+  }
+}
+
+// Build the groups entered at `nodes` (children sharing one byte) in each of `states`, with
+// one walk over the trie: the lexemes that can start with a byte often share long prefixes
+// (names, numbers), so walking the subtrees once for all of them saves most of the cost.
+std::vector<std::unique_ptr<ExitGroup>> build_groups(const Runtime& rt, const uint32_t* nodes,
+                                                     size_t count,
+                                                     const std::vector<int32_t>& states) {
+  const size_t m = states.size();
+  std::vector<std::unique_ptr<ExitGroup>> groups(m);
+  std::vector<std::vector<uint32_t>> exits(m);
+  for (size_t i = 0; i < m; ++i) {
+    groups[i] = std::make_unique<ExitGroup>();
+    groups[i]->lexeme = rt.dfa_lexeme[states[i]];
+  }
+  // Depth-first stack of nodes; each entry's m states live in `pool` at the same position.
+  std::vector<uint32_t> stack;
+  std::vector<int32_t> pool, current(m), next(m);
+  for (size_t i = 0; i < count; ++i) {
+    stack.push_back(nodes[i]);
+    pool.insert(pool.end(), states.begin(), states.end());
+  }
+  while (!stack.empty()) {
+    const uint32_t node = stack.back();
+    stack.pop_back();
+    std::copy(pool.end() - m, pool.end(), current.begin());
+    pool.resize(pool.size() - m);
+    const bool leaf = rt.trie_end[node] == node + 1;
+    for (size_t i = 0; i < m; ++i) {
+      if (current[i] < 0) continue;
+      for (uint32_t t = rt.trie_tok_offsets[node]; t < rt.trie_tok_offsets[node + 1]; ++t) {
+        groups[i]->tokens.push_back(rt.trie_tokens[t]);
+      }
+      if (!leaf && rt.dfa_accepting[current[i]]) exits[i].push_back(node);
+    }
+    if (leaf) continue;
+    for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
+      bool alive = false;
+      for (size_t i = 0; i < m; ++i) {
+        next[i] = current[i] < 0
+                      ? -1
+                      : rt.dfa_table[static_cast<size_t>(current[i]) * 256 + rt.trie_byte[c]];
+        alive = alive || next[i] >= 0;
+      }
+      if (!alive) continue;
+      stack.push_back(c);
+      pool.insert(pool.end(), next.begin(), next.end());
+    }
+  }
+  for (size_t i = 0; i < m; ++i) finish_group(rt, *groups[i], exits[i]);
+  return groups;
 }
 
 // The group of a lexer thread in DFA state `state`: no tokens of its own (those are in the
@@ -172,7 +202,8 @@ const ExitGroup& child_group(const Runtime& rt, const ExitGroup& group, uint8_t 
     if (found != parent.children.end()) return *found->second;
   }
   const uint32_t lo = group.child_offsets[byte], hi = group.child_offsets[byte + 1];
-  std::unique_ptr<ExitGroup> built = build_group(rt, group.child_nodes.data() + lo, hi - lo, state);
+  std::unique_ptr<ExitGroup> built =
+      std::move(build_groups(rt, group.child_nodes.data() + lo, hi - lo, {state})[0]);
   GroupCache& cache = *rt.groups;
   const size_t size = built->footprint();
   if (cache.used.load(std::memory_order_relaxed) + size > GroupCache::kBudgetBytes) {
@@ -183,6 +214,34 @@ const ExitGroup& child_group(const Runtime& rt, const ExitGroup& group, uint8_t 
   auto [it, inserted] = parent.children.emplace(key, std::move(built));
   if (inserted) cache.used.fetch_add(size, std::memory_order_relaxed);
   return *it->second;
+}
+
+// Build, in one trie walk, the children of `group` on `byte` for every state of `table` that
+// has none yet, and keep them (within the budget; otherwise child_group builds them singly).
+void prebuild_children(const Runtime& rt, const ExitGroup& group, uint8_t byte,
+                       const FollowTable& table) {
+  ExitGroup& parent = const_cast<ExitGroup&>(group);  // only mutex-guarded members change
+  std::vector<int32_t> missing;
+  {
+    std::lock_guard<std::mutex> lock(parent.mutex);
+    for (uint32_t k = table.offsets[byte]; k < table.offsets[byte + 1]; ++k) {
+      const uint64_t key = (static_cast<uint64_t>(table.states[k]) << 8) | byte;
+      if (parent.children.find(key) == parent.children.end()) missing.push_back(table.states[k]);
+    }
+  }
+  if (missing.size() < 2) return;  // child_group handles a single build
+  const uint32_t lo = group.child_offsets[byte], hi = group.child_offsets[byte + 1];
+  auto built = build_groups(rt, group.child_nodes.data() + lo, hi - lo, missing);
+  GroupCache& cache = *rt.groups;
+  std::lock_guard<std::mutex> lock(parent.mutex);
+  for (size_t i = 0; i < missing.size(); ++i) {
+    const size_t size = built[i]->footprint();
+    if (cache.used.load(std::memory_order_relaxed) + size > GroupCache::kBudgetBytes) break;
+    const uint64_t key = (static_cast<uint64_t>(missing[i]) << 8) | byte;
+    if (parent.children.emplace(key, std::move(built[i])).second) {
+      cache.used.fetch_add(size, std::memory_order_relaxed);
+    }
+  }
 }
 
 // The level of `group` under `table` (see LevelCache), built on first use.
@@ -206,6 +265,7 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
     level->tokens.clear();
   };
   for (const uint8_t byte : group.child_bytes) {
+    prebuild_children(rt, group, byte, table);
     for (uint32_t k = table.offsets[byte]; k < table.offsets[byte + 1]; ++k) {
       std::unique_ptr<ExitGroup> kept;
       const ExitGroup& child = child_group(rt, group, byte, table.states[k], kept);
