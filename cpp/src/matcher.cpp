@@ -194,7 +194,7 @@ const ExitGroup& top_group(const Runtime& rt, int32_t state) {
 // cache budget is spent the child is built into `transient` and not kept.
 const ExitGroup& child_group(const Runtime& rt, const ExitGroup& group, uint8_t byte,
                              int32_t state, std::unique_ptr<ExitGroup>& transient) {
-  ExitGroup& parent = const_cast<ExitGroup&>(group);  // only `children` (mutex-guarded) changes
+  const ExitGroup& parent = group;
   const uint64_t key = (static_cast<uint64_t>(state) << 8) | byte;
   {
     std::lock_guard<std::mutex> lock(parent.mutex);
@@ -220,7 +220,7 @@ const ExitGroup& child_group(const Runtime& rt, const ExitGroup& group, uint8_t 
 // has none yet, and keep them (within the budget; otherwise child_group builds them singly).
 void prebuild_children(const Runtime& rt, const ExitGroup& group, uint8_t byte,
                        const FollowTable& table) {
-  ExitGroup& parent = const_cast<ExitGroup&>(group);  // only mutex-guarded members change
+  const ExitGroup& parent = group;
   std::vector<int32_t> missing;
   {
     std::lock_guard<std::mutex> lock(parent.mutex);
@@ -247,7 +247,7 @@ void prebuild_children(const Runtime& rt, const ExitGroup& group, uint8_t byte,
 // The level of `group` under `table` (see LevelCache), built on first use.
 const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const FollowTable& table,
                            std::unique_ptr<LevelCache>& transient) {
-  ExitGroup& parent = const_cast<ExitGroup&>(group);  // only mutex-guarded members change
+  const ExitGroup& parent = group;
   {
     std::lock_guard<std::mutex> lock(parent.mutex);
     auto found = parent.levels.find(&table);

@@ -52,9 +52,10 @@ struct ExitGroup {
   std::vector<uint32_t> child_offsets;  // 257 entries into child_nodes, or empty if none
   std::vector<uint32_t> child_nodes;
   std::vector<uint8_t> child_bytes;  // bytes with at least one child, ascending
-  std::mutex mutex;  // guards `children` and `levels`
-  std::unordered_map<uint64_t, std::unique_ptr<ExitGroup>> children;  // key: state << 8 | byte
-  std::unordered_map<const FollowTable*, std::unique_ptr<LevelCache>> levels;
+  // Memo members: filled lazily through const references, always under `mutex`.
+  mutable std::mutex mutex;
+  mutable std::unordered_map<uint64_t, std::unique_ptr<ExitGroup>> children;  // state << 8 | byte
+  mutable std::unordered_map<const FollowTable*, std::unique_ptr<LevelCache>> levels;
   size_t footprint() const {
     return 4 * (tokens.size() + bits.size() + child_offsets.size() + child_nodes.size()) + 128;
   }
