@@ -421,6 +421,14 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [1],
         [2],
     ),
+    ("not pattern", {"not": {"pattern": "^a"}}, ["b", ""], ["a", "ab", 1]),
+    (
+        "oneOf with patterns made exact",
+        {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "maxLength": 2}]},
+        ["abc", "b", "bc"],
+        ["a", "ab", "bcd", 1],
+    ),
+    ("not format", {"type": "string", "not": {"format": "ipv4"}}, ["x", "1.2.3"], ["1.2.3.4"]),
     # references
     (
         "$ref defs",

@@ -162,6 +162,8 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "__shadow",
         "__not_multiples",
         "__witnesses",
+        "__anti_patterns",
+        "__anti_formats",
     ):
         combined = list(a.get(keyword, ())) + list(b.get(keyword, ()))
         if combined:
@@ -429,6 +431,13 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
                     witnesses.append({"key": key, "value": negated})
         pieces.append([{"type": ["object"], "__witnesses": [w]} for w in witnesses])
         handled |= member_keys
+    if "__patterns" in schema or "__formats" in schema:
+        # A string violating one pattern or format (other types satisfy them).
+        pieces.append(
+            [{"type": ["string"], "__anti_patterns": [p]} for p, _ in schema.get("__patterns", ())]
+            + [{"type": ["string"], "__anti_formats": [f]} for f, _ in schema.get("__formats", ())]
+        )
+        handled |= {"__patterns", "__formats"}
     if "__exclude" in schema:
         pieces.append([{"enum": list(schema["__exclude"])}])
     if schema.get("__non_integer"):

@@ -72,6 +72,7 @@ MAX_CHAIN_STATES = 4096
 MAX_NESTING = 120
 MAX_TERMINAL_STATES = 256
 MAX_INLINE_NESTING = 40
+MAX_UNFOLDED_STATES = 4000
 MAX_LEXEME_COUNT = 64
 TYPE_ORDER = ("null", "boolean", "integer", "number", "string", "array", "object")
 
@@ -203,6 +204,10 @@ class Compiler:
         # Long terminal chains would make every consumer recurse once per state, so large
         # automata become ordinary (right-linear) rules.
         terminal = dfa.size <= MAX_TERMINAL_STATES and only_self_loops(dfa)
+        if terminal and _unfolded_size(dfa) > MAX_UNFOLDED_STATES:
+            # Lexer automata expand terminal references in place: an automaton whose paths
+            # share many states would be unfolded exponentially, so it stays a set of rules.
+            terminal = False
         if not terminal:
             names = [self.new_name(hint) for _ in range(dfa.size)]
             for state in range(dfa.size):
@@ -332,6 +337,8 @@ class Compiler:
                 "__false",
                 "__not_multiples",
                 "__witnesses",
+                "__anti_patterns",
+                "__anti_formats",
             ):
                 # (internal keywords appear in schemas synthesized by negation)
                 flat[key] = value
@@ -457,11 +464,17 @@ class Compiler:
         flat = self.flatten(schema, pointer, base, 0)
         if flat.get("__false"):
             return False
-        blocking = ("__conds", "__patterns", "__formats", "__not_multiples", "__witnesses")
+        blocking = (
+            "__conds",
+            "__not_multiples",
+            "__witnesses",
+            "__anti_patterns",
+            "__anti_formats",
+        )
         if any(k in flat for k in blocking):
             raise NotNegatable("cannot negate conditionals, patterns or formats")
         out = {k: v for k, v in flat.items() if not k.startswith("__")}
-        for key in ("__exclude", "__non_integer"):
+        for key in ("__exclude", "__non_integer", "__patterns", "__formats"):
             if key in flat:
                 out[key] = flat[key]
         for kind, alternatives, location, group_base in flat.get("__groups", ()):
@@ -769,11 +782,16 @@ class Compiler:
         patterns = tuple(sorted({p for p, _ in flat.get("__patterns", ())}))
         formats = tuple(sorted({f for f, _ in flat.get("__formats", ())}))
         excluded = tuple(sorted({v for v in flat.get("__exclude", ()) if isinstance(v, str)}))
-        key = ("string", min_length, max_length, patterns, formats, excluded)
+        # From negation: patterns the string must not contain a match of, formats it must miss.
+        anti = tuple(sorted({("pattern", p) for p in flat.get("__anti_patterns", ())}))
+        anti += tuple(sorted({("format", f) for f in flat.get("__anti_formats", ())}))
+        key = ("string", min_length, max_length, patterns, formats, excluded, anti)
         name = self.rule_for_key.get(key)
         if name is not None:
             return Ref(name=name)
-        content = self.string_content(min_length, max_length, patterns, formats, excluded, pointer)
+        content = self.string_content(
+            min_length, max_length, patterns, formats, excluded, pointer, anti
+        )
         name = self.rule_for_key.setdefault(key, self.new_name("string"))
         return self.add_rule(name, seq(lit('"'), content, lit('"')), self.is_lexeme(content))
 
@@ -810,6 +828,7 @@ class Compiler:
         formats: tuple[str, ...],
         excluded: tuple[str, ...],
         pointer: str,
+        anti: tuple[tuple[str, str], ...] = (),
     ) -> Expr:
         """The encoded characters between the quotes."""
         languages: list[Expr] = []
@@ -820,12 +839,20 @@ class Compiler:
             if expr is not None:
                 languages.append(expr)
         length_limited = min_length > 0 or max_length is not None
-        if not languages and not excluded:
+        if not languages and not excluded and not anti:
             return repeat(self.char(ALL_CHARS), min_length, max_length)
-        if len(languages) == 1 and not excluded and not length_limited:
+        if len(languages) == 1 and not excluded and not length_limited and not anti:
             return encode_expr(languages[0], self.char)
         try:
             dfas = [dfa_from_expr(expr) for expr in languages]
+            for kind, text in anti:
+                expr = (
+                    self.pattern_language(text, pointer) if kind == "pattern" else format_expr(text)
+                )
+                if expr is not None:
+                    dfas.append(complement(dfa_from_expr(expr)))
+            if not dfas:
+                dfas.append(any_string_dfa())
             if length_limited:
                 dfas.append(length_dfa(min_length, max_length))
             if excluded:
@@ -890,6 +917,12 @@ class Compiler:
         excluded = tuple(v for v in flat.get("__exclude", ()) if isinstance(v, str))
         if excluded:
             dfas.append(complement(word_set_dfa(excluded)))
+        for pattern in flat.get("__anti_patterns", ()):
+            dfas.append(complement(dfa_from_expr(self.pattern_language(pattern, pointer))))
+        for name in flat.get("__anti_formats", ()):
+            expr = format_expr(name)
+            if expr is not None:
+                dfas.append(complement(dfa_from_expr(expr)))
 
         def sub(node: Any, where: str, node_base: str) -> Dfa:
             return self.string_dfa(node, where, node_base, level + 1)
@@ -917,6 +950,41 @@ class Compiler:
         for other in dfas:
             combined = intersect(combined, other)
         return combined
+
+
+def _unfolded_size(dfa: Dfa) -> int:
+    """How many states the automaton has once shared states are copied for every path
+    (self-loops aside); the automaton must be acyclic apart from self-loops."""
+    sizes: dict[int, int] = {}
+    for state in _reverse_topological(dfa):
+        total = 1
+        for _, _, target in dfa.edges[state]:
+            if target != state:
+                total += sizes[target]
+        sizes[state] = min(total, MAX_UNFOLDED_STATES + 1)
+    return sizes.get(dfa.start, 1)
+
+
+def _reverse_topological(dfa: Dfa) -> list[int]:
+    """States ordered so that every state comes after the states it leads to."""
+    order: list[int] = []
+    done: set[int] = set()
+    for root in range(dfa.size):
+        if root in done:
+            continue
+        stack = [(root, iter(dfa.edges[root]))]
+        done.add(root)
+        while stack:
+            state, edges = stack[-1]
+            for _, _, target in edges:
+                if target != state and target not in done:
+                    done.add(target)
+                    stack.append((target, iter(dfa.edges[target])))
+                    break
+            else:
+                stack.pop()
+                order.append(state)
+    return order
 
 
 def _union(dfas: list[Dfa]) -> Dfa:

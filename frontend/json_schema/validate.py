@@ -124,6 +124,13 @@ def _string_ok(value: str, flat: dict[str, Any], pointer: str) -> bool:
         expr = format_expr(name)
         if expr is not None and not accepts(dfa_from_expr(expr), value):
             return False
+    for pattern in flat.get("__anti_patterns", ()):
+        if pattern_matches(pattern, value):
+            return False
+    for name in flat.get("__anti_formats", ()):
+        expr = format_expr(name)
+        if expr is not None and accepts(dfa_from_expr(expr), value):
+            return False
     return True
 
 
