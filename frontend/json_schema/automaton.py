@@ -405,14 +405,6 @@ def length_dfa(min_length: int, max_length: int | None) -> Dfa:
     return Dfa(edges=edges, accepting=accepting)
 
 
-def literal_set_expr(words: Iterable[str]) -> Expr:
-    """A choice of literal words (the empty word included as Empty)."""
-    alternatives: list[Expr] = [Literal(text=w) if w else Empty() for w in sorted(set(words))]
-    if len(alternatives) == 1:
-        return alternatives[0]
-    return Choice(alternatives=tuple(alternatives))
-
-
 def is_empty(dfa: Dfa) -> bool:
     """Whether the automaton accepts nothing."""
     return not trim(dfa).accepting

@@ -20,11 +20,6 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
-# Keywords that only make sense for one type: used to decide oneOf disjointness and to keep
-# merges of type-specific keywords independent.
-NUMERIC_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
-
 
 class Unmergeable(Exception):
     """Two schemas combine a keyword in a way the front end cannot express exactly."""

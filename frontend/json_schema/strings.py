@@ -160,11 +160,6 @@ def _surrogate_pairs(ranges: Ranges) -> Expr:
     return choice(*pieces)
 
 
-def any_encoded_char() -> Expr:
-    """Any one JSON string character (raw or escaped)."""
-    return encoded_char(ALL_CHARS)
-
-
 def encode_expr(expr: Expr, char: Callable[[Ranges], Expr] = encoded_char) -> Expr:
     """Map a regular expression over decoded code points to one over JSON-encoded text.
 
