@@ -185,9 +185,12 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "load_runtime",
       [](py::bytes blob) {
-        std::string data = blob;
+        // Read the bytes object in place; `blob` keeps it alive while the GIL is released.
+        char* data = nullptr;
+        Py_ssize_t size = 0;
+        if (PyBytes_AsStringAndSize(blob.ptr(), &data, &size) != 0) throw py::error_already_set();
         py::gil_scoped_release release;
-        return RuntimeHandle{gramkiln::load_runtime(data)};
+        return RuntimeHandle{gramkiln::load_runtime(std::string_view(data, size))};
       },
       py::arg("blob"), "Validate runtime tables; raises ArtifactError when they are bad.");
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,7 +48,7 @@ class BlobWriter {
 
 class BlobReader {
  public:
-  explicit BlobReader(const std::string& data) : data_(data) {}
+  explicit BlobReader(std::string_view data) : data_(data) {}
   uint32_t u32() {
     if (pos_ + 4 > data_.size()) throw FormatError("runtime tables are truncated");
     uint32_t v = 0;
@@ -76,7 +77,7 @@ class BlobReader {
   bool at_end() const { return pos_ == data_.size(); }
 
  private:
-  const std::string& data_;
+  std::string_view data_;
   size_t pos_ = 0;
 };
 
@@ -271,7 +272,7 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
   return blob;
 }
 
-std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
+std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   {
     const uint32_t probe = 1;
     uint8_t first;
@@ -369,79 +370,62 @@ std::shared_ptr<const Runtime> load_runtime(const std::string& blob) {
   check_bits(c.end_bits.data(), "the end-token set");
   check_bits(c.text_bits.data(), "the text-token set");
   // Trie: depths must describe a depth-first order (root at 0, each node at most one deeper
-  // than the previous); subtree ranges and token offsets are rebuilt from them.
-  const size_t M = c.trie_byte.size();
+  // than the previous). One pass rebuilds subtree ranges and token offsets from them, checks
+  // every token id, and rebuilds token bytes (not stored: a text token's bytes are its path).
+  const uint32_t M = static_cast<uint32_t>(c.trie_byte.size());
   require(M >= 1 && trie_depth.size() == M && node_token.size() == M && trie_depth[0] == 0,
           "bad trie root");
   require(node_token[0] == kNoToken, "a token at the trie root");
   require(extra_tokens.size() % 2 == 0, "bad trie extra tokens");
   {
-    rt->trie_end.assign(M, static_cast<uint32_t>(M));
+    const uint32_t* text = c.text_bits.data();
+    std::vector<uint32_t>& end = rt->trie_end;
+    std::vector<uint32_t>& offsets = rt->trie_tok_offsets;
+    std::vector<uint32_t>& tokens = rt->trie_tokens;
+    end.assign(M, M);
+    offsets.assign(M + 1, 0);
+    tokens.clear();
+    tokens.reserve(c.num_tokens);
+    rt->token_begin.assign(c.num_tokens, 0);
+    rt->token_length.assign(c.num_tokens, 0);
+    std::vector<uint8_t> seen(c.num_tokens, 0);
+    std::vector<uint8_t> path(kMaxTokenLength + 1);
     std::vector<uint32_t> open{0};
+    size_t extra = 0;
+    auto add_token = [&](uint32_t id, uint32_t begin, uint32_t depth) {
+      require(id < c.num_tokens && test_bit(text, id), "bad trie token id");
+      require(!seen[id], "a token appears twice in the trie");
+      seen[id] = 1;
+      tokens.push_back(id);
+      rt->token_begin[id] = begin;
+      rt->token_length[id] = depth;
+    };
     for (uint32_t n = 1; n < M; ++n) {
-      require(trie_depth[n] >= 1 && trie_depth[n] <= trie_depth[n - 1] + 1 &&
-                  trie_depth[n] <= kMaxTokenLength,
+      const uint32_t depth = trie_depth[n];
+      require(depth >= 1 && depth <= trie_depth[n - 1] + 1u && depth <= kMaxTokenLength,
               "bad trie depth");
-      while (open.size() > trie_depth[n]) {
-        rt->trie_end[open.back()] = n;
+      while (open.size() > depth) {
+        end[open.back()] = n;
         open.pop_back();
       }
       open.push_back(n);
-    }
-    rt->trie_tok_offsets.assign(M + 1, 0);
-    for (uint32_t n = 0; n < M; ++n) {
-      if (node_token[n] != kNoToken) rt->trie_tok_offsets[n + 1]++;
-    }
-    for (size_t i = 0; i < extra_tokens.size(); i += 2) {
-      const uint32_t node = extra_tokens[i];
-      require(node < M && node_token[node] != kNoToken, "bad trie extra token node");
-      require(i == 0 || extra_tokens[i - 2] <= node, "trie extra tokens not sorted");
-      rt->trie_tok_offsets[node + 1]++;
-    }
-    for (size_t n = 0; n < M; ++n) rt->trie_tok_offsets[n + 1] += rt->trie_tok_offsets[n];
-    rt->trie_tokens.resize(rt->trie_tok_offsets[M]);
-    std::vector<uint32_t> fill(rt->trie_tok_offsets.begin(), rt->trie_tok_offsets.end() - 1);
-    for (uint32_t n = 0; n < M; ++n) {
-      if (node_token[n] != kNoToken) rt->trie_tokens[fill[n]++] = node_token[n];
-    }
-    for (size_t i = 0; i < extra_tokens.size(); i += 2) {
-      rt->trie_tokens[fill[extra_tokens[i]]++] = extra_tokens[i + 1];
-    }
-    for (uint32_t id : c.trie_tokens) {
-      require(id < c.num_tokens && test_bit(c.text_bits.data(), id), "bad trie token id");
-    }
-  }
-  // Token bytes are not stored: every text token's bytes are its trie path.
-  {
-    std::vector<uint32_t> first_node(c.num_tokens, 0);
-    for (uint32_t n = 0; n < M; ++n) {
-      for (uint32_t i = c.trie_tok_offsets[n]; i < c.trie_tok_offsets[n + 1]; ++i) {
-        require(first_node[c.trie_tokens[i]] == 0, "a token appears twice in the trie");
-        first_node[c.trie_tokens[i]] = n;
-      }
-    }
-    for (uint32_t id = 0; id < c.num_tokens; ++id) {
-      require(test_bit(c.text_bits.data(), id) == (first_node[id] != 0), "text token not in trie");
-    }
-    std::vector<uint32_t> node_offset(M, 0), node_length(M, 0);
-    std::vector<uint8_t> path(kMaxTokenLength + 1);  // depth is bounded (checked above)
-    std::vector<uint32_t> open{0};
-    for (uint32_t n = 1; n < M; ++n) {
-      while (c.trie_end[open.back()] <= n) open.pop_back();
-      open.push_back(n);
-      const size_t depth = open.size() - 1;
       path[depth - 1] = c.trie_byte[n];
-      if (c.trie_tok_offsets[n] < c.trie_tok_offsets[n + 1]) {
-        node_offset[n] = static_cast<uint32_t>(rt->token_bytes.size());
-        node_length[n] = static_cast<uint32_t>(depth);
+      offsets[n] = static_cast<uint32_t>(tokens.size());
+      if (node_token[n] != kNoToken) {
+        const uint32_t begin = static_cast<uint32_t>(rt->token_bytes.size());
         rt->token_bytes.insert(rt->token_bytes.end(), path.begin(), path.begin() + depth);
+        add_token(node_token[n], begin, depth);
+        for (; extra < extra_tokens.size() && extra_tokens[extra] == n; extra += 2) {
+          add_token(extra_tokens[extra + 1], begin, depth);
+        }
       }
+      require(extra >= extra_tokens.size() || extra_tokens[extra] > n,
+              "bad or unsorted trie extra tokens");
     }
-    rt->token_begin.assign(c.num_tokens, 0);
-    rt->token_length.assign(c.num_tokens, 0);
+    offsets[M] = static_cast<uint32_t>(tokens.size());
+    require(extra == extra_tokens.size(), "bad trie extra tokens");
     for (uint32_t id = 0; id < c.num_tokens; ++id) {
-      rt->token_begin[id] = node_offset[first_node[id]];
-      rt->token_length[id] = node_length[first_node[id]];
+      require(test_bit(text, id) == (seen[id] != 0), "text token not in trie");
     }
   }
   require(c.inside_index.size() == c.num_states, "bad inside index");

@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gramkiln {
@@ -55,7 +56,7 @@ class Runtime;
 struct Scratch;
 
 // Validate and load a blob. Throws FormatError with a reason on any inconsistency.
-std::shared_ptr<const Runtime> load_runtime(const std::string& blob);
+std::shared_ptr<const Runtime> load_runtime(std::string_view blob);
 
 uint32_t runtime_vocab_size(const Runtime& runtime);
 uint32_t runtime_mask_words(const Runtime& runtime);
