@@ -513,11 +513,5 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
 
 uint32_t runtime_vocab_size(const Runtime& runtime) { return runtime.vocab_size; }
 uint32_t runtime_mask_words(const Runtime& runtime) { return runtime.words; }
-std::string runtime_token_bytes(const Runtime& runtime, uint32_t token_id) {
-  if (token_id >= runtime.num_tokens) return std::string();
-  return std::string(
-      reinterpret_cast<const char*>(runtime.token_bytes.data()) + runtime.token_begin[token_id],
-      runtime.token_length[token_id]);
-}
 
 }  // namespace gramkiln

@@ -60,7 +60,6 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob);
 
 uint32_t runtime_vocab_size(const Runtime& runtime);
 uint32_t runtime_mask_words(const Runtime& runtime);
-std::string runtime_token_bytes(const Runtime& runtime, uint32_t token_id);
 
 struct Item {
   uint32_t dotted;  // dotted production id (production start + dot position)
