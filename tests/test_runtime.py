@@ -275,3 +275,16 @@ def test_corrupt_runtime_section_is_artifact_error(compiled: CompiledGrammar) ->
     for cut in (0, 3, 8, len(blob) // 2, len(blob) - 1):
         with pytest.raises(ArtifactError):
             _core.load_runtime(blob[:cut])
+
+
+def test_torch_cpu_tensors(compiled: CompiledGrammar) -> None:
+    torch = pytest.importorskip("torch", reason="torch is an optional dependency")
+    matcher = compiled.matcher()
+    bitmask = torch.zeros((2, (compiled.vocab_size + 31) // 32), dtype=torch.int32)
+    matcher.fill_next_token_bitmask(bitmask, 1)
+    assert bitmask_to_ids(bitmask[1].numpy(), compiled.vocab_size) == [0, 11]
+    logits = torch.zeros((2, compiled.vocab_size))
+    apply_token_bitmask_inplace(logits, bitmask)
+    assert torch.isfinite(logits[1]).nonzero().flatten().tolist() == [0, 11]
+    with pytest.raises(ValueError):
+        matcher.fill_next_token_bitmask(bitmask.to(torch.int64))
