@@ -497,8 +497,10 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
             raise NotNegatable(exc.reason) from None
         pieces.append(none + pairs or [False])
     for flat_inner in schema.get("__negated_nots", ()):
-        # not(not B) = B
-        pieces.append([flat_inner])
+        # not(not B) = B, except that B's properties are not "evaluated" (annotations do
+        # not pass through "not"), which "__shadow" tells unevaluatedProperties.
+        shadow = list(flat_inner.get("properties") or {}) if isinstance(flat_inner, dict) else []
+        pieces.append([{**flat_inner, "__shadow": shadow} if shadow else flat_inner])
     handled |= {
         "__negated_nots",
         "__negated_anyof",

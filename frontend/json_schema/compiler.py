@@ -364,7 +364,10 @@ class Compiler:
             flat["__groups"] = groups
         if "not" in s:
             flat["__not"] = [(s["not"], f"{pointer}/not", base)]
-        if "if" in s and ("then" in s or "else" in s):
+        # A lone "if" asserts nothing, but when it passes its properties/items count as
+        # evaluated, which unevaluated* keywords can see.
+        sees_annotations = "unevaluatedProperties" in s or "unevaluatedItems" in s
+        if "if" in s and ("then" in s or "else" in s or sees_annotations):
             flat["__conds"] = [(s["if"], s.get("then", True), s.get("else", True), pointer, base)]
         ref = s.get("$ref", s.get("$dynamicRef"))
         if not isinstance(ref, str) and not s.get("allOf"):
