@@ -170,7 +170,7 @@ const ExitGroup& top_group(const Runtime& rt, int32_t state) {
   ready = cache.top[state].load(std::memory_order_acquire);
   if (ready) return *ready;
   auto group = std::make_unique<ExitGroup>();
-  group->lexeme = rt.dfa_lexeme[state];
+  group->lexeme = rt.dfa_lexeme[state];  // unused: walks take the thread's lexeme
   const size_t base = static_cast<size_t>(state) * 256;
   const uint32_t first = rt.exit_child_offsets[base];
   if (rt.exit_child_offsets[base + 256] > first) {
@@ -184,7 +184,18 @@ const ExitGroup& top_group(const Runtime& rt, int32_t state) {
       }
     }
   }
+  // States with the same exit children (e.g. the trailing-whitespace states of every
+  // punctuation lexeme) share one group, and so its children and levels.
+  uint64_t digest = mix64(group->child_nodes.size());
+  for (uint32_t node : group->child_nodes) digest = mix64(digest ^ node);
+  for (ExitGroup* same : cache.by_content[digest]) {
+    if (same->child_nodes == group->child_nodes && same->child_offsets == group->child_offsets) {
+      cache.top[state].store(same, std::memory_order_release);
+      return *same;
+    }
+  }
   ready = group.get();
+  cache.by_content[digest].push_back(ready);
   cache.owned.push_back(std::move(group));
   cache.top[state].store(ready, std::memory_order_release);
   return *ready;
@@ -333,12 +344,13 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
   return *it->second;
 }
 
-// Follow the group's exits: the tokens that end its lexeme mid-token and go on into whatever
-// the parser expects next (the set reached from `set` by scanning the group's lexeme).
+// Follow the group's exits: the tokens that end `lexeme` (the lexeme the group's nodes were
+// reached in) mid-token and go on into whatever the parser expects next, i.e. the set reached
+// from `set` by scanning `lexeme`.
 void walk_group(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
-                uint32_t set, uint32_t* words) {
+                uint32_t lexeme, uint32_t set, uint32_t* words) {
   if (group.child_nodes.empty()) return;
-  const uint32_t after = advance_set(rt, view, sc, set, group.lexeme);
+  const uint32_t after = advance_set(rt, view, sc, set, lexeme);
   const FollowTable& table = *sc.overlay_follow[after - view.base_sets];
   std::unique_ptr<LevelCache> transient;
   const LevelCache& level = level_of(rt, group, table, transient);
@@ -347,7 +359,9 @@ void walk_group(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
   } else {
     for (uint32_t token : level.tokens) set_bit(words, token);
   }
-  for (const ExitGroup* child : level.deeper) walk_group(rt, view, sc, *child, after, words);
+  for (const ExitGroup* child : level.deeper) {
+    walk_group(rt, view, sc, *child, child->lexeme, after, words);
+  }
 }
 
 // OR the inside sets of all thread states. The union depends only on the set of states, so it
@@ -604,7 +618,8 @@ void Matcher::fill_mask_uncached(uint32_t* words) const {
   for (const Thread& th : threads_) {
     const size_t base = static_cast<size_t>(th.state) * 256;
     if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) {
-      walk_group(rt, view, sc, top_group(rt, th.state), th.origin, words);
+      walk_group(rt, view, sc, top_group(rt, th.state), rt.dfa_lexeme[th.state], th.origin,
+                 words);
     }
   }
   if (frontier_) {

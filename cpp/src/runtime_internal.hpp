@@ -73,6 +73,7 @@ struct GroupCache {
   std::mutex top_mutex;                                // guards `owned`
   std::unique_ptr<std::atomic<ExitGroup*>[]> top;      // per DFA state, built on first use
   std::vector<std::unique_ptr<ExitGroup>> owned;
+  std::unordered_map<uint64_t, std::vector<ExitGroup*>> by_content;  // guarded by top_mutex
   std::atomic<size_t> used{0};
   std::mutex inside_mutex;  // guards `inside_unions`
   std::map<std::vector<int32_t>, std::unique_ptr<std::vector<uint32_t>>> inside_unions;
