@@ -3,7 +3,8 @@
 Modules by concern: :mod:`.options` (JsonSchemaOptions), :mod:`.drafts` (draft detection,
 keyword tables), :mod:`.refs` ($ref resolution), :mod:`.combinators` (allOf merge, not,
 oneOf disjointness), :mod:`.compiler` (driver and per-type dispatch), :mod:`.objects`,
-:mod:`.arrays`, :mod:`.strings`, :mod:`.formats`, :mod:`.numbers`, :mod:`.values`, with
+:mod:`.arrays`, :mod:`.strings`, :mod:`.formats`, :mod:`.numbers`, :mod:`.values`,
+:mod:`.validate` (fixed values against a schema), :mod:`.layout` (separators), with
 :mod:`.automaton` and :mod:`.keys` for exact language operations.
 """
 
