@@ -87,12 +87,14 @@ class _Flattener:
 
     # -- symbols ----------------------------------------------------------------------------
     def nonterminal(self, name: str) -> tuple[str, int]:
+        """The symbol of nonterminal `name`, numbered on first use."""
         if name not in self.nonterminal_ids:
             self.nonterminal_ids[name] = len(self.flat.nonterminal_names)
             self.flat.nonterminal_names.append(name)
         return ("N", self.nonterminal_ids[name])
 
     def lexeme(self, key: str, expr: Expr, lazy: bool = False) -> tuple[str, int]:
+        """The lexeme symbol for `key`, compiling `expr` to a byte DFA on first use."""
         if key not in self.lexeme_ids:
             dfa = _build_dfa(expr, self.terminal_bodies, lazy)
             self.lexeme_ids[key] = len(self.flat.lexeme_names)
@@ -101,6 +103,7 @@ class _Flattener:
         return ("L", self.lexeme_ids[key])
 
     def tokenset(self, ids: Iterable[int]) -> tuple[str, int]:
+        """The token-set symbol matching exactly `ids` (deduplicated by content)."""
         key = tuple(sorted(set(ids)))
         if key not in self.tokenset_ids:
             self.tokenset_ids[key] = len(self.flat.tokensets)
@@ -108,6 +111,7 @@ class _Flattener:
         return ("S", self.tokenset_ids[key])
 
     def add(self, lhs: tuple[str, int], rhs: Sequence[tuple[str, int]]) -> None:
+        """Record the production `lhs -> rhs`."""
         self.flat.productions.append((lhs[1], tuple(rhs)))
 
     def helper(self, key: str) -> tuple[tuple[str, int], bool]:
@@ -120,11 +124,13 @@ class _Flattener:
 
     # -- %ignore (only when the pipeline left it in place) ------------------------------------
     def after_lexeme(self, symbol: tuple[str, int]) -> list[tuple[str, int]]:
+        """`symbol` followed by `(ignore)*` when the grammar still has an ignore set."""
         if not self.ir.ignore:
             return [symbol]
         return [symbol, self.ignore_repeat()]
 
     def ignore_repeat(self) -> tuple[str, int]:
+        """The nonterminal for `(ignore)*` (left-recursive), created on first use."""
         if self.ignore_star is None:
             ignore = self.lexeme("$ignore", Choice(alternatives=tuple(self.ir.ignore)))
             star = self.nonterminal("$ignore*")
@@ -170,6 +176,7 @@ class _Flattener:
         raise CompileError(f"cannot compile expression of kind {expr.kind}")
 
     def reference(self, name: str) -> list[tuple[str, int]]:
+        """Symbols for a reference: a lexeme for terminals and lazy-like rules."""
         rule = self.rules.get(name)
         if rule is None:
             raise CompileError(f"reference to undefined rule {name}")
@@ -185,6 +192,7 @@ class _Flattener:
         return [self.nonterminal(name)]
 
     def repeat(self, expr: Repeat) -> list[tuple[str, int]]:
+        """Symbols for `item{min,max}`: min copies, then a star or an optional chain."""
         bound = expr.max if expr.max is not None else expr.min
         if bound > MAX_REPEAT_EXPANSION:
             raise CompileError(f"repetition bound {bound} exceeds {MAX_REPEAT_EXPANSION}")
@@ -212,6 +220,7 @@ class _Flattener:
         return out
 
     def token_ids(self, expr: TokenSet) -> list[int]:
+        """The vocabulary ids a TokenSet matches (padding ids never)."""
         count = len(self.vocab.tokens)
         if expr.wildcard:
             return list(range(count))
@@ -223,10 +232,12 @@ class _Flattener:
         return sorted(chosen)
 
     def special_ids(self, text: str) -> list[int]:
+        """The ids whose token bytes equal `text` (SpecialToken resolution)."""
         return list(self.vocab.ids_for_text(text))
 
     # -- whole grammar ----------------------------------------------------------------------
     def run(self) -> FlatGrammar:
+        """Flatten the start rule and every rule reachable from it."""
         start = self.nonterminal("$start")
         self.flat.start = start[1]
         prefix = []
