@@ -1,6 +1,6 @@
 """The gramkiln intermediate representation: pydantic models, text form, msgpack form."""
 
-from .grammar import (
+from gramkiln.ir.grammar import (
     IR_VERSION,
     GrammarIR,
     GrammarOptions,
@@ -11,7 +11,7 @@ from .grammar import (
     strip_spans,
     walk,
 )
-from .nodes import (
+from gramkiln.ir.nodes import (
     Bytes,
     CharClass,
     Choice,
@@ -27,8 +27,8 @@ from .nodes import (
     SpecialToken,
     TokenSet,
 )
-from .serialize import ir_from_msgpack, ir_to_msgpack
-from .text import parse_expr, parse_grammar, print_expr, print_grammar, print_rule
+from gramkiln.ir.serialize import ir_from_msgpack, ir_to_msgpack
+from gramkiln.ir.text import parse_expr, parse_grammar, print_expr, print_grammar, print_rule
 
 __all__ = [
     "IR_VERSION",

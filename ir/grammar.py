@@ -6,9 +6,7 @@ import math
 import re
 from collections.abc import Iterator
 
-from pydantic import model_validator
-
-from .nodes import (
+from gramkiln.ir.nodes import (
     Bytes,
     CharClass,
     Choice,
@@ -25,6 +23,7 @@ from .nodes import (
     TokenSet,
     normalise_ranges,
 )
+from pydantic import model_validator
 
 IR_VERSION = 1
 CAPTURE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -224,7 +223,7 @@ def _terminal_cycles(grammar: GrammarIR, where: str) -> Iterator[str]:
         state[name] = 1
         for nxt in edges[name]:
             if state.get(nxt) == 1:
-                cycle = path[path.index(nxt):] + [nxt] if nxt in path else [name, nxt]
+                cycle = path[path.index(nxt) :] + [nxt] if nxt in path else [name, nxt]
                 yield f"{where}terminal {nxt} is recursive: {' -> '.join(cycle)}"
             elif nxt not in state:
                 yield from visit(nxt, path + [nxt])

@@ -7,7 +7,8 @@ optional and never take part in the canonical text form.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal as TypingLiteral, Union
+from typing import Annotated
+from typing import Literal as TypingLiteral
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -86,7 +87,9 @@ class CharClass(Node):
 
     @classmethod
     def of(
-        cls, ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...], negated: bool = False,
+        cls,
+        ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...],
+        negated: bool = False,
         span: Span | None = None,
     ) -> CharClass:
         """Build a class from ranges in any order, merging overlaps and neighbours."""
@@ -188,7 +191,17 @@ class Embed(Node):
 
 
 Expr = Annotated[
-    Union[Empty, Literal, Bytes, CharClass, Seq, Choice, Repeat, Ref, TokenSet, SpecialToken, Embed],
+    Empty
+    | Literal
+    | Bytes
+    | CharClass
+    | Seq
+    | Choice
+    | Repeat
+    | Ref
+    | TokenSet
+    | SpecialToken
+    | Embed,
     Field(discriminator="kind"),
 ]
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import msgpack
+from gramkiln.ir.grammar import IR_VERSION, GrammarIR
 from pydantic import ValidationError
 
 from gramkiln.errors import IRError
-
-from .grammar import IR_VERSION, GrammarIR
 
 IR_MAGIC = "gramkiln-ir"
 

@@ -26,10 +26,8 @@ from __future__ import annotations
 import json
 import re
 
-from gramkiln.errors import IRError
-
-from .grammar import IR_VERSION, GrammarIR, GrammarOptions, Rule, RuleOptions, Subgrammar
-from .nodes import (
+from gramkiln.ir.grammar import IR_VERSION, GrammarIR, GrammarOptions, Rule, RuleOptions, Subgrammar
+from gramkiln.ir.nodes import (
     Bytes,
     CharClass,
     Choice,
@@ -43,6 +41,8 @@ from .nodes import (
     SpecialToken,
     TokenSet,
 )
+
+from gramkiln.errors import IRError
 
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_\-.:]*")
 _CLASS_LITERAL = {chr(c) for c in range(0x21, 0x7F)} - set("\\]-^[")
@@ -351,7 +351,9 @@ class _Reader:
                 alternatives.append(self.take_seq())
             else:
                 break
-        return alternatives[0] if len(alternatives) == 1 else Choice(alternatives=tuple(alternatives))
+        return (
+            alternatives[0] if len(alternatives) == 1 else Choice(alternatives=tuple(alternatives))
+        )
 
     def take_seq(self) -> Expr:
         items: list[Expr] = []

@@ -44,9 +44,7 @@ class GrammarError(GramkilnError, RuntimeError):
         return f"{head}\n{self.source_line}\n{caret}"
 
     @classmethod
-    def at(
-        cls, language: str, message: str, source: str, offset: int
-    ) -> GrammarError:
+    def at(cls, language: str, message: str, source: str, offset: int) -> GrammarError:
         """Build an error located at character `offset` of `source` (0-based)."""
         offset = max(0, min(offset, len(source)))
         line_start = source.rfind("\n", 0, offset) + 1

@@ -167,8 +167,8 @@ def grammars(
     terminal_names = [f"T{i}" for i in range(draw(st.integers(0, max_terminals)))]
     rules: list[Rule] = []
     for index, name in enumerate(terminal_names):
-        body = draw(terminal_exprs(terminal_names[:index], alphabet, max_leaves=3))
-        rules.append(Rule(name=name, body=body, terminal=True))
+        terminal_body = draw(terminal_exprs(terminal_names[:index], alphabet, max_leaves=3))
+        rules.append(Rule(name=name, body=terminal_body, terminal=True))
 
     rule_names = ["start"] + [f"r{i}" for i in range(1, draw(st.integers(1, max_rules)))]
     lexeme_like = set()
@@ -315,7 +315,10 @@ def _with_span(strategy: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
 
 
 _UNICODE_TEXT = st.text(
-    st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=4
+    # hypothesis types the categories as a union of Literal strings, which a tuple defeats
+    st.characters(codec="utf-8", exclude_categories=("Cs",)),  # type: ignore[arg-type]
+    min_size=0,
+    max_size=4,
 )
 
 
