@@ -128,6 +128,8 @@ def _matcher(grammar: gramkiln.Grammar, engine: str) -> Any:
                 return bool(matcher.accept_string(text)) and bool(matcher.is_accepting())
 
             return runtime_accepts
+        except _OutOfTime:
+            raise
         except Exception:
             if engine == "runtime":
                 raise
@@ -177,9 +179,23 @@ def run_case(
         return
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.setitimer(signal.ITIMER_REAL, args.compile_budget)
+    try:
+        accepts = _matcher(grammar, args.engine)
+    except _OutOfTime:
+        tally.errors += 1
+        tally.by_keyword.update(["(runtime compile timeout)"])
+        tally.failures.append(f"TIMEOUT {case.name}: runtime compile over {args.compile_budget}s")
+        return
+    except Exception as exc:  # the runtime could not compile this grammar: listed, run goes on
+        tally.errors += 1
+        tally.by_keyword.update([f"(runtime: {type(exc).__name__})"])
+        tally.failures.append(f"RUNTIME {case.name}: {type(exc).__name__}: {str(exc)[:200]}")
+        return
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
     tally.compiled += 1
     tally.compile_seconds.append(time.perf_counter() - started)
-    accepts = _matcher(grammar, args.engine)
     deadline = time.perf_counter() + args.budget
     for data, valid, description in case.tests:
         if time.perf_counter() > deadline:

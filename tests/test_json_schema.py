@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from gramkiln.frontend.json_schema import JsonSchemaOptions, json_schema_grammar
+from gramkiln.frontend.json_schema.objects import _tracked_required_count
 
 from gramkiln import Grammar
 
@@ -565,7 +566,7 @@ def test_schema_order_and_optional_properties_are_linear() -> None:
         "properties": {n: {"type": "integer"} for n in names},
         "additionalProperties": False,
     }
-    ir = json_schema_grammar(schema)
+    ir = json_schema_grammar(schema, JsonSchemaOptions(property_order="schema"))
     assert len(ir.rules) < 200
     grammar = Grammar(ir)
     assert grammar.accepts(json.dumps({"p3": 1, "p17": 2, "p29": 3}))
@@ -576,7 +577,7 @@ def test_schema_order_and_optional_properties_are_linear() -> None:
 
 def test_additional_keys_anywhere_between_declared_ones() -> None:
     schema = {"properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a"]}
-    grammar = _grammar(schema)
+    grammar = _grammar(schema, property_order="schema")
     assert grammar.accepts(json.dumps({"a": 1, "z": 2, "y": 3}))
     assert grammar.accepts(json.dumps({"z": 2, "a": 1, "y": [], "b": 0}))
     assert not grammar.accepts(json.dumps({"b": 0, "a": 1}))  # declared ones keep their order
@@ -623,3 +624,65 @@ def test_ir_is_made_of_ir_nodes_only() -> None:
     ir = json_schema_grammar({"type": "object", "properties": {"a": {"type": "string"}}})
     assert ir.start == "start"
     ir.verify()
+
+
+def test_default_order_is_any_and_stays_small_for_many_optional_properties() -> None:
+    """30 optional properties: any key order, rules still linear (untracked members share a rule)."""
+    names = [f"p{i}" for i in range(30)]
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "integer"} for n in names},
+        "additionalProperties": False,
+    }
+    ir = json_schema_grammar(schema)
+    assert len(ir.rules) < 200
+    grammar = Grammar(ir)
+    assert grammar.accepts(json.dumps({"p17": 2, "p3": 1, "p29": 3}))
+    assert grammar.accepts(json.dumps({n: 0 for n in reversed(names)}))
+    assert not grammar.accepts(json.dumps({"p17": "x", "p3": 1}))
+    assert not grammar.accepts(json.dumps({"p3": 1, "p3x": 1}))
+
+
+def test_few_properties_in_any_order_are_each_written_at_most_once() -> None:
+    schema = {"properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a"]}
+    grammar = _grammar(schema)
+    assert grammar.accepts(json.dumps({"b": 0, "z": 2, "a": 1}))
+    assert not grammar.accepts('{"a": 1, "a": 2}')
+    assert not grammar.accepts(json.dumps({"b": 0}))
+
+
+def test_many_required_properties_keep_schema_order_beyond_the_bound_with_a_warning() -> None:
+    names = [f"r{i}" for i in range(20)]
+    schema = {
+        "type": "object",
+        "properties": {"inner": {"properties": {n: {"type": "integer"} for n in names}}},
+    }
+    schema["properties"]["inner"]["required"] = names
+    with pytest.warns(UserWarning, match="#/properties/inner: 20 required properties"):
+        grammar = _grammar(schema)
+    tracked = _tracked_required_count(len(names))
+    assert 0 < tracked < len(names)
+    in_order = {n: 1 for n in names}
+    assert grammar.accepts(json.dumps({"inner": in_order}))
+    # The tracked (first) required keys may move anywhere, the rest keep their order.
+    moved = {**{n: 1 for n in names[tracked:]}, **{n: 1 for n in reversed(names[:tracked])}}
+    assert grammar.accepts(json.dumps({"inner": moved}))
+    swapped = dict(in_order)
+    del swapped[names[-2]]
+    swapped[names[-2]] = 1
+    assert not grammar.accepts(json.dumps({"inner": swapped}))
+    missing = {n: 1 for n in names[1:]}
+    assert not grammar.accepts(json.dumps({"inner": missing}))
+
+
+def test_too_many_states_for_any_order_fall_back_to_schema_order_with_a_warning() -> None:
+    names = [f"p{i}" for i in range(8)]
+    schema = {
+        "properties": {n: {"type": "integer"} for n in names},
+        "minProperties": 1,
+        "maxProperties": 40,
+    }
+    with pytest.warns(UserWarning, match="#: declared properties must follow the schema order"):
+        grammar = _grammar(schema)
+    assert grammar.accepts(json.dumps({"p1": 1, "p5": 2}))
+    assert not grammar.accepts("{}")

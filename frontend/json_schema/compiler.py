@@ -133,6 +133,13 @@ class Compiler:
         self.warnings.append(text)
         warnings.warn(text, stacklevel=4)
 
+    def note(self, pointer: str, message: str) -> None:
+        """Record (and warn about) a place where the grammar differs from the schema's
+        meaning in a stated way that is not a missing keyword (e.g. a forced key order)."""
+        text = f"{LANGUAGE} at {pointer}: {message}"
+        self.warnings.append(text)
+        warnings.warn(text, stacklevel=5)
+
     # -- rules ------------------------------------------------------------------------------
     def new_name(self, hint: str) -> str:
         """A fresh rule name derived from a location hint."""

@@ -16,7 +16,7 @@ which is exact but exponential, so it is limited to a handful of declared proper
 from __future__ import annotations
 
 from itertools import combinations
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gramkiln.frontend.json_schema.automaton import (
     AutomatonTooLarge,
@@ -27,7 +27,7 @@ from gramkiln.frontend.json_schema.automaton import (
     is_empty,
 )
 from gramkiln.frontend.json_schema.combinators import canonical
-from gramkiln.frontend.json_schema.exprs import NEVER, is_never, lit, seq
+from gramkiln.frontend.json_schema.exprs import NEVER, choice, is_never, lit, seq
 from gramkiln.frontend.json_schema.keys import (
     any_string_dfa,
     not_words_dfa,
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 MAX_PATTERN_PROPERTIES = 4
 MAX_WITNESSES = 3
 MAX_ANY_ORDER_PROPERTIES = 8
+# Bound on (required keys in schema order + 1) * 2**(required keys tracked as a set).
+TRACKED_STATE_BUDGET = 512
 
 
 def _all_of(schemas: list[Any]) -> Any:
@@ -62,7 +64,6 @@ def object_expr(
     """The expression for objects valid against a flat schema."""
     from gramkiln.frontend.json_schema.compiler import Unsupported
 
-    layout = compiler.layout
     options = compiler.options
     properties: dict[str, Any] = dict(flat.get("properties") or {})
     required = [r for r in flat.get("required", ()) if isinstance(r, str)]
@@ -122,34 +123,15 @@ def object_expr(
         compiler, all_names, patterns, additional, names_dfa, names_key, pointer
     )
 
-    # In "schema" order the declared properties form the ordered chain; names that only
-    # `required` mentions (and, in "any" order, every declared name) are free members,
-    # written in any order alongside the additional keys, which may come anywhere.
     members = [
         (
-            name in properties and options.property_order == "schema",
             json_string_literal(name),
             compiler.value_ref(schema, f"{pointer}/properties/{_escape(name)}", base, depth + 1),
             is_required,
+            name in properties,
         )
         for name, schema, is_required in declared
     ]
-    ordered = [(key, value, req) for in_chain, key, value, req in members if in_chain]
-    free = [(key, value, req) for in_chain, key, value, req in members if not in_chain]
-    # Free members are tracked (each at most once) while there are few; beyond that only the
-    # required ones are, and optional ones may repeat, each occurrence validated by its
-    # schema (a duplicate key, which JSON parsers collapse, is then accepted).
-    tracked = set(range(len(free)))
-    if len(free) > MAX_ANY_ORDER_PROPERTIES:
-        tracked = {i for i, (_, _, req) in enumerate(free) if req}
-        if len(tracked) > MAX_ANY_ORDER_PROPERTIES or min_count or max_count is not None:
-            compiler.unsupported(
-                pointer,
-                ["required" if len(tracked) > MAX_ANY_ORDER_PROPERTIES else "minProperties"],
-                f"at most {MAX_ANY_ORDER_PROPERTIES} properties can be tracked in any order "
-                f"(here {len(free)})",
-            )
-    free_required = frozenset(i for i, (_, _, req) in enumerate(free) if req)
     group_values = [
         (key_expr, compiler.value_ref(schema, f"{pointer}/additionalProperties", base, depth + 1))
         for key_expr, schema, _ in groups
@@ -163,20 +145,155 @@ def object_expr(
         witness_variants = _witness_variants(
             compiler, witnesses, declared, groups, pointer, base, depth
         )
-    all_witnesses = frozenset(range(len(witnesses)))
+    counted = bool(min_count) or max_count is not None
+
+    def build(plan: _MemberPlan) -> Expr:
+        return _member_chain(
+            compiler,
+            plan,
+            group_values,
+            witness_variants,
+            len(witnesses),
+            min_count,
+            max_count,
+            pointer,
+            depth,
+        )
+
+    if options.property_order == "schema":
+        try:
+            return seq(lit("{"), build(_schema_order_plan(members)))
+        except Unsupported as exc:
+            raise compiler.error(pointer, exc.reason) from None
+    plan, order_note = _any_order_plan(members)
+    notes = [order_note] if order_note else []
+    if counted and len(plan.tracked) < len(plan.free):
+        notes.append(
+            "optional keys are not tracked, so a repeated key counts twice for "
+            "minProperties/maxProperties"
+        )
+    before = set(compiler.rules)
+    try:
+        body = build(plan)
+    except Unsupported as exc:
+        # Too many states for any order: drop the half-built rules and write the declared
+        # properties in schema order, saying so.
+        for name in set(compiler.rules) - before:
+            del compiler.rules[name]
+        notes = [f"declared properties must follow the schema order ({exc.reason} otherwise)"]
+        try:
+            body = build(_schema_order_plan(members))
+        except Unsupported as inner:
+            raise compiler.error(pointer, inner.reason) from None
+    for note in notes:
+        compiler.note(pointer, note)
+    return seq(lit("{"), body)
+
+
+# A declared member: (key expression, value expression, required, named in `properties`).
+_Member = tuple[Expr, Expr, bool, bool]
+
+
+class _MemberPlan(NamedTuple):
+    """How the declared members of an object are laid out.
+
+    ``ordered`` members come in this order (optional ones may be skipped); ``free`` members
+    may come anywhere between them, each of the ``tracked`` ones (indexes into ``free``) at
+    most once, the others as often as they like (each occurrence validated).
+    """
+
+    ordered: list[tuple[Expr, Expr, bool]]
+    free: list[tuple[Expr, Expr, bool]]
+    tracked: frozenset[int]
+
+
+def _schema_order_plan(members: list[_Member]) -> _MemberPlan:
+    """Declared properties in declaration order; names only `required` mentions are free."""
+    ordered = [(key, value, req) for key, value, req, declared in members if declared]
+    free = [(key, value, req) for key, value, req, declared in members if not declared]
+    return _MemberPlan(ordered, free, frozenset(range(len(free))))
+
+
+def _tracked_required_count(required: int) -> int:
+    """How many required keys can be tracked as a set when the rest follow schema order.
+
+    The chain has (untracked required + 1) * 2**tracked key states; keeping that under
+    ``TRACKED_STATE_BUDGET`` bounds the grammar while tracking as many as possible.
+    """
+    best = 0
+    for tracked in range(min(required, MAX_ANY_ORDER_PROPERTIES) + 1):
+        if (required - tracked + 1) * 2**tracked <= TRACKED_STATE_BUDGET:
+            best = tracked
+    return best
+
+
+def _any_order_plan(members: list[_Member]) -> tuple[_MemberPlan, str | None]:
+    """Declared members in any order, and a note when some required ones must keep the
+    schema order.
+
+    Up to ``MAX_ANY_ORDER_PROPERTIES`` members are all tracked (each at most once: exact).
+    Beyond that optional members are untracked (a repeated optional key is accepted, each
+    occurrence validated, so the object a JSON parser builds is still valid); required ones
+    are tracked while the state budget allows and the rest are written in schema order.
+    """
+    items = [(key, value, req) for key, value, req, _ in members]
+    if len(items) <= MAX_ANY_ORDER_PROPERTIES:
+        return _MemberPlan([], items, frozenset(range(len(items)))), None
+    required = [item for item in items if item[2]]
+    optional = [item for item in items if not item[2]]
+    keep = _tracked_required_count(len(required))
+    free = required[:keep] + optional
+    plan = _MemberPlan(required[keep:], free, frozenset(range(keep)))
+    if keep == len(required):
+        return plan, None
+    note = (
+        f"{len(required)} required properties: the first {keep} may come in any order, "
+        f"the other {len(required) - keep} must follow the schema order"
+    )
+    return plan, note
+
+
+def _member_chain(
+    compiler: Compiler,
+    plan: _MemberPlan,
+    group_values: list[tuple[Expr, Expr]],
+    witness_variants: list[tuple[Expr, Expr, frozenset[int]]],
+    witness_count: int,
+    min_count: int,
+    max_count: int | None,
+    pointer: str,
+    depth: int,
+) -> Expr:
+    """The chain of rules after ``{``: members laid out by ``plan``, then ``}``."""
+    layout = compiler.layout
+    ordered, free, tracked = plan
+    free_required = frozenset(i for i, (_, _, req) in enumerate(free) if req)
+    all_witnesses = frozenset(range(witness_count))
     cap = max_count if max_count is not None else max(min_count, 1)
+    untracked = [(key, value) for i, (key, value, _) in enumerate(free) if i not in tracked]
+    # Untracked members share one rule (the choice of their key/value pairs) so that each
+    # state costs one alternative for all of them, not one per property.
+    untracked_pairs: Expr = NEVER
+    if untracked:
+        pairs = [seq(key, layout.key_separator(), value) for key, value in untracked]
+        untracked_pairs = compiler.add_rule(compiler.new_name(f"{pointer}/members"), choice(*pairs))
 
     def member(name_expr: Expr, value: Expr, count: int) -> Expr:
         if is_never(value) or is_never(name_expr):
             return NEVER
-        separator = layout.open_first(depth) if count == 0 else layout.item_separator(depth)
-        return seq(separator, name_expr, layout.key_separator(), value)
+        return seq(separator(count), name_expr, layout.key_separator(), value)
+
+    def separator(count: int) -> Expr:
+        return layout.open_first(depth) if count == 0 else layout.item_separator(depth)
 
     def bump(count: int) -> int:
         return min(count + 1, cap)
 
     def room(count: int) -> bool:
         return max_count is None or count < max_count
+
+    ordered_keys = {key for key, _, _ in ordered}
+    declared_keys = ordered_keys | {key for key, _, _ in free}
 
     def moves(state: Any) -> list[tuple[Expr, Any]]:
         position, count, used, seen = state
@@ -195,18 +312,21 @@ def object_expr(
         if not room(count):
             return out
         # Free members and additional keys may come anywhere between the ordered ones.
-        ordered_keys = {key for key, _, _ in ordered}
         for index, (key_expr, value, _) in enumerate(free):
-            if index not in used:
-                after = used | {index} if index in tracked else used
+            if index in used:
+                continue
+            after = used | {index} if index in tracked else used
+            if index in tracked:
                 out.append((member(key_expr, value, count), (position, bump(count), after, seen)))
-                for w_key, w_value, satisfied in witness_variants:
-                    if w_key == key_expr:
-                        nxt = (position, bump(count), after, seen | satisfied)
-                        out.append((member(key_expr, w_value, count), nxt))
+            for w_key, w_value, satisfied in witness_variants:
+                if w_key == key_expr:
+                    nxt = (position, bump(count), after, seen | satisfied)
+                    out.append((member(key_expr, w_value, count), nxt))
+        if untracked:
+            nxt = (position, bump(count), used, seen)
+            out.append((seq(separator(count), untracked_pairs), nxt))
         for key_expr, value in group_values:
             out.append((member(key_expr, value, count), (position, bump(count), used, seen)))
-        declared_keys = ordered_keys | {key for key, _, _ in free}
         for w_key, w_value, satisfied in witness_variants:
             if w_key not in declared_keys:
                 nxt = (position, bump(count), used, seen | satisfied)
@@ -221,12 +341,8 @@ def object_expr(
             return None
         return layout.close_nonempty("}", depth) if count else layout.close_empty("}", depth)
 
-    try:
-        start = (0, 0, frozenset(), frozenset())
-        body = compiler.chain(f"{pointer}/object", start, moves, end)
-    except Unsupported as exc:
-        raise compiler.error(pointer, exc.reason) from None
-    return seq(lit("{"), body)
+    start = (0, 0, frozenset(), frozenset())
+    return compiler.chain(f"{pointer}/object", start, moves, end)
 
 
 def _escape(name: str) -> str:

@@ -11,8 +11,8 @@ class JsonSchemaOptions(BaseModel):
     """How the generated JSON is laid out and how the schema's keywords are interpreted.
 
     The defaults reproduce ``json.dumps(value)`` exactly: ``", "`` between items, ``": "``
-    between key and value, no other whitespace, properties in the order the schema declares
-    them, and JSON Schema's own meaning of ``additionalProperties`` (allowed unless forbidden).
+    between key and value, no other whitespace, declared properties in any order, and JSON
+    Schema's own meaning of ``additionalProperties`` (allowed unless forbidden).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -40,7 +40,9 @@ class JsonSchemaOptions(BaseModel):
         False, description="no properties beyond those declared (additionalProperties: false)"
     )
     property_order: Literal["schema", "any"] = Field(
-        "schema", description="schema: declared order; any: declared properties in any order"
+        "any",
+        description="any: declared properties in any order (required ones beyond a bound keep "
+        "the schema order, with a warning); schema: declared order",
     )
     coerce_one_of: bool = Field(
         False, description="treat oneOf whose branches may overlap as anyOf (with a warning)"
