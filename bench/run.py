@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    python bench/run.py                          # all Lark workloads, all installed engines
+    python bench/run.py                          # all workloads, all installed engines
     python bench/run.py --engines gramkiln,llguidance --workloads json --compile-repeats 5
-    python bench/run.py --maskbench 34           # also a fixed sample of MaskBench schemas
+    python bench/run.py --workloads maskbench    # the 34 fixed MaskBench schemas only
     python bench/run.py --json-out /tmp/bench.json
 
 Every engine gets the same vocabulary (Llama 3, 128,256 ids, from the quicktok-v1 package;
@@ -41,6 +41,9 @@ import numpy as np
 
 BENCH_DIR = Path(__file__).resolve().parent
 LARK_WORKLOADS = ("json", "clike", "toolcall")
+# The standard JSON Schema workload: this many MaskBench schemas, always the same ones.
+MASKBENCH_WORKLOAD = "maskbench"
+MASKBENCH_SAMPLE = 34
 MASKBENCH_DIR = BENCH_DIR.parent.parent / "shared" / "data" / "maskbench"
 ENGINE_NAMES = ("gramkiln", "xgrammar", "llguidance", "glrmask", "outlines-core")
 
@@ -709,13 +712,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vocab", default="llama3", help="vocabulary spec (default llama3)")
     parser.add_argument("--engines", default=",".join(ENGINE_NAMES), help="comma-separated")
-    parser.add_argument("--workloads", default=",".join(LARK_WORKLOADS), help="Lark workloads")
+    parser.add_argument(
+        "--workloads",
+        default=",".join((*LARK_WORKLOADS, MASKBENCH_WORKLOAD)),
+        help=f"Lark workloads and/or {MASKBENCH_WORKLOAD!r} (the fixed sample of "
+        f"{MASKBENCH_SAMPLE} MaskBench schemas)",
+    )
     parser.add_argument(
         "--maskbench",
         type=int,
-        default=0,
+        default=MASKBENCH_SAMPLE,
         metavar="N",
-        help="add a fixed sample of N MaskBench JSON schemas (default 0)",
+        help=f"sample size of the {MASKBENCH_WORKLOAD!r} workload (default {MASKBENCH_SAMPLE}; "
+        "0 = leave it out)",
     )
     parser.add_argument("--compile-repeats", type=int, default=3)
     parser.add_argument(
@@ -729,8 +738,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     engines_wanted = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = [e for e in engines_wanted if e not in ENGINES]
-    lark_names = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    unknown += [w for w in lark_names if w not in LARK_WORKLOADS]
+    workload_names = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown += [w for w in workload_names if w not in (*LARK_WORKLOADS, MASKBENCH_WORKLOAD)]
+    lark_names = [w for w in workload_names if w in LARK_WORKLOADS]
     if unknown:
         parser.error(f"unknown engine/workload: {', '.join(unknown)}")
     if args.compile_repeats < 1:
@@ -744,7 +754,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(loaded in {time.perf_counter() - started:.1f} s)"
     )
     lark = lark_workloads(lark_names)
-    schemas = maskbench_workloads(args.maskbench)
+    wants_schemas = MASKBENCH_WORKLOAD in workload_names
+    schemas = maskbench_workloads(args.maskbench) if wants_schemas else []
     workloads = lark + schemas
     tokenized = {}
     for workload in workloads:
