@@ -66,10 +66,13 @@ def mask_ids(matcher, vocab_size: int) -> list[int]:
     return bitmask_to_ids(bitmask[0], vocab_size)
 
 
-def check_string(ir: GrammarIR, text: bytes) -> None:
-    """Masks agree at every byte position while the prefix is viable; acceptance agrees."""
+def check_string(ir: GrammarIR, text: bytes, compiled=None) -> None:
+    """Masks agree at every byte position while the prefix is viable; acceptance agrees.
+
+    `compiled` lets several strings share one compiled grammar, and so its run-time caches.
+    """
     oracle = oracle_for(ir)
-    compiled = compile_grammar(ir, VOCAB)
+    compiled = compiled if compiled is not None else compile_grammar(ir, VOCAB)
     matcher = compiled.matcher()
     assert mask_ids(matcher, compiled.vocab_size) == expected_ids(oracle, b"")
     for end in range(1, len(text) + 1):
@@ -125,6 +128,28 @@ def grammar(text: str) -> GrammarIR:
 )
 def test_hand_written_cases(source: str, text: str) -> None:
     check_string(grammar(source), text.encode("utf-8"))
+
+
+NESTED = (
+    'rule start = item ("," item)*\n'
+    'rule item = "a" | "b" "a"* | "(" item ")" | "(" item "," item ")" | "a" "(" item ")"\n'
+)
+
+
+def test_walk_cache_reused_under_different_stacks() -> None:
+    """Exit walks are cached by a bounded-depth structural hash of their origin set: the same
+    local shape under different enclosing parentheses (so different stacks below) must still
+    give the brute-force mask, including tokens like `))` and `),` that close several levels.
+    The strings share one compiled grammar so later ones hit entries earlier ones stored."""
+    ir = grammar(NESTED)
+    compiled = compile_grammar(ir, VOCAB)
+    for text in [
+        "(a),((a)),(((a),a))",
+        "a((a)),(a,(b)),ba",
+        "((a,(a)),a),(a,a(a))",
+        "(((a))),a(((a),b)),a",
+    ]:
+        check_string(ir, text.encode("utf-8"), compiled)
 
 
 def test_special_tokens_and_eos() -> None:

@@ -103,7 +103,7 @@ inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
 
 // Closes the set that starts at chart.items[begin] (the current set, index `self`).
 void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t begin,
-               uint32_t self, KeySet& seen) {
+               uint32_t self, KeySet& seen, std::vector<uint32_t>* reads) {
   auto add = [&](uint32_t dotted, uint32_t origin) {
     if (seen.insert(item_key(dotted, origin))) chart.items.push_back(Item{dotted, origin});
   };
@@ -115,6 +115,7 @@ void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t be
       const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[item.dotted]];
       uint32_t local;
       const Chart& origin_chart = view.chart_of(item.origin, &local);
+      if (reads) reads->push_back(item.origin);
       // The origin set is closed and indexed; `chart` may be the same object and grow, so
       // items are copied out before adding.
       for_waiting(origin_chart, local, lhs, [&](const Item waiting) {
@@ -133,10 +134,37 @@ void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t be
   }
 }
 
+// Depth hashes of the main-chart set `self` (items [begin, end)); see Chart::depth_hash.
+void hash_set_depths(const Runtime& rt, Chart& chart, uint32_t self, size_t begin) {
+  constexpr uint32_t depths = Chart::kDepthHashes;
+  chart.depth_hash.resize(static_cast<size_t>(self) * depths * 2);
+  for (uint32_t d = 1; d <= depths; ++d) {
+    uint64_t lo = 0x452821e638d01377ull + d, hi = 0xbe5466cf34e90c6cull ^ d;
+    for (size_t i = begin; i < chart.items.size(); ++i) {
+      const Item item = chart.items[i];
+      if (rt.dotted_next[item.dotted] == kComplete) continue;  // finished: no future effect
+      uint64_t origin_lo = 0xc0ac29b7c97c50ddull, origin_hi = 0x3f84d5b5b5470917ull;  // H_0
+      if (item.origin == self) {
+        origin_lo = 0x9216d5d98979fb1bull;  // the set itself
+        origin_hi = 0xd1310ba698dfb5acull;
+      } else if (d > 1) {
+        const size_t at = (static_cast<size_t>(item.origin) * depths + (d - 2)) * 2;
+        origin_lo = chart.depth_hash[at];
+        origin_hi = chart.depth_hash[at + 1];
+      }
+      lo += mix64(mix64(item.dotted + 0x7654321ull) ^ origin_lo);
+      hi += mix64(mix64(item.dotted ^ 0x3210fedcbaull) + origin_hi * 0x2545f4914f6cdd1dull);
+    }
+    chart.depth_hash.push_back(mix64(lo));
+    chart.depth_hash.push_back(mix64(hi ^ lo));
+  }
+}
+
 }  // namespace
 
 uint32_t build_earley_set(const Runtime& rt, ChartView& view,
-                          const std::vector<std::pair<uint32_t, uint32_t>>& scans, KeySet& seen) {
+                          const std::vector<std::pair<uint32_t, uint32_t>>& scans, KeySet& seen,
+                          std::vector<uint32_t>* reads) {
   Chart& chart = *view.top;
   const uint32_t self = view.num_sets();
   const size_t begin = chart.items.size();
@@ -144,14 +172,16 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
   for (const auto& [origin, symbol] : scans) {
     uint32_t local;
     const Chart& origin_chart = view.chart_of(origin, &local);
+    if (reads) reads->push_back(origin);
     for_waiting(origin_chart, local, symbol, [&](const Item waiting) {
       if (seen.insert(item_key(waiting.dotted + 1, waiting.origin))) {
         chart.items.push_back(Item{waiting.dotted + 1, waiting.origin});
       }
     });
   }
-  close_set(rt, view, chart, begin, self, seen);
+  close_set(rt, view, chart, begin, self, seen, reads);
   hash_new_set(rt, view, chart, self, begin);
+  if (view.base == nullptr) hash_set_depths(rt, chart, self, begin);
   index_new_set(rt, chart, begin);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
   return self;
@@ -171,8 +201,10 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
     }
   }
   ChartView view{nullptr, &chart, 0};
-  close_set(rt, view, chart, 0, 0, seen);
+  chart.depth_hash.clear();
+  close_set(rt, view, chart, 0, 0, seen, nullptr);
   hash_new_set(rt, view, chart, 0, 0);
+  hash_set_depths(rt, chart, 0, 0);
   index_new_set(rt, chart, 0);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
 }

@@ -86,6 +86,15 @@ struct GroupCache {
   std::mutex mask_mutex;  // guards `masks` and `mask_bytes`
   std::unordered_map<std::pair<uint64_t, uint64_t>, std::vector<uint32_t>, KeyHash> masks;
   size_t mask_bytes = 0;
+  // Exit walks of the lexer threads sharing one origin set, by (their states, depth d, H_d of
+  // the origin set); see fill_mask_uncached. Sparse token lists when short, else bitsets.
+  std::mutex walk_mutex;  // guards `walks` and `walk_bytes`
+  struct WalkResult {
+    bool dense = false;
+    std::vector<uint32_t> data;  // token ids, or mask words when dense
+  };
+  std::unordered_map<std::pair<uint64_t, uint64_t>, WalkResult, KeyHash> walks;
+  size_t walk_bytes = 0;
   std::mutex follow_mutex;  // guards `follows`
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
 };
@@ -173,6 +182,14 @@ struct Scratch {
   std::unordered_map<uint64_t, uint32_t> next_set;
   std::vector<std::vector<uint32_t>> overlay_lexemes;
   std::vector<const FollowTable*> overlay_follow;  // per overlay set
+  // Per overlay set, the main-chart sets its contents depend on (sorted, distinct): the sets
+  // read to build it and those its overlay ancestors depend on.
+  std::vector<std::vector<uint32_t>> overlay_touched;
+  std::vector<uint32_t> reads;        // build_earley_set's record for one build
+  std::vector<uint32_t> walk_touched;  // main-chart sets one cached walk depends on
+  std::vector<uint32_t> walk_bits;     // the tokens of one cached walk
+  std::vector<std::pair<uint32_t, uint32_t>> hop_frontier;  // (set, hops) during a BFS
+  std::unordered_map<uint32_t, uint32_t> hops;              // set -> origin hops from the root
   std::vector<uint32_t> sorted_lexemes;
   std::vector<int32_t> thread_states;
 };
@@ -181,8 +198,12 @@ Scratch& thread_scratch();
 
 // Append to view.top a new Earley set: the items of the given (origin set, symbol) scans moved
 // past the symbol, closed under prediction and completion. Returns its index.
+// When `reads` is given, every set whose pending items the build consults is appended to it
+// (possibly repeatedly): the sets the new one depends on. Builds on the main chart (view.base
+// null) also fill the chart's depth hashes.
 uint32_t build_earley_set(const Runtime& rt, ChartView& view,
-                          const std::vector<std::pair<uint32_t, uint32_t>>& scans, KeySet& seen);
+                          const std::vector<std::pair<uint32_t, uint32_t>>& scans, KeySet& seen,
+                          std::vector<uint32_t>* reads = nullptr);
 // The initial set (prediction of the start symbol).
 void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen);
 // Distinct lexeme symbols (as lexeme indices) expected by a set, in first-seen order.
