@@ -418,8 +418,9 @@ void or_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& t
   }
 }
 
-// The smallest d such that every set in `touched` is within d-1 origin hops of `root` (over
-// pending items, the only ones H_d covers), or 0 when that exceeds Chart::kDepthHashes.
+// The smallest d such that every set in `touched` (sorted) is within d-1 origin hops of
+// `root` (over pending items, the only ones H_d covers), or 0 when that exceeds
+// Chart::kDepthHashes. Breadth-first, stopping as soon as every touched set is reached.
 uint32_t depth_needed(const Chart& chart, Scratch& sc, uint32_t root,
                       const std::vector<uint32_t>& touched) {
   constexpr uint32_t max_hops = Chart::kDepthHashes - 1;
@@ -427,21 +428,25 @@ uint32_t depth_needed(const Chart& chart, Scratch& sc, uint32_t root,
   sc.hop_frontier.clear();
   sc.hops.emplace(root, 0);
   sc.hop_frontier.emplace_back(root, 0);
-  for (size_t next = 0; next < sc.hop_frontier.size(); ++next) {
+  auto is_touched = [&](uint32_t set) {
+    return std::binary_search(touched.begin(), touched.end(), set);
+  };
+  size_t found = is_touched(root) ? 1 : 0;
+  uint32_t deepest = 0;
+  for (size_t next = 0; next < sc.hop_frontier.size() && found < touched.size(); ++next) {
     const auto [set, hops] = sc.hop_frontier[next];
-    if (hops == max_hops) continue;
+    if (hops == max_hops) break;  // breadth-first: every later entry is as deep
     for (uint32_t w = chart.wait_begin[set]; w < chart.wait_begin[set + 1]; ++w) {
       const uint32_t origin = chart.items[static_cast<uint32_t>(chart.waits[w])].origin;
-      if (sc.hops.emplace(origin, hops + 1).second) sc.hop_frontier.emplace_back(origin, hops + 1);
+      if (!sc.hops.emplace(origin, hops + 1).second) continue;
+      sc.hop_frontier.emplace_back(origin, hops + 1);
+      if (is_touched(origin)) {
+        ++found;
+        deepest = hops + 1;
+      }
     }
   }
-  uint32_t deepest = 0;
-  for (uint32_t set : touched) {
-    auto found = sc.hops.find(set);
-    if (found == sc.hops.end()) return 0;
-    deepest = std::max(deepest, found->second);
-  }
-  return deepest + 1;
+  return found == touched.size() ? deepest + 1 : 0;
 }
 
 // Cache key of the exit walks of `states` (sorted, distinct) from a set with depth hash `hash`.
@@ -723,13 +728,13 @@ void Matcher::fill_mask_uncached(uint32_t* words) const {
     const uint32_t depth = depth_needed(chart_, sc, origin, sc.walk_touched);
     if (depth == 0) continue;
     GroupCache::WalkResult result;
-    uint32_t count = 0;
-    for (uint32_t w = 0; w < rt.words; ++w) count += __builtin_popcount(sc.walk_bits[w]);
-    if (count > rt.words / 2) {
+    // Sparse when few words are non-zero (a cheap stand-in for counting bits).
+    uint32_t nonzero = 0;
+    for (uint32_t w = 0; w < rt.words; ++w) nonzero += sc.walk_bits[w] != 0;
+    if (nonzero > rt.words / 16) {
       result.dense = true;
       result.data = sc.walk_bits;
     } else {
-      result.data.reserve(count);
       for (uint32_t w = 0; w < rt.words; ++w) {
         for (uint32_t bits = sc.walk_bits[w]; bits; bits &= bits - 1) {
           result.data.push_back(w * 32 + __builtin_ctz(bits));
