@@ -686,3 +686,20 @@ def test_too_many_states_for_any_order_fall_back_to_schema_order_with_a_warning(
         grammar = _grammar(schema)
     assert grammar.accepts(json.dumps({"p1": 1, "p5": 2}))
     assert not grammar.accepts("{}")
+
+
+def test_pattern_with_a_long_length_bound_is_exact() -> None:
+    """An e-mail pattern bounded to 254 characters needs a product larger than the general
+    automaton bound: it compiles, and the length and the pattern are both enforced."""
+    schema = {
+        "type": "string",
+        "pattern": "^[a-zA-Z0-9_.+-]+@[a-zA-Z0-9-]+\\.[a-zA-Z0-9-.]+$",
+        "minLength": 5,
+        "maxLength": 254,
+    }
+    grammar = _grammar(schema)
+    assert grammar.accepts(json.dumps("ab@cd.ef"))
+    assert grammar.accepts(json.dumps("a" * 240 + "@cd.ef"))
+    assert not grammar.accepts(json.dumps("a" * 250 + "@cd.ef"))  # 256 characters
+    assert not grammar.accepts(json.dumps("a@b.c"[:4]))
+    assert not grammar.accepts(json.dumps("ab@cd"))

@@ -21,6 +21,9 @@ Ranges = tuple[tuple[int, int], ...]
 # Guards against state explosion; exceeding one is reported as an unsupported construct.
 MAX_NFA_STATES = 20_000
 MAX_DFA_STATES = 4_000
+# A length bound times a pattern automaton is a plain product (length x pattern state) that
+# stays cheap to build and minimise, so it may grow larger than the other constructions.
+MAX_LENGTH_PRODUCT_STATES = 24_000
 
 
 class AutomatonTooLarge(Exception):
@@ -242,8 +245,9 @@ def explore(
 # operations
 
 
-def intersect(left: Dfa, right: Dfa) -> Dfa:
-    """Product automaton accepting the intersection of two languages."""
+def intersect(left: Dfa, right: Dfa, max_states: int = MAX_DFA_STATES) -> Dfa:
+    """Product automaton accepting the intersection of two languages (at most
+    ``max_states`` states, else AutomatonTooLarge)."""
     index = {(left.start, right.start): 0}
     order = [(left.start, right.start)]
     edges: list[list[tuple[int, int, int]]] = []
@@ -258,8 +262,8 @@ def intersect(left: Dfa, right: Dfa) -> Dfa:
                     continue
                 pair = (at, bt)
                 if pair not in index:
-                    if len(order) >= MAX_DFA_STATES:
-                        raise AutomatonTooLarge(f"more than {MAX_DFA_STATES} automaton states")
+                    if len(order) >= max_states:
+                        raise AutomatonTooLarge(f"more than {max_states} automaton states")
                     index[pair] = len(order)
                     order.append(pair)
                 out.append((lo, hi, index[pair]))

@@ -17,6 +17,7 @@ from typing import Any
 
 from gramkiln.frontend.json_schema import arrays, objects
 from gramkiln.frontend.json_schema.automaton import (
+    MAX_LENGTH_PRODUCT_STATES,
     AutomatonTooLarge,
     Dfa,
     complement,
@@ -25,6 +26,7 @@ from gramkiln.frontend.json_schema.automaton import (
     intersect,
     is_empty,
     length_dfa,
+    minimize,
     only_self_loops,
 )
 from gramkiln.frontend.json_schema.combinators import (
@@ -863,13 +865,20 @@ class Compiler:
                     dfas.append(complement(dfa_from_expr(expr)))
             if not dfas:
                 dfas.append(any_string_dfa())
-            if length_limited:
-                dfas.append(length_dfa(min_length, max_length))
             if excluded:
                 dfas.append(complement(word_set_dfa(excluded)))
             combined = dfas[0]
             for other in dfas[1:]:
                 combined = intersect(combined, other)
+            if length_limited:
+                # Last, with its own larger bound: the product with a counter is the one
+                # that grows with the bound (an e-mail pattern up to 254 characters); the
+                # other side is minimised first so the product is as small as it can be.
+                combined = intersect(
+                    minimize(combined),
+                    length_dfa(min_length, max_length),
+                    max_states=MAX_LENGTH_PRODUCT_STATES,
+                )
         except AutomatonTooLarge as exc:
             self.unsupported(
                 pointer, ["pattern", "maxLength"], f"combining string constraints: {exc}"
