@@ -134,10 +134,12 @@ void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t be
   }
 }
 
-// Depth hashes of the main-chart set `self` (items [begin, end)); see Chart::depth_hash.
-void hash_set_depths(const Runtime& rt, Chart& chart, uint32_t self, size_t begin) {
+// Depth hashes of the set `self` (items [begin, end) of view.top); see Chart::depth_hash.
+void hash_set_depths(const Runtime& rt, const ChartView& view, uint32_t self, size_t begin) {
   constexpr uint32_t depths = Chart::kDepthHashes;
-  chart.depth_hash.resize(static_cast<size_t>(self) * depths * 2);
+  Chart& chart = *view.top;
+  const size_t local_self = self - view.base_sets;
+  chart.depth_hash.resize(local_self * depths * 2);
   for (uint32_t d = 1; d <= depths; ++d) {
     uint64_t lo = 0x452821e638d01377ull + d, hi = 0xbe5466cf34e90c6cull ^ d;
     for (size_t i = begin; i < chart.items.size(); ++i) {
@@ -148,9 +150,11 @@ void hash_set_depths(const Runtime& rt, Chart& chart, uint32_t self, size_t begi
         origin_lo = 0x9216d5d98979fb1bull;  // the set itself
         origin_hi = 0xd1310ba698dfb5acull;
       } else if (d > 1) {
-        const size_t at = (static_cast<size_t>(item.origin) * depths + (d - 2)) * 2;
-        origin_lo = chart.depth_hash[at];
-        origin_hi = chart.depth_hash[at + 1];
+        uint32_t local;
+        const Chart& origin_chart = view.chart_of(item.origin, &local);
+        const size_t at = (static_cast<size_t>(local) * depths + (d - 2)) * 2;
+        origin_lo = origin_chart.depth_hash[at];
+        origin_hi = origin_chart.depth_hash[at + 1];
       }
       lo += mix64(mix64(item.dotted + 0x7654321ull) ^ origin_lo);
       hi += mix64(mix64(item.dotted ^ 0x3210fedcbaull) + origin_hi * 0x2545f4914f6cdd1dull);
@@ -181,7 +185,7 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
   }
   close_set(rt, view, chart, begin, self, seen, reads);
   hash_new_set(rt, view, chart, self, begin);
-  if (view.base == nullptr) hash_set_depths(rt, chart, self, begin);
+  hash_set_depths(rt, view, self, begin);
   index_new_set(rt, chart, begin);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
   return self;
@@ -204,7 +208,7 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   chart.depth_hash.clear();
   close_set(rt, view, chart, 0, 0, seen, nullptr);
   hash_new_set(rt, view, chart, 0, 0);
-  hash_set_depths(rt, chart, 0, 0);
+  hash_set_depths(rt, view, 0, 0);
   index_new_set(rt, chart, 0);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
 }

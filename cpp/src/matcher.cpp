@@ -72,20 +72,10 @@ uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t s
   sc.scans.assign(1, {set, rt.lexeme_base() + lexeme});
   sc.reads.clear();
   const uint32_t next = build_earley_set(rt, view, sc.scans, sc.seen, &sc.reads);
-  // The main-chart sets the new set depends on: those it read, and those its overlay
-  // ancestors depend on.
-  std::vector<uint32_t> touched;
-  for (uint32_t read : sc.reads) {
-    if (read < view.base_sets) {
-      touched.push_back(read);
-    } else {
-      const auto& inherited = sc.overlay_touched[read - view.base_sets];
-      touched.insert(touched.end(), inherited.begin(), inherited.end());
-    }
-  }
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  sc.overlay_touched.push_back(std::move(touched));
+  std::vector<uint32_t> reads(sc.reads);
+  std::sort(reads.begin(), reads.end());
+  reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
+  sc.overlay_reads.push_back(std::move(reads));
   sc.overlay_lexemes.emplace_back();
   std::vector<uint32_t>& lexemes = sc.overlay_lexemes.back();
   expected_lexemes(rt, view, next, lexemes);
@@ -233,6 +223,7 @@ const ExitGroup& child_group(const Runtime& rt, const ExitGroup& group, uint8_t 
   GroupCache& cache = *rt.groups;
   const size_t size = built->footprint();
   if (cache.used.load(std::memory_order_relaxed) + size > GroupCache::kBudgetBytes) {
+    built->persistent = false;
     transient = std::move(built);
     return *transient;
   }
@@ -350,6 +341,7 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
   const size_t size = level->footprint();
   if (!level->transient.empty() ||
       cache.used.load(std::memory_order_relaxed) + size > GroupCache::kBudgetBytes) {
+    for (const auto& group : level->merged) group->persistent = false;
     transient = std::move(level);
     return *transient;
   }
@@ -359,26 +351,161 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
   return *it->second;
 }
 
-// Follow the group's exits: the tokens that end `lexeme` (the lexeme the group's nodes were
-// reached in) mid-token and go on into whatever the parser expects next, i.e. the set reached
-// from `set` by scanning `lexeme`.
-// The main-chart sets the walk depends on are appended to sc.walk_touched.
-void walk_group(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
-                uint32_t lexeme, uint32_t set, uint32_t* words) {
-  if (group.child_nodes.empty()) return;
-  const uint32_t after = advance_set(rt, view, sc, set, lexeme);
-  const auto& touched = sc.overlay_touched[after - view.base_sets];
-  sc.walk_touched.insert(sc.walk_touched.end(), touched.begin(), touched.end());
-  const FollowTable& table = *sc.overlay_follow[after - view.base_sets];
-  std::unique_ptr<LevelCache> transient;
-  const LevelCache& level = level_of(rt, group, table, transient);
-  if (!level.bits.empty()) {
-    or_words(words, level.bits.data(), rt.words);
-  } else {
-    for (uint32_t token : level.tokens) set_bit(words, token);
+// The smallest d such that every set in `touched` (sorted) is within d-1 origin hops of
+// `root` (over pending items, the only ones H_d covers), or 0 when that exceeds
+// Chart::kDepthHashes. Breadth-first, stopping as soon as every touched set is reached.
+uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
+                      const std::vector<uint32_t>& touched) {
+  constexpr uint32_t max_hops = Chart::kDepthHashes - 1;
+  sc.hops.clear();
+  sc.hop_frontier.clear();
+  sc.hops.emplace(root, 0);
+  sc.hop_frontier.emplace_back(root, 0);
+  auto is_touched = [&](uint32_t set) {
+    return std::binary_search(touched.begin(), touched.end(), set);
+  };
+  size_t found = is_touched(root) ? 1 : 0;
+  uint32_t deepest = 0;
+  for (size_t next = 0; next < sc.hop_frontier.size() && found < touched.size(); ++next) {
+    const auto [set, hops] = sc.hop_frontier[next];
+    if (hops == max_hops) break;  // breadth-first: every later entry is as deep
+    uint32_t local;
+    const Chart& chart = view.chart_of(set, &local);
+    for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
+      const uint32_t origin = chart.items[static_cast<uint32_t>(chart.waits[w])].origin;
+      if (!sc.hops.emplace(origin, hops + 1).second) continue;
+      sc.hop_frontier.emplace_back(origin, hops + 1);
+      if (is_touched(origin)) {
+        ++found;
+        deepest = hops + 1;
+      }
+    }
   }
-  for (const ExitGroup* child : level.deeper) {
-    walk_group(rt, view, sc, *child, child->lexeme, after, words);
+  return found == touched.size() ? deepest + 1 : 0;
+}
+
+// Cache key of the exit walk of `group` (its nodes reached in `lexeme`) from a set whose
+// depth hash H_depth is `hash`.
+std::pair<uint64_t, uint64_t> walk_key(const ExitGroup& group, uint32_t lexeme, uint32_t depth,
+                                       const uint64_t* hash) {
+  const uint64_t id = reinterpret_cast<uintptr_t>(&group);
+  const uint64_t lo = mix64(mix64(id ^ 0x82efa98ec4e6c894ull) + (uint64_t{lexeme} << 8 | depth));
+  const uint64_t hi = mix64(mix64(id + 0x0801f2e2858efc16ull) ^ (uint64_t{depth} << 32 | lexeme));
+  return {mix64(lo ^ hash[0]), mix64(hi + hash[1] * 0xd6e8feb86659fd93ull)};
+}
+
+inline void or_result(const GroupCache::WalkResult& result, uint32_t* words, uint32_t count) {
+  if (result.dense) {
+    or_words(words, result.data.data(), count);
+  } else {
+    for (uint32_t token : result.data) set_bit(words, token);
+  }
+}
+
+// The walk frame of nesting level `level`, cleared.
+Scratch::WalkFrame& frame_at(Scratch& sc, uint32_t level, uint32_t words) {
+  while (sc.frames.size() <= level) sc.frames.push_back(std::make_unique<Scratch::WalkFrame>());
+  Scratch::WalkFrame& frame = *sc.frames[level];
+  frame.built.clear();
+  frame.reads.clear();
+  frame.used_cached = false;
+  frame.bits.assign(words, 0);
+  return frame;
+}
+
+// Follow the group's exits: OR into `words` the tokens that end `lexeme` (the lexeme the
+// group's nodes were reached in) mid-token and go on into whatever the parser expects next,
+// i.e. the set reached from `set` by scanning `lexeme`, recursively.
+//
+// Results are cached at every nesting level. A walk depends only on the pending items of the
+// sets it reads that existed before it (the hypothetical sets it builds are derived from
+// those). When all of them lie within d-1 origin hops of `set`, the result is a function of
+// the group, the lexeme and H_d(set), and is stored under that key, so it is reused wherever
+// the same structure recurs (other positions, matchers, requests), whatever the stack below.
+// A walk that used a cached nested result does not know all its reads, so it is not stored.
+void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
+                uint32_t lexeme, uint32_t set, uint32_t* words, uint32_t level,
+                Scratch::WalkFrame* parent) {
+  if (group.child_nodes.empty()) return;
+  GroupCache& cache = *rt.groups;
+  uint32_t local;
+  const Chart& set_chart = view.chart_of(set, &local);
+  // Copied: building hypothetical sets below may reallocate the overlay's hashes.
+  uint64_t hashes[Chart::kDepthHashes * 2];
+  std::copy_n(&set_chart.depth_hash[static_cast<size_t>(local) * Chart::kDepthHashes * 2],
+              Chart::kDepthHashes * 2, hashes);
+  if (group.persistent) {
+    std::lock_guard<std::mutex> lock(cache.walk_mutex);
+    for (uint32_t d = 1; d <= Chart::kDepthHashes; ++d) {
+      auto found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
+      if (found == cache.walks.end()) continue;
+      or_result(found->second, words, rt.words);
+      if (parent) parent->used_cached = true;
+      return;
+    }
+  }
+  Scratch::WalkFrame& frame = frame_at(sc, level, rt.words);
+  const uint32_t after = advance_set(rt, view, sc, set, lexeme);
+  const uint32_t after_local = after - view.base_sets;
+  frame.built.push_back(after);
+  frame.reads.insert(frame.reads.end(), sc.overlay_reads[after_local].begin(),
+                     sc.overlay_reads[after_local].end());
+  const FollowTable& table = *sc.overlay_follow[after_local];
+  std::unique_ptr<LevelCache> transient;
+  const LevelCache& tokens = level_of(rt, group, table, transient);
+  if (!tokens.bits.empty()) {
+    or_words(frame.bits.data(), tokens.bits.data(), rt.words);
+  } else {
+    for (uint32_t token : tokens.tokens) set_bit(frame.bits.data(), token);
+  }
+  for (const ExitGroup* child : tokens.deeper) {
+    walk_level(rt, view, sc, *child, child->lexeme, after, frame.bits.data(), level + 1, &frame);
+  }
+  or_words(words, frame.bits.data(), rt.words);
+  if (!frame.used_cached && group.persistent) {
+    std::sort(frame.built.begin(), frame.built.end());
+    sc.walk_touched.clear();
+    std::sort(frame.reads.begin(), frame.reads.end());
+    for (size_t i = 0; i < frame.reads.size(); ++i) {
+      const uint32_t read = frame.reads[i];
+      if (i > 0 && frame.reads[i - 1] == read) continue;
+      if (!std::binary_search(frame.built.begin(), frame.built.end(), read)) {
+        sc.walk_touched.push_back(read);
+      }
+    }
+    const uint32_t depth = depth_needed(view, sc, set, sc.walk_touched);
+    if (depth > 0) {
+      GroupCache::WalkResult result;
+      // Sparse when few words are non-zero (a cheap stand-in for counting bits).
+      uint32_t nonzero = 0;
+      for (uint32_t w = 0; w < rt.words; ++w) nonzero += frame.bits[w] != 0;
+      if (nonzero > rt.words / 16) {
+        result.dense = true;
+        result.data = frame.bits;
+      } else {
+        for (uint32_t w = 0; w < rt.words; ++w) {
+          for (uint32_t bits = frame.bits[w]; bits; bits &= bits - 1) {
+            result.data.push_back(w * 32 + __builtin_ctz(bits));
+          }
+        }
+      }
+      const size_t size = 4 * result.data.size() + 96;
+      std::lock_guard<std::mutex> lock(cache.walk_mutex);
+      if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) {
+        cache.walks.clear();
+        cache.walk_bytes = 0;
+      }
+      if (cache.walks.emplace(walk_key(group, lexeme, depth, hashes + (depth - 1) * 2),
+                              std::move(result))
+              .second) {
+        cache.walk_bytes += size;
+      }
+    }
+  }
+  if (parent) {
+    parent->built.insert(parent->built.end(), frame.built.begin(), frame.built.end());
+    parent->reads.insert(parent->reads.end(), frame.reads.begin(), frame.reads.end());
+    parent->used_cached = parent->used_cached || frame.used_cached;
   }
 }
 
@@ -416,48 +543,6 @@ void or_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& t
   if (cache.inside_unions.emplace(sc.thread_states, std::move(merged)).second) {
     cache.used.fetch_add(size, std::memory_order_relaxed);
   }
-}
-
-// The smallest d such that every set in `touched` (sorted) is within d-1 origin hops of
-// `root` (over pending items, the only ones H_d covers), or 0 when that exceeds
-// Chart::kDepthHashes. Breadth-first, stopping as soon as every touched set is reached.
-uint32_t depth_needed(const Chart& chart, Scratch& sc, uint32_t root,
-                      const std::vector<uint32_t>& touched) {
-  constexpr uint32_t max_hops = Chart::kDepthHashes - 1;
-  sc.hops.clear();
-  sc.hop_frontier.clear();
-  sc.hops.emplace(root, 0);
-  sc.hop_frontier.emplace_back(root, 0);
-  auto is_touched = [&](uint32_t set) {
-    return std::binary_search(touched.begin(), touched.end(), set);
-  };
-  size_t found = is_touched(root) ? 1 : 0;
-  uint32_t deepest = 0;
-  for (size_t next = 0; next < sc.hop_frontier.size() && found < touched.size(); ++next) {
-    const auto [set, hops] = sc.hop_frontier[next];
-    if (hops == max_hops) break;  // breadth-first: every later entry is as deep
-    for (uint32_t w = chart.wait_begin[set]; w < chart.wait_begin[set + 1]; ++w) {
-      const uint32_t origin = chart.items[static_cast<uint32_t>(chart.waits[w])].origin;
-      if (!sc.hops.emplace(origin, hops + 1).second) continue;
-      sc.hop_frontier.emplace_back(origin, hops + 1);
-      if (is_touched(origin)) {
-        ++found;
-        deepest = hops + 1;
-      }
-    }
-  }
-  return found == touched.size() ? deepest + 1 : 0;
-}
-
-// Cache key of the exit walks of `states` (sorted, distinct) from a set with depth hash `hash`.
-std::pair<uint64_t, uint64_t> walk_key(const std::vector<int32_t>& states, uint32_t depth,
-                                       const uint64_t* hash) {
-  uint64_t lo = mix64(0x82efa98ec4e6c894ull ^ depth), hi = mix64(0x0801f2e2858efc16ull + depth);
-  for (int32_t state : states) {
-    lo = mix64(lo ^ static_cast<uint32_t>(state));
-    hi = mix64(hi + static_cast<uint32_t>(state) * 0x9e3779b97f4a7c15ull);
-  }
-  return {mix64(lo ^ hash[0]), mix64(hi + hash[1] * 0xd6e8feb86659fd93ull)};
 }
 
 }  // namespace
@@ -674,82 +759,15 @@ void Matcher::fill_mask_uncached(uint32_t* words) const {
   sc.next_set.clear();
   sc.overlay_lexemes.clear();
   sc.overlay_follow.clear();
-  sc.overlay_touched.clear();
+  sc.overlay_reads.clear();
+  sc.overlay.depth_hash.clear();
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   or_inside_sets(rt, sc, threads_, words);
-  // Exit walks, per origin set. A walk reads only the sets it touches; when those lie within
-  // d-1 origin hops of its origin set, its result is a function of the thread states and the
-  // origin's depth hash H_d, so it is cached under that key and reused wherever the same
-  // structure recurs (in other positions, matchers and requests), however the stack below
-  // differs.
-  std::vector<Thread> walkers;
   for (const Thread& th : threads_) {
     const size_t base = static_cast<size_t>(th.state) * 256;
-    if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) walkers.push_back(th);
-  }
-  std::sort(walkers.begin(), walkers.end());
-  walkers.erase(std::unique(walkers.begin(), walkers.end()), walkers.end());
-  GroupCache& cache = *rt.groups;
-  std::vector<int32_t> states;
-  for (size_t i = 0; i < walkers.size();) {
-    const uint32_t origin = walkers[i].origin;
-    states.clear();
-    // One walk per thread: threads differ in how deep their walks reach, and a shallow walk's
-    // key recurs far more often than the deepest one of a whole origin group (measured on the
-    // C-like bench: 1,000 hits of 1,914 walks per thread against 69 of 471 per group).
-    states.push_back(walkers[i++].state);
-    const uint64_t* hashes = &chart_.depth_hash[static_cast<size_t>(origin) * Chart::kDepthHashes * 2];
-    bool hit = false;
-    {
-      std::lock_guard<std::mutex> lock(cache.walk_mutex);
-      for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
-        auto found = cache.walks.find(walk_key(states, d, hashes + (d - 1) * 2));
-        if (found == cache.walks.end()) continue;
-        hit = true;
-        const GroupCache::WalkResult& result = found->second;
-        if (result.dense) {
-          or_words(words, result.data.data(), rt.words);
-        } else {
-          for (uint32_t token : result.data) set_bit(words, token);
-        }
-      }
-    }
-    if (hit) continue;
-    sc.walk_touched.clear();
-    sc.walk_bits.assign(rt.words, 0);
-    for (int32_t state : states) {
-      walk_group(rt, view, sc, top_group(rt, state), rt.dfa_lexeme[state], origin,
-                 sc.walk_bits.data());
-    }
-    or_words(words, sc.walk_bits.data(), rt.words);
-    std::sort(sc.walk_touched.begin(), sc.walk_touched.end());
-    sc.walk_touched.erase(std::unique(sc.walk_touched.begin(), sc.walk_touched.end()),
-                          sc.walk_touched.end());
-    const uint32_t depth = depth_needed(chart_, sc, origin, sc.walk_touched);
-    if (depth == 0) continue;
-    GroupCache::WalkResult result;
-    // Sparse when few words are non-zero (a cheap stand-in for counting bits).
-    uint32_t nonzero = 0;
-    for (uint32_t w = 0; w < rt.words; ++w) nonzero += sc.walk_bits[w] != 0;
-    if (nonzero > rt.words / 16) {
-      result.dense = true;
-      result.data = sc.walk_bits;
-    } else {
-      for (uint32_t w = 0; w < rt.words; ++w) {
-        for (uint32_t bits = sc.walk_bits[w]; bits; bits &= bits - 1) {
-          result.data.push_back(w * 32 + __builtin_ctz(bits));
-        }
-      }
-    }
-    const size_t size = 4 * result.data.size() + 96;
-    std::lock_guard<std::mutex> lock(cache.walk_mutex);
-    if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) {
-      cache.walks.clear();
-      cache.walk_bytes = 0;
-    }
-    if (cache.walks.emplace(walk_key(states, depth, hashes + (depth - 1) * 2), std::move(result))
-            .second) {
-      cache.walk_bytes += size;
+    if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) {
+      walk_level(rt, view, sc, top_group(rt, th.state), rt.dfa_lexeme[th.state], th.origin,
+                 words, 0, nullptr);
     }
   }
   if (frontier_) {

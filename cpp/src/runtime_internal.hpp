@@ -52,6 +52,9 @@ struct ExitGroup {
   std::vector<uint32_t> child_offsets;  // 257 entries into child_nodes, or empty if none
   std::vector<uint32_t> child_nodes;
   std::vector<uint8_t> child_bytes;  // bytes with at least one child, ascending
+  // False for groups built for one use (past the memory budget): their address may be reused,
+  // so walk results must not be cached under it.
+  mutable bool persistent = true;
   // Memo members: filled lazily through const references, always under `mutex`.
   mutable std::mutex mutex;
   mutable std::unordered_map<uint64_t, std::unique_ptr<ExitGroup>> children;  // state << 8 | byte
@@ -86,8 +89,8 @@ struct GroupCache {
   std::mutex mask_mutex;  // guards `masks` and `mask_bytes`
   std::unordered_map<std::pair<uint64_t, uint64_t>, std::vector<uint32_t>, KeyHash> masks;
   size_t mask_bytes = 0;
-  // Exit walks of the lexer threads sharing one origin set, by (their states, depth d, H_d of
-  // the origin set); see fill_mask_uncached. Sparse token lists when short, else bitsets.
+  // Exit walks by (group, lexeme, depth d, H_d of the set they start from); see walk_level.
+  // Sparse token lists when short, else bitsets.
   std::mutex walk_mutex;  // guards `walks` and `walk_bytes`
   struct WalkResult {
     bool dense = false;
@@ -182,12 +185,20 @@ struct Scratch {
   std::unordered_map<uint64_t, uint32_t> next_set;
   std::vector<std::vector<uint32_t>> overlay_lexemes;
   std::vector<const FollowTable*> overlay_follow;  // per overlay set
-  // Per overlay set, the main-chart sets its contents depend on (sorted, distinct): the sets
-  // read to build it and those its overlay ancestors depend on.
-  std::vector<std::vector<uint32_t>> overlay_touched;
-  std::vector<uint32_t> reads;        // build_earley_set's record for one build
-  std::vector<uint32_t> walk_touched;  // main-chart sets one cached walk depends on
-  std::vector<uint32_t> walk_bits;     // the tokens of one cached walk
+  // Per overlay set, the sets (main chart or overlay) whose pending items were read to build
+  // it, sorted and distinct.
+  std::vector<std::vector<uint32_t>> overlay_reads;
+  std::vector<uint32_t> reads;  // build_earley_set's record for one build
+  // One frame per nesting level of exit walks (see walk_level in matcher.cpp); owned through
+  // pointers so that growing the list never moves a frame in use.
+  struct WalkFrame {
+    std::vector<uint32_t> built;  // hypothetical sets this walk built or reused as its own
+    std::vector<uint32_t> reads;  // sets those read
+    bool used_cached = false;     // a nested result came from the cache
+    std::vector<uint32_t> bits;   // the walk's tokens
+  };
+  std::vector<std::unique_ptr<WalkFrame>> frames;
+  std::vector<uint32_t> walk_touched;  // pre-existing sets one walk depends on
   std::vector<std::pair<uint32_t, uint32_t>> hop_frontier;  // (set, hops) during a BFS
   std::unordered_map<uint32_t, uint32_t> hops;              // set -> origin hops from the root
   std::vector<uint32_t> sorted_lexemes;
@@ -199,8 +210,8 @@ Scratch& thread_scratch();
 // Append to view.top a new Earley set: the items of the given (origin set, symbol) scans moved
 // past the symbol, closed under prediction and completion. Returns its index.
 // When `reads` is given, every set whose pending items the build consults is appended to it
-// (possibly repeatedly): the sets the new one depends on. Builds on the main chart (view.base
-// null) also fill the chart's depth hashes.
+// (possibly repeatedly): the sets the new one depends on. Every build fills the depth hashes
+// of the new set (Chart::depth_hash of view.top).
 uint32_t build_earley_set(const Runtime& rt, ChartView& view,
                           const std::vector<std::pair<uint32_t, uint32_t>>& scans, KeySet& seen,
                           std::vector<uint32_t>* reads = nullptr);
