@@ -45,6 +45,8 @@ SPLITS = (
     "Handwritten",
     "Synthesized",
 )
+# Seconds the reference matcher may spend re-checking one runtime false negative/positive.
+SECOND_OPINION_SECONDS = 20.0
 SUITE_DRAFTS = {
     "draft2020-12": "https://json-schema.org/draft/2020-12/schema",
     "draft7": "http://json-schema.org/draft-07/schema#",
@@ -74,6 +76,7 @@ class Tally:
     invalid_rejected: int = 0
     invalid_accepted: int = 0
     skipped: int = 0
+    runtime_disagreements: int = 0
     by_keyword: Counter = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     compile_seconds: list[float] = field(default_factory=list)
@@ -217,16 +220,36 @@ def run_case(
             continue
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+        tag = ""
+        if valid != accepted and accepts is not grammar.accepts:
+            tag = _second_opinion(grammar, text, accepted, tally)
         if valid and accepted:
             tally.valid_accepted += 1
         elif valid:
             tally.valid_rejected += 1
-            tally.failures.append(f"FN {case.name} [{description}]: {text[:160]}")
+            tally.failures.append(f"FN{tag} {case.name} [{description}]: {text[:160]}")
         elif accepted:
             tally.invalid_accepted += 1
-            tally.failures.append(f"FP {case.name} [{description}]: {text[:160]}")
+            tally.failures.append(f"FP{tag} {case.name} [{description}]: {text[:160]}")
         else:
             tally.invalid_rejected += 1
+
+
+def _second_opinion(grammar: gramkiln.Grammar, text: str, accepted: bool, tally: Tally) -> str:
+    """Re-check a runtime FN/FP with the reference matcher, so that a runtime bug is told
+    apart from a grammar (front-end) bug: a tag for the failure line."""
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, SECOND_OPINION_SECONDS)
+    try:
+        reference = grammar.accepts(text)
+    except _OutOfTime:
+        return " (reference: timeout)"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    if reference == accepted:
+        return " (reference agrees)"
+    tally.runtime_disagreements += 1
+    return f" (RUNTIME DISAGREES: reference {'accepts' if reference else 'rejects'})"
 
 
 class _OutOfTime(Exception):
@@ -243,7 +266,7 @@ def _percent(part: int, whole: int) -> str:
 
 def print_table(results: dict[str, Tally]) -> None:
     """The per-split table plus unsupported keywords."""
-    header = f"{'split':<16} {'schemas':>7} {'compiled':>9} {'unsupp':>6} {'errors':>6} {'crash':>5} {'valid ok':>8} {'FN':>4} {'invalid rej':>11} {'FP':>4} {'FP%':>6} {'skipped':>7} {'compile p50 ms':>14}"
+    header = f"{'split':<16} {'schemas':>7} {'compiled':>9} {'unsupp':>6} {'errors':>6} {'crash':>5} {'valid ok':>8} {'FN':>4} {'invalid rej':>11} {'FP':>4} {'FP%':>6} {'skipped':>7} {'rt!=ref':>7} {'compile p50 ms':>14}"
     print(header)
     print("-" * len(header))
     for name, t in results.items():
@@ -255,7 +278,7 @@ def print_table(results: dict[str, Tally]) -> None:
         print(
             f"{name:<16} {t.schemas:>7} {t.compiled:>4} {_percent(t.compiled, t.schemas):>4} {t.unsupported:>6} {t.errors:>6} {t.crashes:>5} "
             f"{t.valid_accepted:>8} {t.valid_rejected:>4} {t.invalid_rejected:>11} {t.invalid_accepted:>4} "
-            f"{_percent(t.invalid_accepted, t.invalid_accepted + t.invalid_rejected):>6} {t.skipped:>7} {p50:>14.1f}"
+            f"{_percent(t.invalid_accepted, t.invalid_accepted + t.invalid_rejected):>6} {t.skipped:>7} {t.runtime_disagreements:>7} {p50:>14.1f}"
         )
     print()
     for name, t in results.items():
