@@ -703,3 +703,13 @@ def test_pattern_with_a_long_length_bound_is_exact() -> None:
     assert not grammar.accepts(json.dumps("a" * 250 + "@cd.ef"))  # 256 characters
     assert not grammar.accepts(json.dumps("a@b.c"[:4]))
     assert not grammar.accepts(json.dumps("ab@cd"))
+
+
+def test_const_objects_in_any_order_and_large_ones_warn() -> None:
+    grammar = _grammar({"const": {"b": 1, "a": 2}})
+    assert grammar.accepts(json.dumps({"a": 2, "b": 1}))
+    assert not grammar.accepts(json.dumps({"a": 2}))
+    large = {str(i): i for i in range(7)}
+    with pytest.warns(UserWarning, match="#/properties/x: enum/const objects with more than 5"):
+        grammar = _grammar({"properties": {"x": {"const": large}}})
+    assert grammar.accepts(json.dumps({"x": large}))

@@ -62,7 +62,7 @@ from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.frontend.json_schema.refs import DEFAULT_BASE, RefError, RefIndex
 from gramkiln.frontend.json_schema.strings import ALL_CHARS, encode_expr, encoded_char
 from gramkiln.frontend.json_schema.validate import flat_is_valid
-from gramkiln.frontend.json_schema.values import value_expr
+from gramkiln.frontend.json_schema.values import MAX_PERMUTED_KEYS, value_expr
 from gramkiln.ir import CharClass, Expr, GrammarIR, Ref, Repeat, Rule, walk
 
 from gramkiln.errors import GrammarError
@@ -681,6 +681,12 @@ class Compiler:
             if not isinstance(flat["enum"], list):
                 raise self.error(pointer, "enum must be an array")
             values = [v for v in flat["enum"] if flat_is_valid(self, v, flat, pointer, base)]
+            if self.options.property_order == "any" and any(map(_has_large_object, values)):
+                self.note(
+                    pointer,
+                    f"enum/const objects with more than {MAX_PERMUTED_KEYS} keys must keep "
+                    "their key order",
+                )
             return choice(*(value_expr(v, self.layout, depth) for v in values))
         alternatives = []
         for kind in allowed:
@@ -1022,6 +1028,15 @@ def _non_negative(value: Any, keyword: str, compiler: Compiler, pointer: str) ->
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise compiler.error(pointer, f"{keyword} must be a non-negative integer")
     return value
+
+
+def _has_large_object(value: Any) -> bool:
+    """Whether a fixed value holds an object too large to be spelled in every key order."""
+    if isinstance(value, dict):
+        return len(value) > MAX_PERMUTED_KEYS or any(map(_has_large_object, value.values()))
+    if isinstance(value, list):
+        return any(map(_has_large_object, value))
+    return False
 
 
 def _as_schema(flat: dict[str, Any]) -> Any:
