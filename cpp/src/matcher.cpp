@@ -353,10 +353,12 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
 
 // The smallest d such that every set in `touched` (sorted) is within d-1 origin hops of
 // `root` (over pending items, the only ones H_d covers), or 0 when that exceeds
-// Chart::kDepthHashes. Breadth-first, stopping as soon as every touched set is reached.
+// Chart::kDepthHashes or the search grows too wide. Breadth-first, stopping as soon as every
+// touched set is reached.
 uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
                       const std::vector<uint32_t>& touched) {
   constexpr uint32_t max_hops = Chart::kDepthHashes - 1;
+  constexpr size_t kMaxHopSearch = 128;
   sc.hops.clear();
   sc.hop_frontier.clear();
   sc.hops.emplace(root, 0);
@@ -374,6 +376,9 @@ uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
     for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
       const uint32_t origin = chart.items[static_cast<uint32_t>(chart.waits[w])].origin;
       if (!sc.hops.emplace(origin, hops + 1).second) continue;
+      // A search this wide means a key that covers much of the stack, which would rarely
+      // recur: give up (the walk is simply not cached) rather than pay for it on every miss.
+      if (sc.hop_frontier.size() >= kMaxHopSearch) return 0;
       sc.hop_frontier.emplace_back(origin, hops + 1);
       if (is_touched(origin)) {
         ++found;
@@ -400,6 +405,68 @@ inline void or_result(const GroupCache::WalkResult& result, uint32_t* words, uin
   } else {
     for (uint32_t token : result.data) set_bit(words, token);
   }
+}
+
+// Store a walk's tokens under `key`, sharing the stored copy with equal earlier results.
+void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
+                const std::vector<uint32_t>& bits) {
+  uint64_t digest = 0x6a09e667f3bcc908ull;
+  uint32_t nonzero = 0;
+  for (uint32_t w = 0; w < rt.words; ++w) {
+    digest = (digest ^ bits[w]) * 0x100000001b3ull + w;
+    nonzero += bits[w] != 0;
+  }
+  digest = mix64(digest);
+  GroupCache& cache = *rt.groups;
+  std::lock_guard<std::mutex> lock(cache.walk_mutex);
+  if (cache.walks.count(key)) return;
+  std::shared_ptr<const GroupCache::WalkResult> shared;
+  auto& same_digest = cache.walk_contents[digest];
+  for (const auto& candidate : same_digest) {
+    bool equal = true;
+    if (candidate->dense) {
+      equal = std::equal(bits.begin(), bits.begin() + rt.words, candidate->data.begin());
+    } else {
+      // Equal iff every listed token is set and the counts agree.
+      uint32_t count = 0;
+      for (uint32_t w = 0; w < rt.words; ++w) {
+        for (uint32_t word = bits[w]; word; word &= word - 1) ++count;  // bits are few here
+      }
+      equal = count == candidate->data.size();
+      for (uint32_t token : candidate->data) equal = equal && test_bit(bits.data(), token);
+    }
+    if (equal) {
+      shared = candidate;
+      break;
+    }
+  }
+  size_t size = 96;
+  if (!shared) {
+    auto result = std::make_shared<GroupCache::WalkResult>();
+    // Sparse when few words are non-zero (cheaper to OR and to keep).
+    if (nonzero > rt.words / 16) {
+      result->dense = true;
+      result->data.assign(bits.begin(), bits.begin() + rt.words);
+    } else {
+      for (uint32_t w = 0; w < rt.words; ++w) {
+        for (uint32_t word = bits[w]; word; word &= word - 1) {
+          result->data.push_back(w * 32 + __builtin_ctz(word));
+        }
+      }
+    }
+    size += 4 * result->data.size() + 64;
+    shared = result;
+    same_digest.push_back(shared);
+  }
+  if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) {
+    cache.walks.clear();
+    cache.walk_contents.clear();
+    cache.walk_bytes = 0;
+    cache.walk_contents[digest].push_back(shared);
+    size = 96 + 4 * shared->data.size() + 64;
+  }
+  cache.walks.emplace(key, std::move(shared));
+  cache.walk_bytes += size;
 }
 
 // The walk frame of nesting level `level`, cleared.
@@ -439,7 +506,7 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
     for (uint32_t d = 1; d <= Chart::kDepthHashes; ++d) {
       auto found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
       if (found == cache.walks.end()) continue;
-      or_result(found->second, words, rt.words);
+      or_result(*found->second, words, rt.words);
       if (parent) parent->used_cached = true;
       return;
     }
@@ -474,33 +541,8 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
       }
     }
     const uint32_t depth = depth_needed(view, sc, set, sc.walk_touched);
-    if (depth > 0) {
-      GroupCache::WalkResult result;
-      // Sparse when few words are non-zero (a cheap stand-in for counting bits).
-      uint32_t nonzero = 0;
-      for (uint32_t w = 0; w < rt.words; ++w) nonzero += frame.bits[w] != 0;
-      if (nonzero > rt.words / 16) {
-        result.dense = true;
-        result.data = frame.bits;
-      } else {
-        for (uint32_t w = 0; w < rt.words; ++w) {
-          for (uint32_t bits = frame.bits[w]; bits; bits &= bits - 1) {
-            result.data.push_back(w * 32 + __builtin_ctz(bits));
-          }
-        }
-      }
-      const size_t size = 4 * result.data.size() + 96;
-      std::lock_guard<std::mutex> lock(cache.walk_mutex);
-      if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) {
-        cache.walks.clear();
-        cache.walk_bytes = 0;
-      }
-      if (cache.walks.emplace(walk_key(group, lexeme, depth, hashes + (depth - 1) * 2),
-                              std::move(result))
-              .second) {
-        cache.walk_bytes += size;
-      }
-    }
+    if (depth > 0) store_walk(rt, walk_key(group, lexeme, depth, hashes + (depth - 1) * 2),
+                              frame.bits);
   }
   if (parent) {
     parent->built.insert(parent->built.end(), frame.built.begin(), frame.built.end());

@@ -96,7 +96,10 @@ struct GroupCache {
     bool dense = false;
     std::vector<uint32_t> data;  // token ids, or mask words when dense
   };
-  std::unordered_map<std::pair<uint64_t, uint64_t>, WalkResult, KeyHash> walks;
+  // Many walks give the same tokens, so results are interned by content and shared.
+  std::unordered_map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const WalkResult>, KeyHash>
+      walks;
+  std::unordered_map<uint64_t, std::vector<std::shared_ptr<const WalkResult>>> walk_contents;
   size_t walk_bytes = 0;
   std::mutex follow_mutex;  // guards `follows`
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
