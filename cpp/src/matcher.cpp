@@ -341,7 +341,7 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
   const size_t size = level->footprint();
   if (!level->transient.empty() ||
       cache.used.load(std::memory_order_relaxed) + size > GroupCache::kBudgetBytes) {
-    for (const auto& group : level->merged) group->persistent = false;
+    for (const auto& merged_group : level->merged) merged_group->persistent = false;
     transient = std::move(level);
     return *transient;
   }
