@@ -399,43 +399,21 @@ std::pair<uint64_t, uint64_t> walk_key(const ExitGroup& group, uint32_t lexeme, 
   return {mix64(lo ^ hash[0]), mix64(hi + hash[1] * 0xd6e8feb86659fd93ull)};
 }
 
-inline void or_result(const GroupCache::WalkResult& result, uint32_t* words, uint32_t count) {
-  if (result.dense) {
-    or_words(words, result.data.data(), count);
-  } else {
-    for (uint32_t token : result.data) set_bit(words, token);
-  }
-}
-
-// Store a walk's tokens under `key`, sharing the stored copy with equal earlier results.
+// Store a walk's tokens under `key`, sharing the stored copy with equal earlier results (a
+// sorted, distinct list for a sparse frame, the bitset for a dense one).
 void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
-                const std::vector<uint32_t>& bits) {
-  uint64_t digest = 0x6a09e667f3bcc908ull;
-  uint32_t nonzero = 0;
-  for (uint32_t w = 0; w < rt.words; ++w) {
-    digest = (digest ^ bits[w]) * 0x100000001b3ull + w;
-    nonzero += bits[w] != 0;
-  }
-  digest = mix64(digest);
+                const Scratch::WalkFrame& frame) {
+  const std::vector<uint32_t>& data = frame.dense ? frame.bits : frame.tokens;
+  uint64_t digest = frame.dense ? 0x6a09e667f3bcc908ull : 0x3c6ef372fe94f82bull;
+  for (uint32_t value : data) digest = (digest ^ value) * 0x100000001b3ull + 0x9e37;
+  digest = mix64(digest ^ data.size());
   GroupCache& cache = *rt.groups;
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
   if (cache.walks.count(key)) return;
   std::shared_ptr<const GroupCache::WalkResult> shared;
   auto& same_digest = cache.walk_contents[digest];
   for (const auto& candidate : same_digest) {
-    bool equal = true;
-    if (candidate->dense) {
-      equal = std::equal(bits.begin(), bits.begin() + rt.words, candidate->data.begin());
-    } else {
-      // Equal iff every listed token is set and the counts agree.
-      uint32_t count = 0;
-      for (uint32_t w = 0; w < rt.words; ++w) {
-        for (uint32_t word = bits[w]; word; word &= word - 1) ++count;  // bits are few here
-      }
-      equal = count == candidate->data.size();
-      for (uint32_t token : candidate->data) equal = equal && test_bit(bits.data(), token);
-    }
-    if (equal) {
+    if (candidate->dense == frame.dense && candidate->data == data) {
       shared = candidate;
       break;
     }
@@ -443,17 +421,8 @@ void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
   size_t size = 96;
   if (!shared) {
     auto result = std::make_shared<GroupCache::WalkResult>();
-    // Sparse when few words are non-zero (cheaper to OR and to keep).
-    if (nonzero > rt.words / 16) {
-      result->dense = true;
-      result->data.assign(bits.begin(), bits.begin() + rt.words);
-    } else {
-      for (uint32_t w = 0; w < rt.words; ++w) {
-        for (uint32_t word = bits[w]; word; word &= word - 1) {
-          result->data.push_back(w * 32 + __builtin_ctz(word));
-        }
-      }
-    }
+    result->dense = frame.dense;
+    result->data = data;
     size += 4 * result->data.size() + 64;
     shared = result;
     same_digest.push_back(shared);
@@ -470,14 +439,57 @@ void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
 }
 
 // The walk frame of nesting level `level`, cleared.
-Scratch::WalkFrame& frame_at(Scratch& sc, uint32_t level, uint32_t words) {
+Scratch::WalkFrame& frame_at(Scratch& sc, uint32_t level) {
   while (sc.frames.size() <= level) sc.frames.push_back(std::make_unique<Scratch::WalkFrame>());
   Scratch::WalkFrame& frame = *sc.frames[level];
   frame.built.clear();
   frame.reads.clear();
   frame.used_cached = false;
-  frame.bits.assign(words, 0);
+  frame.dense = false;
+  frame.tokens.clear();
   return frame;
+}
+
+void make_dense(Scratch::WalkFrame& frame, uint32_t words) {
+  if (frame.dense) return;
+  frame.bits.assign(words, 0);
+  for (uint32_t token : frame.tokens) set_bit(frame.bits.data(), token);
+  frame.tokens.clear();
+  frame.dense = true;
+}
+
+// Add tokens to a walk's result: into `frame` when it is a nested walk's, else into `words`.
+void emit_tokens(Scratch::WalkFrame* frame, uint32_t* words, const uint32_t* tokens, size_t count,
+                 uint32_t mask_words) {
+  if (!frame) {
+    for (size_t i = 0; i < count; ++i) set_bit(words, tokens[i]);
+  } else if (frame->dense) {
+    for (size_t i = 0; i < count; ++i) set_bit(frame->bits.data(), tokens[i]);
+  } else {
+    frame->tokens.insert(frame->tokens.end(), tokens, tokens + count);
+    // Past an eighth of the mask size, sorting the list costs more than the bitset (measured:
+    // with the switch at the full mask size, C-like fills were ~2x slower).
+    if (frame->tokens.size() > mask_words / 8) make_dense(*frame, mask_words);
+  }
+}
+
+void emit_bits(Scratch::WalkFrame* frame, uint32_t* words, const uint32_t* bits,
+               uint32_t mask_words) {
+  if (!frame) {
+    or_words(words, bits, mask_words);
+    return;
+  }
+  make_dense(*frame, mask_words);
+  or_words(frame->bits.data(), bits, mask_words);
+}
+
+void emit_result(const GroupCache::WalkResult& result, Scratch::WalkFrame* frame, uint32_t* words,
+                 uint32_t mask_words) {
+  if (result.dense) {
+    emit_bits(frame, words, result.data.data(), mask_words);
+  } else {
+    emit_tokens(frame, words, result.data.data(), result.data.size(), mask_words);
+  }
 }
 
 // Follow the group's exits: OR into `words` the tokens that end `lexeme` (the lexeme the
@@ -490,6 +502,7 @@ Scratch::WalkFrame& frame_at(Scratch& sc, uint32_t level, uint32_t words) {
 // the group, the lexeme and H_d(set), and is stored under that key, so it is reused wherever
 // the same structure recurs (other positions, matchers, requests), whatever the stack below.
 // A walk that used a cached nested result does not know all its reads, so it is not stored.
+// The tokens go to `parent` (the enclosing walk) when given, else into `words` (the mask).
 void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
                 uint32_t lexeme, uint32_t set, uint32_t* words, uint32_t level,
                 Scratch::WalkFrame* parent) {
@@ -506,12 +519,12 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
     for (uint32_t d = 1; d <= Chart::kDepthHashes; ++d) {
       auto found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
       if (found == cache.walks.end()) continue;
-      or_result(*found->second, words, rt.words);
+      emit_result(*found->second, parent, words, rt.words);
       if (parent) parent->used_cached = true;
       return;
     }
   }
-  Scratch::WalkFrame& frame = frame_at(sc, level, rt.words);
+  Scratch::WalkFrame& frame = frame_at(sc, level);
   const uint32_t after = advance_set(rt, view, sc, set, lexeme);
   const uint32_t after_local = after - view.base_sets;
   frame.built.push_back(after);
@@ -521,14 +534,22 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
   std::unique_ptr<LevelCache> transient;
   const LevelCache& tokens = level_of(rt, group, table, transient);
   if (!tokens.bits.empty()) {
-    or_words(frame.bits.data(), tokens.bits.data(), rt.words);
+    emit_bits(&frame, nullptr, tokens.bits.data(), rt.words);
   } else {
-    for (uint32_t token : tokens.tokens) set_bit(frame.bits.data(), token);
+    emit_tokens(&frame, nullptr, tokens.tokens.data(), tokens.tokens.size(), rt.words);
   }
   for (const ExitGroup* child : tokens.deeper) {
-    walk_level(rt, view, sc, *child, child->lexeme, after, frame.bits.data(), level + 1, &frame);
+    walk_level(rt, view, sc, *child, child->lexeme, after, nullptr, level + 1, &frame);
   }
-  or_words(words, frame.bits.data(), rt.words);
+  if (!frame.dense) {
+    std::sort(frame.tokens.begin(), frame.tokens.end());
+    frame.tokens.erase(std::unique(frame.tokens.begin(), frame.tokens.end()), frame.tokens.end());
+  }
+  if (frame.dense) {
+    emit_bits(parent, words, frame.bits.data(), rt.words);
+  } else {
+    emit_tokens(parent, words, frame.tokens.data(), frame.tokens.size(), rt.words);
+  }
   if (!frame.used_cached && group.persistent) {
     std::sort(frame.built.begin(), frame.built.end());
     sc.walk_touched.clear();
@@ -541,8 +562,7 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
       }
     }
     const uint32_t depth = depth_needed(view, sc, set, sc.walk_touched);
-    if (depth > 0) store_walk(rt, walk_key(group, lexeme, depth, hashes + (depth - 1) * 2),
-                              frame.bits);
+    if (depth > 0) store_walk(rt, walk_key(group, lexeme, depth, hashes + (depth - 1) * 2), frame);
   }
   if (parent) {
     parent->built.insert(parent->built.end(), frame.built.begin(), frame.built.end());

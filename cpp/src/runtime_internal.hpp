@@ -198,7 +198,11 @@ struct Scratch {
     std::vector<uint32_t> built;  // hypothetical sets this walk built or reused as its own
     std::vector<uint32_t> reads;  // sets those read
     bool used_cached = false;     // a nested result came from the cache
-    std::vector<uint32_t> bits;   // the walk's tokens
+    // The walk's tokens: a list (duplicates allowed) while short, a bitset once `dense`, so
+    // that walks reaching few tokens never touch a whole mask.
+    bool dense = false;
+    std::vector<uint32_t> tokens;
+    std::vector<uint32_t> bits;
   };
   std::vector<std::unique_ptr<WalkFrame>> frames;
   std::vector<uint32_t> walk_touched;  // pre-existing sets one walk depends on
