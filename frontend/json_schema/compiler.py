@@ -521,7 +521,9 @@ class Compiler:
         if flat.get("__false"):
             return NEVER
         key = ("branch", canonical(_strip_internal(flat)), _internal_key(flat), base, depth)
-        self.keepalive.append(flat)
+        # The key names internal schemas by id(): keep those very objects alive (not only the
+        # flat, which a later step could change), so that no new object can reuse an id.
+        self.keepalive.append((flat, [flat[k] for k in flat if k.startswith("__")]))
         return self.shared_rule(key, pointer, lambda: self.flat_body(flat, pointer, base, depth))
 
     def distribute(
