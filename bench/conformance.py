@@ -316,7 +316,12 @@ def main(argv: list[str] | None = None) -> int:
         "--lenient", action="store_true", help="unsupported keywords become warnings"
     )
     parser.add_argument("--coerce-one-of", action="store_true", help="overlapping oneOf as anyOf")
-    parser.add_argument("--property-order", choices=("schema", "any"), default="schema")
+    parser.add_argument(
+        "--property-order",
+        choices=("schema", "any"),
+        default=JsonSchemaOptions().property_order,
+        help="object key order (default: the front end's default)",
+    )
     parser.add_argument(
         "--show-failures", type=int, default=10, help="print up to N FN/FP/crash lines per split"
     )
