@@ -255,15 +255,36 @@ def walk(expr: Node) -> Iterator[Node]:
 
 
 def strip_spans(model: Node) -> Node:
-    """A copy of any IR model with every source span removed (spans are not canonical)."""
-    return type(model).model_validate(_strip(model.model_dump(mode="python")))
+    """A copy of any IR model with every source span removed (spans are not canonical).
+
+    Subtrees without spans are shared, not copied: passes use this for structural keys on
+    every expression, so it must not serialise and re-validate whole trees.
+    """
+    return _strip_node(model)
 
 
-def _strip(value):  # type: ignore[no-untyped-def]
-    if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k != "span"}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_strip(v) for v in value)
+def _strip_node(node: Node) -> Node:
+    updates: dict[str, object] = {}
+    for name, value in node.__dict__.items():
+        if name == "span":
+            if value is not None:
+                updates[name] = None
+            continue
+        stripped = _strip_value(value)
+        if stripped is not value:
+            updates[name] = stripped
+    # Dropping a span cannot break a validator, so the copy needs no re-validation.
+    return node.model_copy(update=updates) if updates else node
+
+
+def _strip_value(value: object) -> object:
+    if isinstance(value, Node):
+        return _strip_node(value)
+    if isinstance(value, tuple):
+        stripped = tuple(_strip_value(item) for item in value)
+        if all(new is old for new, old in zip(stripped, value, strict=True)):
+            return value
+        return stripped
     return value
 
 

@@ -42,10 +42,15 @@ MAX_TEXT_TOKEN_BYTES = 4096
 
 
 def lower_for_runtime(ir: GrammarIR) -> GrammarIR:
-    """The IR the flattener consumes: the compile pass pipeline's output."""
+    """The IR the flattener consumes: the compile pass pipeline's output.
+
+    The verifier runs once on the result rather than after every pass: the passes are tested
+    with per-pass verification, and per-pass checks cost more than the passes themselves on
+    large JSON Schema grammars.
+    """
     from gramkiln.passes.pipeline import COMPILE_PIPELINE, run_pipeline
 
-    return run_pipeline(ir, COMPILE_PIPELINE)
+    return run_pipeline(ir, COMPILE_PIPELINE, verify=False).verify()
 
 
 def _build_dfa(expr: Expr, terminals: Mapping[str, Expr], lazy: bool) -> Any:
