@@ -13,6 +13,7 @@ from gramkiln.ir import (
     Repeat,
     Rule,
     Seq,
+    strip_spans,
     walk,
 )
 from gramkiln.passes._common import (
@@ -119,7 +120,7 @@ class _Fuser:
         self._grammar = grammar
         self.terminals = frozenset(rule.name for rule in grammar.rules if rule.terminal)
         self._names = NameAllocator(rule.name for rule in grammar.rules)
-        self._by_structure: dict[Expr, str] = {}
+        self._by_structure: dict[bytes, str] = {}
         self.new_terminals: list[Rule] = []
 
     def whole_runs(self, rule: Rule) -> bool:
@@ -198,8 +199,9 @@ class _Fuser:
         key = structural_key(expr)
         name = self._by_structure.get(key)
         if name is None:
-            single_text = isinstance(key, (Literal, Bytes))
+            single_text = isinstance(expr, (Literal, Bytes))
             name = self._names.numbered(LITERAL_PREFIX if single_text else FUSED_PREFIX)
             self._by_structure[key] = name
-            self.new_terminals.append(Rule(name=name, body=key, terminal=True))
+            body = strip_spans(expr)
+            self.new_terminals.append(Rule(name=name, body=body, terminal=True))
         return Ref(name=name, span=expr.span)  # type: ignore[union-attr]

@@ -83,7 +83,7 @@ class _RepeatLowerer:
 
     def __init__(self, grammar: GrammarIR) -> None:
         self._names = NameAllocator(rule.name for rule in grammar.rules)
-        self._shared: dict[tuple[str, Expr, int], str] = {}
+        self._shared: dict[tuple[str, bytes, int], str] = {}
         self.helpers: list[Rule] = []
 
     def lower(self, node: Expr) -> Expr:

@@ -19,7 +19,6 @@ from gramkiln.passes._common import (
     is_empty_language,
     is_empty_text,
     is_lexeme_like,
-    map_expr,
     structural_key,
     with_subgrammars,
 )
@@ -77,19 +76,48 @@ def _normalise_rule(rule: Rule, merge_everywhere: bool) -> Rule:
 
 def normalise_expr(expr: Expr, *, merge_literals: bool) -> Expr:
     """Normalise one expression; ``merge_literals`` allows merging text across items."""
+    return _normalise_node(expr, merge_literals)
 
-    def rewrite(node: Expr) -> Expr:
-        if isinstance(node, Seq):
-            return _normalise_seq(node, merge_literals)
-        if isinstance(node, Choice):
-            return _normalise_choice(node)
-        if isinstance(node, Repeat):
-            return _normalise_repeat(node)
-        if is_empty_text(node):
-            return Empty(span=node.span)  # type: ignore[union-attr]
+
+# Nodes known to be in normal form (the rewrite is idempotent), by identity and merge flag.
+# The compile pipeline normalises three times and most subtrees survive the passes between
+# untouched, so later runs skip them instead of rebuilding and re-keying them.
+_NORMAL_NODES: dict[tuple[int, bool], Expr] = {}
+_NORMAL_NODE_LIMIT = 1 << 19
+
+
+def _normalise_node(node: Expr, merge_literals: bool) -> Expr:
+    known = _NORMAL_NODES.get((id(node), merge_literals))
+    if known is not None and known is node:
         return node
+    if isinstance(node, Seq):
+        items = tuple(_normalise_node(item, merge_literals) for item in node.items)
+        if _changed(items, node.items):
+            node = node.model_copy(update={"items": items})
+        result = _normalise_seq(node, merge_literals)
+    elif isinstance(node, Choice):
+        alternatives = tuple(_normalise_node(alt, merge_literals) for alt in node.alternatives)
+        if _changed(alternatives, node.alternatives):
+            node = node.model_copy(update={"alternatives": alternatives})
+        result = _normalise_choice(node)
+    elif isinstance(node, Repeat):
+        item = _normalise_node(node.item, merge_literals)
+        if item is not node.item:
+            node = node.model_copy(update={"item": item})
+        result = _normalise_repeat(node)
+    elif is_empty_text(node):
+        result = Empty(span=node.span)  # type: ignore[union-attr]
+    else:
+        result = node
+    if len(_NORMAL_NODES) >= _NORMAL_NODE_LIMIT:
+        _NORMAL_NODES.clear()
+    # Kept with the node so that its id cannot be reused while the entry lives.
+    _NORMAL_NODES[(id(result), merge_literals)] = result
+    return result
 
-    return map_expr(expr, rewrite)
+
+def _changed(new: tuple[Expr, ...], old: tuple[Expr, ...]) -> bool:
+    return len(new) != len(old) or any(a is not b for a, b in zip(new, old, strict=True))
 
 
 def _normalise_seq(seq: Seq, merge_literals: bool) -> Expr:
