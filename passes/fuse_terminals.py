@@ -30,6 +30,15 @@ from gramkiln.passes._common import (
 LITERAL_PREFIX = "__lit_"
 FUSED_PREFIX = "__t_"
 
+# A fused terminal becomes one byte DFA, whose size grows with every counted repetition in
+# it (a JSON string of at most n characters needs ~20n states). Counts above this stay in
+# the grammar, split into blocks (see _Fuser.split_counted_repeat). The split keeps compile
+# time and DFA size bounded but costs mask time (every block position is a distinct parser
+# state: maxLength 300 measured p50 145 us as blocks against 10 us as one DFA), so only
+# counts that one DFA cannot hold are split.
+MAX_FUSED_COUNT = 1024
+COUNT_BLOCK = 32
+
 
 def fuse_terminals(grammar: GrammarIR) -> GrammarIR:
     """Replace terminal-only subexpressions of non-terminal rules by synthetic terminals.
@@ -142,16 +151,63 @@ class _Fuser:
                 return alternatives[0]
             return expr.model_copy(update={"alternatives": alternatives})
         if isinstance(expr, Repeat):
+            if whole_runs and _large_count(expr) and self._fusable(expr.item):
+                return self.split_counted_repeat(expr)
             return expr.model_copy(update={"item": self.fuse(expr.item, whole_runs=whole_runs)})
         return expr
 
+    def split_counted_repeat(self, expr: Repeat) -> Expr:
+        """``x{m,n}`` with a large count as blocks ``B = x{k}`` plus small remainders.
+
+        ``x{m}`` becomes ``B{m div k} x{m mod k}`` and ``x{0,n}`` (q = n div k, r = n mod k)
+        becomes ``B{0,q-1} x{0,k-1} | B{q} x{0,r}``; ``x{m,}`` is ``x{m} x*``. Each ``x{..}``
+        piece with a count of at most k is one terminal and the block repeats stay in the
+        grammar (lower_repeats turns them into helper rules), so no DFA grows with the count.
+        The two alternatives cover disjoint lengths, so the split adds no ambiguity.
+        """
+        item, block_size = expr.item, COUNT_BLOCK
+        block = self._terminal_ref(Repeat(item=item, min=block_size, max=block_size))
+
+        def items_up_to(high: int) -> list[Expr]:
+            return [self._terminal_ref(Repeat(item=item, min=0, max=high))] if high else []
+
+        def blocks_up_to(high: int) -> list[Expr]:
+            return [Repeat(item=block, min=0, max=high)] if high else []
+
+        parts: list[Expr] = []
+        blocks, extra = divmod(expr.min, block_size)
+        if blocks:
+            parts.append(Repeat(item=block, min=blocks, max=blocks))
+        if extra:
+            parts.append(self._terminal_ref(Repeat(item=item, min=extra, max=extra)))
+        if expr.max is None:
+            parts.append(self._terminal_ref(Repeat(item=item, min=0, max=None)))
+        elif expr.max > expr.min:
+            quotient, remainder = divmod(expr.max - expr.min, block_size)
+            if quotient == 0:
+                parts.extend(items_up_to(remainder))
+            else:
+                short_items = [*blocks_up_to(quotient - 1), *items_up_to(block_size - 1)]
+                short = short_items[0] if len(short_items) == 1 else Seq(items=tuple(short_items))
+                full = [Repeat(item=block, min=quotient, max=quotient), *items_up_to(remainder)]
+                longest = full[0] if len(full) == 1 else Seq(items=tuple(full))
+                parts.append(Choice(alternatives=(short, longest)))
+        if not parts:
+            return Empty(span=expr.span)
+        if len(parts) == 1 and not isinstance(parts[0], Ref):
+            return parts[0].model_copy(update={"span": expr.span})
+        return Seq(items=tuple(parts), span=expr.span)
+
     def _fusable(self, expr: Expr) -> bool:
-        """Terminal-only, matching some text, not already a single terminal reference."""
+        """Terminal-only, matching some text, not already a single terminal reference, and
+        without a counted repetition too large for one DFA."""
         if isinstance(expr, (Ref, Empty)) or not is_terminal_only(expr, self.terminals):
             return False
         has_text = False
         for node in walk(expr):
             if isinstance(node, Ref) and node.name.startswith(MARKER_PREFIXES):
+                return False
+            if isinstance(node, Repeat) and _large_count(node):
                 return False
             has_text = has_text or isinstance(node, (*TEXT_LEAVES, Ref))
         return has_text
@@ -205,3 +261,7 @@ class _Fuser:
             body = strip_spans(expr)
             self.new_terminals.append(Rule(name=name, body=body, terminal=True))
         return Ref(name=name, span=expr.span)  # type: ignore[union-attr]
+
+
+def _large_count(repeat: Repeat) -> bool:
+    return max(repeat.min, repeat.max or 0) > MAX_FUSED_COUNT

@@ -12,6 +12,7 @@ the grammar before and after the pass, mutated samples and short random strings.
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import random
@@ -288,6 +289,43 @@ def test_lower_repeats_large_bound_is_linear() -> None:
     matcher = ReferenceMatcher(lowered)
     assert matcher.accepts("x" * 300) and not matcher.accepts("x" * 301)
     assert matcher.accepts("yz" * 150 + "x")
+
+
+@pytest.mark.parametrize(
+    "low, high",
+    [(0, 100), (0, 65), (1, 96), (70, 70), (5, 130), (40, None)],
+)
+def test_large_counts_are_split_into_blocks_exactly(
+    low: int, high: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gramkiln.ir import Repeat, walk
+
+    fuse_module = importlib.import_module("gramkiln.passes.fuse_terminals")
+
+    # A small threshold keeps the oracle fast; the split does not depend on its value.
+    monkeypatch.setattr(fuse_module, "MAX_FUSED_COUNT", 64)
+    MAX_FUSED_COUNT = 64
+    bound = "" if high is None else high
+    grammar = parse_grammar(f'%start start\nrule start = "<" ([a] | [b] "c"){{{low},{bound}}} ">"')
+    lowered = run_pipeline(grammar, COMPILE_PIPELINE)
+    for rule in lowered.rules:
+        if rule.terminal:
+            counts = [max(n.min, n.max or 0) for n in walk(rule.body) if isinstance(n, Repeat)]
+            assert max(counts, default=0) <= MAX_FUSED_COUNT, print_grammar(lowered)
+    old, new = ReferenceMatcher(grammar), ReferenceMatcher(lowered)
+    edges = {0, 1, 31, 32, 33, 63, 64, 65, 95, 96, 97, low - 1, low, low + 1}
+    if high is not None:
+        edges |= {high - 1, high, high + 1}
+    for count in sorted(c for c in edges if c >= 0):
+        text = "<" + "a" * count + ">"
+        assert old.accepts(text) == new.accepts(text), count
+        mixed = "<" + "".join(random.Random(count).choice(["a", "bc"]) for _ in range(count))
+        assert (
+            old.accepts(mixed + ">")
+            == new.accepts(mixed + ">")
+            == (low <= count and (high is None or count <= high))
+        )
+        assert new.is_prefix(mixed) == (high is None or count <= high)
 
 
 # ---------------------------------------------------------------------------------------------
