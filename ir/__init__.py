@@ -9,6 +9,7 @@ from gramkiln.ir.grammar import (
     Subgrammar,
     children,
     strip_spans,
+    structural_key,
     walk,
 )
 from gramkiln.ir.nodes import (
@@ -60,5 +61,6 @@ __all__ = [
     "print_grammar",
     "print_rule",
     "strip_spans",
+    "structural_key",
     "walk",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterator
@@ -286,6 +287,44 @@ def _strip_value(value: object) -> object:
             return value
         return stripped
     return value
+
+
+def structural_key(expr: Node) -> bytes:
+    """A 128-bit digest of ``expr`` without its spans: equal keys mean identical structure.
+
+    Passes key their deduplication tables with it at every node, so it must be cheap: keys
+    are computed bottom-up and memoised by node identity (nodes are immutable), which makes
+    keying a whole tree linear in its size instead of quadratic, and a later pass that keeps
+    a subtree pays nothing for it. A collision needs two different trees with the same
+    BLAKE2b-128 digest.
+    """
+    entry = _STRUCTURAL_KEYS.get(id(expr))
+    if entry is not None and entry[0] is expr:
+        return entry[1]
+    digest = hashlib.blake2b(type(expr).__name__.encode(), digest_size=16)
+    for name, value in expr.__dict__.items():
+        if name != "span":
+            digest.update(name.encode())
+            digest.update(_field_key(value))
+    key = digest.digest()
+    if len(_STRUCTURAL_KEYS) >= _STRUCTURAL_KEY_LIMIT:
+        _STRUCTURAL_KEYS.clear()  # keys are content digests: recomputing gives the same ones
+    # The node is kept with its key so that its id cannot be reused while the entry lives.
+    _STRUCTURAL_KEYS[id(expr)] = (expr, key)
+    return key
+
+
+_STRUCTURAL_KEYS: dict[int, tuple[Node, bytes]] = {}
+_STRUCTURAL_KEY_LIMIT = 1 << 19
+
+
+def _field_key(value: object) -> bytes:
+    if isinstance(value, Node):
+        return b"N" + structural_key(value)
+    if isinstance(value, tuple):
+        return b"(" + b"".join(_field_key(item) for item in value) + b")"
+    text = repr(value).encode()
+    return b"V%d:" % len(text) + text
 
 
 LEXEME_KINDS = (Literal, Bytes, CharClass)

@@ -14,6 +14,7 @@ from gramkiln.ir import (
     Rule,
     Seq,
     strip_spans,
+    structural_key,
     walk,
 )
 from gramkiln.passes._common import (
@@ -23,7 +24,6 @@ from gramkiln.passes._common import (
     is_lexeme_like,
     is_terminal_only,
     map_expr,
-    structural_key,
     with_subgrammars,
 )
 

@@ -17,13 +17,13 @@ from gramkiln.ir import (
     Seq,
     SpecialToken,
     TokenSet,
+    structural_key,
 )
 from gramkiln.passes._common import (
     NameAllocator,
     is_lexeme_like,
     map_expr,
     rules_inside_lexemes,
-    structural_key,
     with_subgrammars,
 )
 

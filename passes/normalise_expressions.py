@@ -14,12 +14,12 @@ from gramkiln.ir import (
     Rule,
     Seq,
     Span,
+    structural_key,
 )
 from gramkiln.passes._common import (
     is_empty_language,
     is_empty_text,
     is_lexeme_like,
-    structural_key,
     with_subgrammars,
 )
 

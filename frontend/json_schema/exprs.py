@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gramkiln.ir import CharClass, Choice, Empty, Expr, Literal, Repeat, Seq
+from gramkiln.ir import CharClass, Choice, Empty, Expr, Literal, Repeat, Seq, structural_key
 
 # A character class with no members: the expression that matches nothing. Used where a
 # schema admits no value at all (``false``, contradictory ``allOf``), so that the grammar stays
@@ -12,7 +12,7 @@ NEVER = CharClass(ranges=())
 
 def is_never(expr: Expr) -> bool:
     """Whether ``expr`` is the canonical empty-language expression."""
-    return expr == NEVER
+    return isinstance(expr, CharClass) and not expr.ranges and not expr.negated
 
 
 def seq(*items: Expr) -> Expr:
@@ -45,11 +45,16 @@ def seq(*items: Expr) -> Expr:
 def choice(*alternatives: Expr) -> Expr:
     """A choice that flattens nested choices, drops never-matching and duplicate members."""
     flat: list[Expr] = []
+    seen: set[bytes] = set()
     for alternative in alternatives:
         members = alternative.alternatives if isinstance(alternative, Choice) else (alternative,)
         for member in members:
-            if is_never(member) or member in flat:
+            if is_never(member):
                 continue
+            key = structural_key(member)
+            if key in seen:
+                continue
+            seen.add(key)
             flat.append(member)
     if not flat:
         return NEVER
