@@ -155,7 +155,7 @@ def run_case(
     tally.schemas += 1
     started = time.perf_counter()
     signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, args.compile_budget)
+    _arm(args.compile_budget)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -181,8 +181,8 @@ def run_case(
         tally.failures.append(f"CRASH {case.name}: {type(exc).__name__}: {str(exc)[:200]}")
         return
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.setitimer(signal.ITIMER_REAL, args.compile_budget)
+        _disarm()
+    _arm(args.compile_budget)
     try:
         accepts = _matcher(grammar, args.engine)
     except _OutOfTime:
@@ -196,7 +196,7 @@ def run_case(
         tally.failures.append(f"RUNTIME {case.name}: {type(exc).__name__}: {str(exc)[:200]}")
         return
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _disarm()
     tally.compiled += 1
     tally.compile_seconds.append(time.perf_counter() - started)
     deadline = time.perf_counter() + args.budget
@@ -208,7 +208,7 @@ def run_case(
         # The reference matcher can take long on one instance of a big grammar: an interval
         # timer interrupts it when the schema's budget is spent.
         signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.perf_counter(), 0.001))
+        _arm(max(deadline - time.perf_counter(), 0.001))
         try:
             accepted = accepts(text)
         except _OutOfTime:
@@ -219,7 +219,7 @@ def run_case(
             tally.failures.append(f"MATCH-CRASH {case.name}: {type(exc).__name__}: {exc}"[:300])
             continue
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            _disarm()
         tag = ""
         if valid != accepted and accepts is not grammar.accepts:
             tag = _second_opinion(grammar, text, accepted, tally)
@@ -239,13 +239,13 @@ def _second_opinion(grammar: gramkiln.Grammar, text: str, accepted: bool, tally:
     """Re-check a runtime FN/FP with the reference matcher, so that a runtime bug is told
     apart from a grammar (front-end) bug: a tag for the failure line."""
     signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, SECOND_OPINION_SECONDS)
+    _arm(SECOND_OPINION_SECONDS)
     try:
         reference = grammar.accepts(text)
     except _OutOfTime:
         return " (reference: timeout)"
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _disarm()
     if reference == accepted:
         return " (reference agrees)"
     tally.runtime_disagreements += 1
@@ -256,8 +256,29 @@ class _OutOfTime(Exception):
     """The per-schema matching budget ran out in the middle of one instance."""
 
 
+# The alarm raises only while armed: a C++ call that overruns the budget delivers the signal
+# when it returns, possibly after the guarded block ended, and an exception raised there would
+# end the whole run.
+_armed = [False]
+
+
 def _alarm(signum: int, frame: Any) -> None:
-    raise _OutOfTime
+    if _armed[0]:
+        _armed[0] = False
+        raise _OutOfTime
+
+
+def _arm(seconds: float) -> None:
+    _armed[0] = True
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+def _disarm() -> None:
+    try:
+        _armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except _OutOfTime:  # delivered between the two statements above
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def _percent(part: int, whole: int) -> str:
