@@ -149,9 +149,16 @@ class GrammarIR(Node):
         """Check cross-node invariants; raise IRError listing every problem. Returns self."""
         from gramkiln.errors import IRError
 
+        if _VERIFIED.get(id(self)) is self:
+            return self
         problems = list(self.problems())
         if problems:
             raise IRError("invalid IR:\n  " + "\n  ".join(problems))
+        # A grammar is immutable, so one check holds for its lifetime; front ends, Grammar and
+        # compile all verify the same object, which costs seconds on big JSON Schemas.
+        if len(_VERIFIED) >= 256:
+            _VERIFIED.clear()
+        _VERIFIED[id(self)] = self
         return self
 
     def problems(self, where: str = "") -> Iterator[str]:
@@ -193,6 +200,10 @@ class GrammarIR(Node):
         yield from _terminal_cycles(self, where)
         for sub in self.subgrammars:
             yield from sub.grammar.problems(f"{where}{sub.name}: ")
+
+
+# Grammars that passed verify(), by identity (kept alive so their ids are not reused).
+_VERIFIED: dict[int, GrammarIR] = {}
 
 
 def _node_problems(
@@ -301,12 +312,23 @@ def structural_key(expr: Node) -> bytes:
     entry = _STRUCTURAL_KEYS.get(id(expr))
     if entry is not None and entry[0] is expr:
         return entry[1]
-    digest = hashlib.blake2b(type(expr).__name__.encode(), digest_size=16)
-    for name, value in expr.__dict__.items():
-        if name != "span":
-            digest.update(name.encode())
-            digest.update(_field_key(value))
-    key = digest.digest()
+    kind = type(expr)
+    # The common node kinds are spelled out (this runs a few hundred thousand times on big
+    # JSON Schemas); every other model goes through its fields generically.
+    if kind is Seq:
+        data = b"S" + b"".join([structural_key(item) for item in expr.items])  # type: ignore[attr-defined]
+    elif kind is Choice:
+        data = b"C" + b"".join([structural_key(alt) for alt in expr.alternatives])  # type: ignore[attr-defined]
+    elif kind is Ref:
+        data = b"F" + expr.name.encode()  # type: ignore[attr-defined]
+    else:
+        parts = [kind.__name__.encode()]
+        for name, value in expr.__dict__.items():
+            if name != "span":
+                parts.append(name.encode())
+                parts.append(_field_key(value))
+        data = b"\x00".join(parts)
+    key = hashlib.blake2b(data, digest_size=16).digest()
     if len(_STRUCTURAL_KEYS) >= _STRUCTURAL_KEY_LIMIT:
         _STRUCTURAL_KEYS.clear()  # keys are content digests: recomputing gives the same ones
     # The node is kept with its key so that its id cannot be reused while the entry lives.

@@ -130,6 +130,7 @@ class _Fuser:
         self.terminals = frozenset(rule.name for rule in grammar.rules if rule.terminal)
         self._names = NameAllocator(rule.name for rule in grammar.rules)
         self._by_structure: dict[bytes, str] = {}
+        self._fusable_memo: dict[int, tuple[Expr, bool]] = {}
         self.new_terminals: list[Rule] = []
 
     def whole_runs(self, rule: Rule) -> bool:
@@ -201,6 +202,15 @@ class _Fuser:
     def _fusable(self, expr: Expr) -> bool:
         """Terminal-only, matching some text, not already a single terminal reference, and
         without a counted repetition too large for one DFA."""
+        # Asked again for every subtree on the way down: memoised so fusing stays linear.
+        known = self._fusable_memo.get(id(expr))
+        if known is not None and known[0] is expr:
+            return known[1]
+        answer = self._fusable_uncached(expr)
+        self._fusable_memo[id(expr)] = (expr, answer)
+        return answer
+
+    def _fusable_uncached(self, expr: Expr) -> bool:
         if isinstance(expr, (Ref, Empty)) or not is_terminal_only(expr, self.terminals):
             return False
         has_text = False
