@@ -14,6 +14,7 @@ from gramkiln.frontend.json_schema import JsonSchemaOptions, json_schema_grammar
 from gramkiln.frontend.json_schema.objects import _tracked_required_count
 
 from gramkiln import Grammar
+from gramkiln.errors import GrammarError
 
 CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
     # id, schema, valid values, invalid values
@@ -713,3 +714,47 @@ def test_const_objects_in_any_order_and_large_ones_warn() -> None:
     with pytest.warns(UserWarning, match="#/properties/x: enum/const objects with more than 5"):
         grammar = _grammar({"properties": {"x": {"const": large}}})
     assert grammar.accepts(json.dumps({"x": large}))
+
+
+def test_any_of_under_unevaluated_properties_evaluates_every_matching_branch() -> None:
+    """Two matching anyOf branches evaluate the union of their properties (JSON Schema Test
+    Suite, unevaluatedProperties with anyOf)."""
+    schema = {
+        "properties": {"foo": {"type": "string"}},
+        "anyOf": [
+            {"properties": {"bar": {"const": "bar"}}, "required": ["bar"]},
+            {"properties": {"baz": {"const": "baz"}}, "required": ["baz"]},
+            {"properties": {"quux": {"const": "quux"}}, "required": ["quux"]},
+        ],
+        "unevaluatedProperties": False,
+    }
+    grammar = _grammar(schema)
+    assert grammar.accepts(json.dumps({"foo": "foo", "bar": "bar"}))
+    assert grammar.accepts(json.dumps({"foo": "foo", "bar": "bar", "baz": "baz"}))
+    assert grammar.accepts(json.dumps({"bar": "bar", "baz": "baz", "quux": "quux"}))
+    assert not grammar.accepts(json.dumps({"foo": "foo", "bar": "bar", "baz": "not-baz"}))
+    assert not grammar.accepts(json.dumps({"foo": "foo", "bar": "bar", "other": 1}))
+    assert not grammar.accepts(json.dumps({"foo": "foo"}))
+
+
+def test_items_under_not_with_unevaluated_items_are_reported() -> None:
+    """ "not" yields no annotations; merging its negation would evaluate items, so the
+    combination is reported instead of accepting unevaluated items."""
+    schema = {
+        "prefixItems": [{"const": "foo"}],
+        "not": {"not": {"prefixItems": [True, {"const": "bar"}]}},
+        "unevaluatedItems": False,
+    }
+    with pytest.raises(GrammarError, match="unevaluatedItems: items constrained under not"):
+        _grammar(schema)
+
+
+def test_custom_meta_schema_is_reported_and_lenient_warns() -> None:
+    schema = {"$schema": "http://localhost:1234/metaschema-no-validation.json", "minimum": 10}
+    with pytest.raises(GrammarError, match=r"\$schema: custom meta-schema"):
+        _grammar(schema)
+    with pytest.warns(UserWarning, match="custom meta-schema"):
+        grammar = _grammar(schema, lenient=True)
+    assert grammar.accepts("12")
+    for official in ("http://json-schema.org/draft-04/schema#", "draft-07"):
+        assert _grammar({"$schema": official, "minimum": 10}).accepts("12")

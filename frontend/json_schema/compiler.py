@@ -10,10 +10,12 @@ branches, and finally each branch is split by type and handed to the per-type bu
 
 from __future__ import annotations
 
+import itertools
 import re
 import warnings
 from collections.abc import Callable, Hashable
 from typing import Any
+from urllib.parse import urlsplit
 
 from gramkiln.frontend.json_schema import arrays, objects
 from gramkiln.frontend.json_schema.automaton import (
@@ -76,6 +78,10 @@ MAX_TERMINAL_STATES = 256
 MAX_INLINE_NESTING = 40
 MAX_UNFOLDED_STATES = 4000
 MAX_LEXEME_COUNT = 64
+# Hosts of the official meta-schemas; any other $schema is a custom meta-schema.
+STANDARD_META_HOSTS = frozenset({"json-schema.org", "www.json-schema.org"})
+# anyOf under unevaluated* expands into every subset of its branches (2^n - 1 of them).
+MAX_ANNOTATED_ANY_OF = 5
 TYPE_ORDER = ("null", "boolean", "integer", "number", "string", "array", "object")
 
 
@@ -109,6 +115,14 @@ class Compiler:
         """Build and verify the grammar for the whole document."""
         if not isinstance(self.root, (dict, bool)):
             raise self.error("#", "a schema must be a JSON object or a boolean")
+        meta = self.root.get("$schema") if isinstance(self.root, dict) else None
+        host = urlsplit(meta).hostname if isinstance(meta, str) else None
+        if host is not None and host not in STANDARD_META_HOSTS:
+            # A custom meta-schema may switch vocabularies off (then e.g. "minimum" asserts
+            # nothing); without it the keywords' meaning is unknown.
+            self.unsupported(
+                "#", ["$schema"], f"custom meta-schema {meta!r}: its vocabularies are unknown"
+            )
         try:
             body = self.value_ref(self.root, "#", DEFAULT_BASE, 0)
         except RecursionError:
@@ -458,6 +472,16 @@ class Compiler:
             except NotNegatable as exc:
                 self.unsupported(location, ["not"], str(exc))
                 return self.branch(rest, pointer, base, depth)
+            item_keywords = ("items", "prefixItems", "additionalItems", "contains")
+            if "unevaluatedItems" in rest and any(
+                isinstance(alt, dict) and any(k in alt for k in item_keywords)
+                for alt in alternatives
+            ):
+                # "not" yields no annotations, but its negation, merged in, would evaluate
+                # items that unevaluatedItems must still see.
+                self.unsupported(
+                    location, ["not", "unevaluatedItems"], "items constrained under not"
+                )
             return choice(
                 *(
                     self.branch(self.merge_at(rest, alt, location), pointer, base, depth)
@@ -548,6 +572,10 @@ class Compiler:
             exact = self.exact_one_of(branches, alternatives, location, base)
             if exact is not None:
                 return choice(*(self.branch(b, location, base, depth) for b in exact))
+        elif 1 < len(branches) <= MAX_ANNOTATED_ANY_OF and any(
+            k in rest for k in ("unevaluatedProperties", "unevaluatedItems")
+        ):
+            return self.annotated_any_of(branches, location, base, depth)
         if len(branches) > MAX_BRANCHES:
             raise self.error(
                 location, f"{len(branches)} branches exceed the limit of {MAX_BRANCHES}"
@@ -559,6 +587,24 @@ class Compiler:
             else:
                 exprs.append(self.branch(flat, f"{location}/{index}", base, depth))
         return choice(*exprs)
+
+    def annotated_any_of(
+        self, branches: list[dict[str, Any]], location: str, base: str, depth: int
+    ) -> Expr:
+        """anyOf seen by unevaluated*: every branch that matches evaluates its properties and
+        items, so an instance is valid when some set M of branches all match and everything
+        is evaluated by M and the rest of the schema. One alternative per non-empty subset S
+        of branches (all of S must match; S evaluates the union) is exact: S = M accepts every
+        valid instance, and any S that matches is contained in M, which evaluates more.
+        """
+        alternatives = []
+        for size in range(1, len(branches) + 1):
+            for subset in itertools.combinations(range(len(branches)), size):
+                merged = branches[subset[0]]
+                for index in subset[1:]:
+                    merged = self.merge_at(merged, branches[index], location)
+                alternatives.append(self.branch(merged, location, base, depth))
+        return choice(*alternatives)
 
     def exact_one_of(
         self, branches: list[dict[str, Any]], alternatives: list[Any], location: str, base: str
