@@ -537,57 +537,68 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
     std::sort(subset.begin(), subset.end());
     index.find_or_add(subset, true);
   }
-  std::vector<std::vector<int32_t>> kernels(classes);
-  std::vector<int32_t> touched_classes;
-  std::vector<int32_t> current;
+  SubsetIndex kernel_index;  // kernels seen so far, with their targets in kernel_target
+  std::vector<int32_t> kernel_target;
+  std::vector<ClassEdge> subset_edges;
+  std::vector<int32_t> bounds, kernel, current;
   for (size_t position = 0; position < index.size(); ++position) {
     current.assign(index.data(position), index.data(position) + index.length(position));
     out.accepting.push_back(std::binary_search(current.begin(), current.end(), final_state));
-    // Kernel of each class: the NFA states its edges lead to, before closure.
-    for (int32_t c : touched_classes) kernels[c].clear();
-    touched_classes.clear();
+    const size_t row = out.table.size();
+    out.table.resize(row + classes, kDead);
+    // The subset's edges cut the classes into a few runs; within a run every class has the
+    // same kernel (the NFA states its edges lead to, before closure), so the same target.
+    subset_edges.clear();
+    bounds.clear();
     for (int32_t s : current) {
       for (uint32_t i = moves.begin[s]; i < moves.begin[s + 1]; ++i) {
         const ClassEdge& e = moves.items[i];
-        for (int32_t c = e.first; c <= e.last; ++c) {
-          if (kernels[c].empty()) touched_classes.push_back(c);
-          kernels[c].push_back(e.to);
-        }
+        subset_edges.push_back(e);
+        bounds.push_back(e.first);
+        bounds.push_back(e.last + 1);
       }
     }
-    std::sort(touched_classes.begin(), touched_classes.end());
-    const size_t row = out.table.size();
-    out.table.resize(row + classes, kDead);
-    int32_t previous_class = -1;
-    for (int32_t c : touched_classes) {
-      // Neighbouring classes that the same edges cover (the common case for wide ranges)
-      // have identical kernels, so identical targets.
-      if (previous_class >= 0 && kernels[c] == kernels[previous_class]) {
-        out.table[row + c] = out.table[row + previous_class];
-        previous_class = c;
-        continue;
+    std::sort(bounds.begin(), bounds.end());
+    bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+    for (size_t run = 0; run + 1 < bounds.size(); ++run) {
+      const int32_t run_first = bounds[run], run_end = bounds[run + 1];
+      kernel.clear();
+      for (const ClassEdge& e : subset_edges) {
+        if (e.first <= run_first && run_first <= e.last) kernel.push_back(e.to);
       }
-      previous_class = c;
-      ++union_stamp;
-      subset.clear();
-      for (int32_t t : kernels[c]) {
-        auto [states, length] = closure_of(t);
-        for (uint32_t i = 0; i < length; ++i) {
-          if (union_mark[states[i]] != union_stamp) {
-            union_mark[states[i]] = union_stamp;
-            subset.push_back(states[i]);
+      if (kernel.empty()) continue;
+      std::sort(kernel.begin(), kernel.end());
+      kernel.erase(std::unique(kernel.begin(), kernel.end()), kernel.end());
+      // The target depends only on the kernel, and kernels recur across subsets: look it up
+      // before computing (and hashing) the closed set.
+      int32_t target;
+      const int32_t known = kernel_index.find_or_add(kernel, false);
+      if (known >= 0) {
+        target = kernel_target[known];
+      } else {
+        ++union_stamp;
+        subset.clear();
+        for (int32_t t : kernel) {
+          auto [states, length] = closure_of(t);
+          for (uint32_t i = 0; i < length; ++i) {
+            if (union_mark[states[i]] != union_stamp) {
+              union_mark[states[i]] = union_stamp;
+              subset.push_back(states[i]);
+            }
           }
         }
-      }
-      std::sort(subset.begin(), subset.end());
-      int32_t target = index.find_or_add(subset, false);
-      if (target < 0) {
-        if (static_cast<int64_t>(index.size()) >= max_states) {
-          throw DfaBuildError(DfaFailure::kDfaLimit, {});
+        std::sort(subset.begin(), subset.end());
+        target = index.find_or_add(subset, false);
+        if (target < 0) {
+          if (static_cast<int64_t>(index.size()) >= max_states) {
+            throw DfaBuildError(DfaFailure::kDfaLimit, {});
+          }
+          target = index.find_or_add(subset, true);
         }
-        target = index.find_or_add(subset, true);
+        kernel_index.find_or_add(kernel, true);
+        kernel_target.push_back(target);
       }
-      out.table[row + c] = target;
+      std::fill(out.table.begin() + row + run_first, out.table.begin() + row + run_end, target);
     }
   }
   return out;
@@ -595,39 +606,52 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
 
 // ---- trim ----------------------------------------------------------------------------------
 
-// Keeps the states reachable from the start that can reach acceptance, in their old order.
-ClassDfa trim(const ClassDfa& dfa) {
+using Incoming = Adjacency<std::pair<int32_t, int32_t>>;  // per target: (symbol, source)
+
+// Live (non-dead) transitions grouped by target, each as (symbol, source).
+Incoming incoming_transitions(const ClassDfa& dfa) {
   const int32_t n = static_cast<int32_t>(dfa.size());
   const int32_t k = dfa.classes;
-  std::vector<uint8_t> reachable(n, 0), useful(n, 0);
-  std::vector<int32_t> queue{dfa.start};
-  reachable[dfa.start] = 1;
-  for (size_t i = 0; i < queue.size(); ++i) {
-    const int32_t* row = dfa.table.data() + static_cast<size_t>(queue[i]) * k;
-    for (int32_t c = 0; c < k; ++c) {
-      if (row[c] != kDead && !reachable[row[c]]) {
-        reachable[row[c]] = 1;
-        queue.push_back(row[c]);
-      }
-    }
-  }
-  Adjacency<int32_t> predecessors;
-  predecessors.begin.assign(n + 1, 0);
+  Incoming incoming;
+  incoming.begin.assign(n + 1, 0);
   for (int32_t t : dfa.table) {
-    if (t != kDead) ++predecessors.begin[t + 1];
+    if (t != kDead) ++incoming.begin[t + 1];
   }
-  for (int32_t s = 0; s < n; ++s) predecessors.begin[s + 1] += predecessors.begin[s];
-  predecessors.items.resize(predecessors.begin[n]);
-  {
-    std::vector<uint32_t> fill(predecessors.begin.begin(), predecessors.begin.end() - 1);
-    for (int32_t s = 0; s < n; ++s) {
-      for (int32_t c = 0; c < k; ++c) {
-        const int32_t t = dfa.table[static_cast<size_t>(s) * k + c];
-        if (t != kDead) predecessors.items[fill[t]++] = s;
-      }
+  for (int32_t s = 0; s < n; ++s) incoming.begin[s + 1] += incoming.begin[s];
+  incoming.items.resize(incoming.begin[n]);
+  std::vector<uint32_t> fill(incoming.begin.begin(), incoming.begin.end() - 1);
+  for (int32_t s = 0; s < n; ++s) {
+    const int32_t* row = dfa.table.data() + static_cast<size_t>(s) * k;
+    for (int32_t c = 0; c < k; ++c) {
+      if (row[c] != kDead) incoming.items[fill[row[c]]++] = {c, s};
     }
   }
-  queue.clear();
+  return incoming;
+}
+
+// Which states are reachable from the start and can reach acceptance. The subset
+// construction only creates reachable states, so the forward pass is needed only after the
+// lazy cut removed edges.
+std::vector<uint8_t> live_states(const ClassDfa& dfa, const Incoming& incoming, bool lazy) {
+  const int32_t n = static_cast<int32_t>(dfa.size());
+  const int32_t k = dfa.classes;
+  std::vector<uint8_t> reachable(n, 1), useful(n, 0);
+  std::vector<int32_t> queue;
+  if (lazy) {
+    std::fill(reachable.begin(), reachable.end(), 0);
+    reachable[dfa.start] = 1;
+    queue.push_back(dfa.start);
+    for (size_t i = 0; i < queue.size(); ++i) {
+      const int32_t* row = dfa.table.data() + static_cast<size_t>(queue[i]) * k;
+      for (int32_t c = 0; c < k; ++c) {
+        if (row[c] != kDead && !reachable[row[c]]) {
+          reachable[row[c]] = 1;
+          queue.push_back(row[c]);
+        }
+      }
+    }
+    queue.clear();
+  }
   for (int32_t s = 0; s < n; ++s) {
     if (dfa.accepting[s]) {
       useful[s] = 1;
@@ -636,28 +660,36 @@ ClassDfa trim(const ClassDfa& dfa) {
   }
   for (size_t i = 0; i < queue.size(); ++i) {
     const int32_t t = queue[i];
-    for (uint32_t j = predecessors.begin[t]; j < predecessors.begin[t + 1]; ++j) {
-      const int32_t s = predecessors.items[j];
+    for (uint32_t j = incoming.begin[t]; j < incoming.begin[t + 1]; ++j) {
+      const int32_t s = incoming.items[j].second;
       if (!useful[s]) {
         useful[s] = 1;
         queue.push_back(s);
       }
     }
   }
+  for (int32_t s = 0; s < n; ++s) useful[s] &= reachable[s];
+  return useful;
+}
+
+// The DFA restricted to the `keep` states (in their old order); start -1 if it is dropped.
+ClassDfa restrict_to(const ClassDfa& dfa, const std::vector<uint8_t>& keep) {
+  const int32_t n = static_cast<int32_t>(dfa.size());
+  const int32_t k = dfa.classes;
   ClassDfa out;
   out.classes = k;
-  if (!(reachable[dfa.start] && useful[dfa.start])) {
+  if (!keep[dfa.start]) {
     out.start = kDead;
     return out;
   }
   std::vector<int32_t> renumber(n, kDead);
   int32_t kept = 0;
   for (int32_t s = 0; s < n; ++s) {
-    if (reachable[s] && useful[s]) renumber[s] = kept++;
+    if (keep[s]) renumber[s] = kept++;
   }
   out.table.reserve(static_cast<size_t>(kept) * k);
   for (int32_t s = 0; s < n; ++s) {
-    if (renumber[s] == kDead) continue;
+    if (!keep[s]) continue;
     for (int32_t c = 0; c < k; ++c) {
       const int32_t t = dfa.table[static_cast<size_t>(s) * k + c];
       out.table.push_back(t == kDead ? kDead : renumber[t]);
@@ -671,31 +703,14 @@ ClassDfa trim(const ClassDfa& dfa) {
 // ---- Hopcroft minimisation -----------------------------------------------------------------
 
 // The block of every state of a trimmed DFA under the coarsest partition that respects
-// acceptance and transitions. An explicit sink (state n) completes the DFA; it keeps a block
-// of its own, since in a trimmed DFA no state is equivalent to it.
-std::vector<int32_t> hopcroft_blocks(const ClassDfa& dfa) {
+// acceptance and transitions. An explicit sink (state n) completes the DFA. It keeps a block
+// of its own (in a trimmed DFA no state is equivalent to it), and that block is the one
+// initial block left out of the splitters: refining by every other initial block implies
+// refining by it, and so its huge in-degree (every dead transition) is never scanned.
+std::vector<int32_t> hopcroft_blocks(const ClassDfa& dfa, const Incoming& incoming) {
   const int32_t n = static_cast<int32_t>(dfa.size());
   const int32_t k = dfa.classes;
   const int32_t sink = n;
-  // Incoming live transitions per target, as (symbol, source). Dead transitions (into the
-  // sink) are not stored: the sink's block is a splitter at most once, and then the table is
-  // scanned for them.
-  Adjacency<std::pair<int32_t, int32_t>> incoming;
-  incoming.begin.assign(n + 1, 0);
-  for (int32_t t : dfa.table) {
-    if (t != kDead) ++incoming.begin[t + 1];
-  }
-  for (int32_t s = 0; s < n; ++s) incoming.begin[s + 1] += incoming.begin[s];
-  incoming.items.resize(incoming.begin[n]);
-  {
-    std::vector<uint32_t> fill(incoming.begin.begin(), incoming.begin.end() - 1);
-    for (int32_t s = 0; s < n; ++s) {
-      for (int32_t c = 0; c < k; ++c) {
-        const int32_t t = dfa.table[static_cast<size_t>(s) * k + c];
-        if (t != kDead) incoming.items[fill[t]++] = {c, s};
-      }
-    }
-  }
 
   // Partition refinement: the members of block b are elements[first[b] .. end[b]); a split
   // moves the marked members to the front and cuts there.
@@ -703,6 +718,7 @@ std::vector<int32_t> hopcroft_blocks(const ClassDfa& dfa) {
   std::vector<int32_t> first, end, marked;
   std::vector<uint8_t> pending_flag;
   std::vector<int32_t> pending;
+  elements.reserve(n + 1);
   auto add_block = [&](const std::vector<int32_t>& members) {
     const int32_t b = static_cast<int32_t>(first.size());
     first.push_back(static_cast<int32_t>(elements.size()));
@@ -713,28 +729,23 @@ std::vector<int32_t> hopcroft_blocks(const ClassDfa& dfa) {
     }
     end.push_back(static_cast<int32_t>(elements.size()));
     marked.push_back(0);
-    pending_flag.push_back(0);
+    pending_flag.push_back(1);
+    pending.push_back(b);
   };
   {
     std::vector<int32_t> finals, others;
     for (int32_t s = 0; s < n; ++s) (dfa.accepting[s] ? finals : others).push_back(s);
     if (!finals.empty()) add_block(finals);
     if (!others.empty()) add_block(others);
-    add_block({sink});
   }
-  // All initial blocks but the largest are splitters.
-  {
-    int32_t largest = 0;
-    for (int32_t b = 1; b < static_cast<int32_t>(first.size()); ++b) {
-      if (end[b] - first[b] > end[largest] - first[largest]) largest = b;
-    }
-    for (int32_t b = 0; b < static_cast<int32_t>(first.size()); ++b) {
-      if (b != largest) {
-        pending.push_back(b);
-        pending_flag[b] = 1;
-      }
-    }
-  }
+  // The sink's block: not a splitter (see above).
+  first.push_back(static_cast<int32_t>(elements.size()));
+  position[sink] = static_cast<int32_t>(elements.size());
+  block_of[sink] = static_cast<int32_t>(end.size());
+  elements.push_back(sink);
+  end.push_back(static_cast<int32_t>(elements.size()));
+  marked.push_back(0);
+  pending_flag.push_back(0);
 
   std::vector<std::vector<int32_t>> sources_by_symbol(k);
   std::vector<int32_t> touched_symbols, touched_blocks, splitter;
@@ -742,27 +753,16 @@ std::vector<int32_t> hopcroft_blocks(const ClassDfa& dfa) {
     const int32_t b = pending.back();
     pending.pop_back();
     pending_flag[b] = 0;
-    // Gather the splitter's predecessors per symbol first: a snapshot of the splitter.
+    // Gather the splitter's predecessors per symbol first: a snapshot of the splitter. The
+    // sink is never in a splitter, so only live transitions are involved.
     splitter.assign(elements.begin() + first[b], elements.begin() + end[b]);
     for (int32_t a : touched_symbols) sources_by_symbol[a].clear();
     touched_symbols.clear();
-    auto add_source = [&](int32_t symbol, int32_t source) {
-      if (sources_by_symbol[symbol].empty()) touched_symbols.push_back(symbol);
-      sources_by_symbol[symbol].push_back(source);
-    };
     for (int32_t t : splitter) {
-      if (t == sink) {
-        for (int32_t s = 0; s < n; ++s) {
-          const int32_t* row = dfa.table.data() + static_cast<size_t>(s) * k;
-          for (int32_t c = 0; c < k; ++c) {
-            if (row[c] == kDead) add_source(c, s);
-          }
-        }
-        for (int32_t c = 0; c < k; ++c) add_source(c, sink);
-        continue;
-      }
       for (uint32_t i = incoming.begin[t]; i < incoming.begin[t + 1]; ++i) {
-        add_source(incoming.items[i].first, incoming.items[i].second);
+        const auto [symbol, source] = incoming.items[i];
+        if (sources_by_symbol[symbol].empty()) touched_symbols.push_back(symbol);
+        sources_by_symbol[symbol].push_back(source);
       }
     }
     for (int32_t a : touched_symbols) {
@@ -868,9 +868,15 @@ DfaOutput build_byte_dfa(const DfaInput& input) {
       }
     }
   }
-  ClassDfa trimmed = trim(dfa);
-  if (trimmed.start == kDead) return DfaOutput{};
-  return canonical(trimmed, hopcroft_blocks(trimmed), class_of_byte);
+  Incoming incoming = incoming_transitions(dfa);
+  const std::vector<uint8_t> keep = live_states(dfa, incoming, input.lazy);
+  if (std::find(keep.begin(), keep.end(), 0) != keep.end()) {
+    // Rare (dead ends in the expression, or the lazy cut): compact, then start over.
+    dfa = restrict_to(dfa, keep);
+    if (dfa.start == kDead) return DfaOutput{};
+    incoming = incoming_transitions(dfa);
+  }
+  return canonical(dfa, hopcroft_blocks(dfa, incoming), class_of_byte);
 }
 
 }  // namespace gramkiln
