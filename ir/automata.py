@@ -234,13 +234,21 @@ class _Program:
 
 
 class _Encoder:
-    """Encodes an expression and the terminal bodies it reaches into one program."""
+    """Encodes an expression and the terminal bodies it reaches into one program.
+
+    Names (terminals, and error messages for elements that cannot appear in a terminal,
+    marked with a leading NUL) are numbered in the order they are first met, so a program is
+    a pure function of the expression and the bodies: equal inputs give equal programs.
+    """
 
     def __init__(self, terminals: Mapping[str, Expr]) -> None:
         self.terminals = terminals
         self.code: list[int] = []
         self.names: list[str] = []
         self.name_index: dict[str, int] = {}
+        # (position in code, name) of every name slot, so that a body's encoding can be
+        # reused in another program, whose name numbers differ.
+        self.name_slots: list[tuple[int, str]] = []
         self.handlers = {
             Empty: self._empty,
             Literal: self._literal,
@@ -262,20 +270,44 @@ class _Encoder:
                 offsets.append(-1)
             else:
                 offsets.append(len(self.code))
-                self.encode(body)
+                self._encode_body(body)
         return _Program(
             code=_int32_bytes(self.code),
             terminal_offsets=_int32_bytes(offsets),
             names=tuple(self.names),
         )
 
+    def _encode_body(self, body: Expr) -> None:
+        """Encode a terminal body, reusing its encoding from an earlier program if any (the
+        same bodies recur in every lexeme of a grammar that references them)."""
+        code = self.code
+        start = len(code)
+        cached = _BODY_ENCODINGS.get(id(body))
+        if cached is not None and cached[0] is body:
+            code += cached[1]
+            for position, name in cached[2]:
+                code[start + position] = self._name(name)
+            return
+        first_slot = len(self.name_slots)
+        self.encode(body)
+        slots = tuple((position - start, name) for position, name in self.name_slots[first_slot:])
+        if len(_BODY_ENCODINGS) >= _MAX_BODY_ENCODINGS:
+            _BODY_ENCODINGS.clear()
+        # Holding the body keeps its id from being reused while the entry exists.
+        _BODY_ENCODINGS[id(body)] = (body, code[start:], slots)
+
     def encode(self, expr: Node) -> None:
         handler = self.handlers.get(type(expr))
         if handler is None:
             kind = getattr(expr, "kind", type(expr).__name__)
-            self.code += (_OP_INVALID, 3, self._name(f"\0{kind}"))
+            self.code += (_OP_INVALID, 3, self._slot(f"\0{kind}"))
         else:
             handler(expr)
+
+    def _slot(self, name: str) -> int:
+        """The number of ``name`` for the slot about to be written at the end of the code."""
+        self.name_slots.append((len(self.code) + 2, name))
+        return self._name(name)
 
     def _name(self, name: str) -> int:
         index = self.name_index.get(name)
@@ -323,7 +355,12 @@ class _Encoder:
         code[at + 1] = len(code) - at
 
     def _ref(self, expr: Ref) -> None:
-        self.code += (_OP_REF, 3, self._name(expr.name))
+        self.code += (_OP_REF, 3, self._slot(expr.name))
+
+
+# Encodings of terminal bodies by id(body): (body, code, name slots). Bounded; cleared when full.
+_BODY_ENCODINGS: dict[int, tuple[Node, list[int], tuple[tuple[int, str], ...]]] = {}
+_MAX_BODY_ENCODINGS = 8192
 
 
 def _int32_bytes(values: list[int]) -> bytes:
