@@ -209,6 +209,7 @@ _FAILURE_UNKNOWN_REF, _FAILURE_INVALID, _FAILURE_TOO_DEEP = 4, 5, 6
 # caps keep the C++ arithmetic in range. The depth cap bounds the C++ recursion's stack.
 _NATIVE_STATE_CAP = 1 << 40
 _NATIVE_MAX_DEPTH = 10_000
+_INT32_MAX = 2**31 - 1
 _native_function: object = None
 
 
@@ -350,7 +351,11 @@ class _Encoder:
     def _repeat(self, expr: Repeat) -> None:
         code = self.code
         at = len(code)
-        code += (_OP_REPEAT, 0, expr.min, -1 if expr.max is None else expr.max)
+        # Bounds past int32 are clamped: every copy adds an NFA state, so such a repeat hits
+        # the NFA limit (at most 2**30 states natively) at the same point either way.
+        low = min(expr.min, _INT32_MAX)
+        high = -1 if expr.max is None else min(expr.max, _INT32_MAX)
+        code += (_OP_REPEAT, 0, low, high)
         self.encode(expr.item)
         code[at + 1] = len(code) - at
 
@@ -364,10 +369,7 @@ _MAX_BODY_ENCODINGS = 8192
 
 
 def _int32_bytes(values: list[int]) -> bytes:
-    try:
-        return np.array(values, dtype=np.int32).tobytes()
-    except OverflowError as exc:
-        raise CompileError("terminal expression has a repeat bound beyond 2**31 - 1") from exc
+    return np.array(values, dtype=np.int32).tobytes()
 
 
 def _encode_program(expr: Expr, terminals: Mapping[str, Expr]) -> _Program:

@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gramkiln.errors import CompileError
-from gramkiln.testing.strategies import terminal_exprs
+from gramkiln.testing.strategies import char_classes, literals, repeat_bounds, terminal_exprs
 
 pytestmark = pytest.mark.skipif(
     automata._native_builder() is None, reason="the C++ extension is not built"
@@ -61,9 +61,10 @@ def assert_identical(expr, terminals=None, **options) -> None:  # type: ignore[n
 
 
 @settings(max_examples=300, deadline=None)
-@given(terminal_exprs(max_leaves=6), st.booleans())
-def test_random_expressions_match_python(expr, lazy: bool) -> None:  # type: ignore[no-untyped-def]
-    assert_identical(expr, lazy=lazy)
+@given(terminal_exprs(max_leaves=6), st.booleans(), st.sampled_from([1, 3, 8, 100_000]))
+def test_random_expressions_match_python(expr, lazy: bool, max_states: int) -> None:  # type: ignore[no-untyped-def]
+    # Small limits check that both paths fail on exactly the same expressions.
+    assert_identical(expr, lazy=lazy, max_states=max_states)
 
 
 @settings(max_examples=150, deadline=None)
@@ -81,6 +82,30 @@ def test_random_unicode_expressions_match_python(expr, lazy: bool) -> None:  # t
 )
 def test_random_expressions_with_references_match_python(root, a, b, lazy: bool) -> None:  # type: ignore[no-untyped-def]
     assert_identical(root, {"A": a, "B": b}, lazy=lazy)
+
+
+def _expressions_with_dead_ends() -> st.SearchStrategy:
+    """Expressions with empty leaves and empty classes: dead ends the trim must remove."""
+    leaves = st.one_of(literals(), char_classes(), st.just(Empty()), st.just(CharClass(ranges=())))
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3).map(lambda xs: Seq(items=tuple(xs))),
+            st.lists(inner, max_size=3).map(lambda xs: Choice(alternatives=tuple(xs))),
+            st.builds(
+                lambda item, bounds: Repeat(item=item, min=bounds[0], max=bounds[1]),
+                inner,
+                repeat_bounds(),
+            ),
+        ),
+        max_leaves=6,
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(_expressions_with_dead_ends(), st.booleans())
+def test_random_expressions_with_dead_ends_match_python(expr, lazy: bool) -> None:  # type: ignore[no-untyped-def]
+    assert_identical(expr, lazy=lazy)
 
 
 @settings(max_examples=100, deadline=None)
@@ -147,6 +172,38 @@ def test_errors_match_python() -> None:
     assert "1,000 DFA states" in _outcome(
         build_dfa, parse_expr('[a-b]*"a"[a-b]{12}'), max_states=1000
     )
+
+
+def test_huge_repeat_bounds_hit_the_same_limit() -> None:
+    for expr in (
+        Repeat(item=Literal(text="a"), min=0, max=10**12),
+        Repeat(item=Literal(text="a"), min=10**12, max=None),
+        Repeat(item=Empty(), min=5 * 10**9, max=6 * 10**9),
+    ):
+        native = _outcome(build_dfa, expr, max_states=1000)
+        assert native == _outcome(build_dfa_python, expr, max_states=1000)
+        assert "10,000 NFA states" in native
+
+
+def test_reused_body_encodings_give_identical_programs() -> None:
+    digits = parse_expr("[0-9]+")
+    terminals = {
+        "DIGITS": digits,
+        "NUMBER": Seq(items=(Ref(name="SIGN"), Ref(name="DIGITS"))),
+        "SIGN": parse_expr('"-"?'),
+        "BAD": Seq(items=(Ref(name="DIGITS"), TokenSet(ranges=((1, 2),)))),
+    }
+    for root in (Ref(name="NUMBER"), Seq(items=(Ref(name="DIGITS"), Ref(name="NUMBER")))):
+        automata._BODY_ENCODINGS.clear()
+        fresh = automata._encode_program(root, terminals)
+        reused = automata._encode_program(root, terminals)
+        assert reused == fresh
+        assert any(entry[0] is digits for entry in automata._BODY_ENCODINGS.values())
+    # An invalid element inside a reused body still fails with the Python path's words.
+    for _ in range(2):
+        native = _outcome(build_dfa, Ref(name="BAD"), terminals)
+        assert native == _outcome(build_dfa_python, Ref(name="BAD"), terminals)
+        assert "tokens elements cannot appear" in native
 
 
 def test_malformed_programs_are_value_errors_not_crashes() -> None:

@@ -219,8 +219,9 @@ struct RangeEdge {
 class NfaBuilder {
  public:
   explicit NfaBuilder(const DfaInput& input)
-      : in_(input), limit_(input.max_states > INT32_MAX / 16 ? int64_t{INT32_MAX} / 2
-                                                             : input.max_states * 10) {}
+      : in_(input),
+        limit_(input.max_states > INT32_MAX / 16 ? int64_t{INT32_MAX} / 2 : input.max_states * 10) {
+  }
 
   int32_t new_state() {
     if (count_ >= limit_) throw DfaBuildError(DfaFailure::kNfaLimit, {});
@@ -350,8 +351,8 @@ class NfaBuilder {
     for (const Utf8Sequence& sequence : cached->second) {
       int32_t next = target;
       for (int i = sequence.length - 1; i >= 1; --i) {
-        const int64_t key = (static_cast<int64_t>(next) << 16) | (sequence.lo[i] << 8) |
-                            sequence.hi[i];
+        const int64_t key =
+            (static_cast<int64_t>(next) << 16) | (sequence.lo[i] << 8) | sequence.hi[i];
         auto found = suffix_states.find(key);
         int32_t state;
         if (found == suffix_states.end()) {
