@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import functools
 import sys
+import threading
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -402,28 +403,40 @@ def _failure_message(kind: int, detail: list[int], names: tuple[str, ...], max_s
 
 class _DfaMemo:
     """Recently built DFAs by program (the same terminal body recurs across the lexemes of a
-    grammar and across grammars), bounded by the bytes of their tables."""
+    grammar and across grammars), bounded by the bytes of their tables. Thread-safe: the
+    native build releases the GIL, so compiles in several threads share it."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.used = 0
         self.entries: OrderedDict[object, tuple[ByteDFA, int]] = OrderedDict()
+        self.lock = threading.Lock()
 
     def get(self, key: object) -> ByteDFA | None:
-        entry = self.entries.get(key)
-        if entry is None:
-            return None
-        self.entries.move_to_end(key)
-        return entry[0]
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None:
+                return None
+            self.entries.move_to_end(key)
+            return entry[0]
 
     def put(self, key: object, dfa: ByteDFA, size: int) -> None:
         if size > self.max_bytes // 4:
             return
-        self.entries[key] = (dfa, size)
-        self.used += size
-        while self.used > self.max_bytes:
-            _, (_, dropped) = self.entries.popitem(last=False)
-            self.used -= dropped
+        with self.lock:
+            previous = self.entries.pop(key, None)
+            if previous is not None:
+                self.used -= previous[1]
+            self.entries[key] = (dfa, size)
+            self.used += size
+            while self.used > self.max_bytes:
+                _, (_, dropped) = self.entries.popitem(last=False)
+                self.used -= dropped
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.used = 0
 
 
 _DFA_MEMO = _DfaMemo(64 << 20)

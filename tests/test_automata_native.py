@@ -239,6 +239,18 @@ def test_memoised_results_are_shared_and_frozen() -> None:
     assert build_dfa(Ref(name="DIGITS"), terminals, lazy=True).num_states == 2
 
 
+def test_concurrent_builds_give_the_python_results() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    sources = ['[a-z]{0,30} "!"', '("ab" | "a")* "b"?', "[\\u{80}-\\u{10ffff}]{1,6}", '"x"{5,}']
+    exprs = [parse_expr(source) for source in sources]
+    expected = [build_dfa_python(expr) for expr in exprs]
+    automata._DFA_MEMO.clear()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(build_dfa, exprs * 8))
+    assert results == expected * 8
+
+
 def test_falls_back_to_python_without_the_extension(monkeypatch: pytest.MonkeyPatch) -> None:
     # False is what _native_builder caches when importing gramkiln.runtime._core fails.
     monkeypatch.setattr(automata, "_native_function", False)
