@@ -10,6 +10,7 @@ that every edge treats alike, so ``[^"\\\\]*`` over all of Unicode stays tiny.
 
 from __future__ import annotations
 
+import array
 import bisect
 import functools
 import sys
@@ -211,6 +212,7 @@ _FAILURE_UNKNOWN_REF, _FAILURE_INVALID, _FAILURE_TOO_DEEP = 4, 5, 6
 _NATIVE_STATE_CAP = 1 << 40
 _NATIVE_MAX_DEPTH = 10_000
 _INT32_MAX = 2**31 - 1
+_INT32_TYPECODE = "i" if array.array("i").itemsize == 4 else "l"
 _native_function: object = None
 
 
@@ -251,16 +253,6 @@ class _Encoder:
         # (position in code, name) of every name slot, so that a body's encoding can be
         # reused in another program, whose name numbers differ.
         self.name_slots: list[tuple[int, str]] = []
-        self.handlers = {
-            Empty: self._empty,
-            Literal: self._literal,
-            Bytes: self._bytes,
-            CharClass: self._class,
-            Seq: self._seq,
-            Choice: self._choice,
-            Repeat: self._repeat,
-            Ref: self._ref,
-        }
 
     def program(self, expr: Expr) -> _Program:
         self.encode(expr)
@@ -299,12 +291,12 @@ class _Encoder:
         _BODY_ENCODINGS[id(body)] = (body, code[start:], slots)
 
     def encode(self, expr: Node) -> None:
-        handler = self.handlers.get(type(expr))
+        handler = _ENCODERS.get(type(expr))
         if handler is None:
             kind = getattr(expr, "kind", type(expr).__name__)
             self.code += (_OP_INVALID, 3, self._slot(f"\0{kind}"))
         else:
-            handler(expr)
+            handler(self, expr)
 
     def _slot(self, name: str) -> int:
         """The number of ``name`` for the slot about to be written at the end of the code."""
@@ -364,13 +356,27 @@ class _Encoder:
         self.code += (_OP_REF, 3, self._slot(expr.name))
 
 
+# Dispatch by node type (a class-level table: building bound methods per program costs more
+# than encoding a short literal).
+_ENCODERS = {
+    Empty: _Encoder._empty,
+    Literal: _Encoder._literal,
+    Bytes: _Encoder._bytes,
+    CharClass: _Encoder._class,
+    Seq: _Encoder._seq,
+    Choice: _Encoder._choice,
+    Repeat: _Encoder._repeat,
+    Ref: _Encoder._ref,
+}
+
 # Encodings of terminal bodies by id(body): (body, code, name slots). Bounded; cleared when full.
 _BODY_ENCODINGS: dict[int, tuple[Node, list[int], tuple[tuple[int, str], ...]]] = {}
 _MAX_BODY_ENCODINGS = 8192
 
 
 def _int32_bytes(values: list[int]) -> bytes:
-    return np.array(values, dtype=np.int32).tobytes()
+    # array.array converts a list of ints several times faster than numpy for short lists.
+    return array.array(_INT32_TYPECODE, values).tobytes()
 
 
 def _encode_program(expr: Expr, terminals: Mapping[str, Expr]) -> _Program:
