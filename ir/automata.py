@@ -154,7 +154,9 @@ def build_dfa(
     if native is None:
         return build_dfa_python(expr, terminals, lazy=lazy, max_states=max_states)
     program = _encode_program(expr, terminals or {})
-    key = (program.code, program.terminal_offsets, program.names, lazy, max_states)
+    # Names only shape error messages, and failures are not memoised: leave them out, so
+    # that equal bodies under different terminal names share one DFA.
+    key = (program.code, program.terminal_offsets, lazy, max_states)
     cached = _DFA_MEMO.get(key)
     if cached is not None:
         return cached
