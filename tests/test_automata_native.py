@@ -236,6 +236,8 @@ def test_memoised_results_are_shared_and_frozen() -> None:
     first = build_dfa(Ref(name="DIGITS"), terminals)
     second = build_dfa(Ref(name="DIGITS"), {"DIGITS": parse_expr("[0-9]+")})
     assert first is second and not first.table.flags.writeable
+    # Names are not part of the key: the same body under another name is the same DFA.
+    assert build_dfa(Ref(name="INT"), {"INT": parse_expr("[0-9]+")}) is first
     assert build_dfa(Ref(name="DIGITS"), terminals, lazy=True).num_states == 2
 
 
