@@ -540,6 +540,7 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
   }
   SubsetIndex kernel_index;  // kernels seen so far, with their targets in kernel_target
   std::vector<int32_t> kernel_target;
+  std::vector<int32_t> single_target(count, -1);  // the same for one-state kernels
   std::vector<ClassEdge> subset_edges;
   std::vector<int32_t> bounds, kernel, current;
   for (size_t position = 0; position < index.size(); ++position) {
@@ -572,9 +573,14 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
       kernel.erase(std::unique(kernel.begin(), kernel.end()), kernel.end());
       // The target depends only on the kernel, and kernels recur across subsets: look it up
       // before computing (and hashing) the closed set.
+      // Most kernels are one NFA state: those skip the hash table.
       int32_t target;
-      const int32_t known = kernel_index.find_or_add(kernel, false);
-      if (known >= 0) {
+      const bool single = kernel.size() == 1;
+      const int32_t known =
+          single ? single_target[kernel[0]] : kernel_index.find_or_add(kernel, false);
+      if (single && known >= 0) {
+        target = known;
+      } else if (known >= 0) {
         target = kernel_target[known];
       } else {
         ++union_stamp;
@@ -596,8 +602,12 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
           }
           target = index.find_or_add(subset, true);
         }
-        kernel_index.find_or_add(kernel, true);
-        kernel_target.push_back(target);
+        if (single) {
+          single_target[kernel[0]] = target;
+        } else {
+          kernel_index.find_or_add(kernel, true);
+          kernel_target.push_back(target);
+        }
       }
       std::fill(out.table.begin() + row + run_first, out.table.begin() + row + run_end, target);
     }
