@@ -16,8 +16,10 @@ import functools
 import sys
 import threading
 from collections import OrderedDict, defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
+from typing import Literal as Literal_
 
 import numpy as np
 from gramkiln.ir.nodes import (
@@ -215,10 +217,11 @@ _NATIVE_STATE_CAP = 1 << 40
 _NATIVE_MAX_DEPTH = 10_000
 _INT32_MAX = 2**31 - 1
 _INT32_TYPECODE = "i" if array.array("i").itemsize == 4 else "l"
-_native_function: object = None
+# None: not looked up yet; False: the extension (or its DFA builder) is missing.
+_native_function: Callable[..., tuple[Any, ...]] | Literal_[False] | None = None
 
 
-def _native_builder():  # type: ignore[no-untyped-def]
+def _native_builder() -> Callable[..., tuple[Any, ...]] | None:
     """``_core.build_byte_dfa``, or None where the extension is not built (imported lazily:
     ir/ must import without it)."""
     global _native_function
@@ -228,7 +231,8 @@ def _native_builder():  # type: ignore[no-untyped-def]
         except ImportError:
             _native_function = False
         else:
-            _native_function = getattr(_core, "build_byte_dfa", False)
+            function = getattr(_core, "build_byte_dfa", None)
+            _native_function = function if callable(function) else False
     return _native_function or None
 
 
