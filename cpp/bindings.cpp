@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gramkiln/core.hpp"
+#include "src/dfa.hpp"
 
 namespace py = pybind11;
 using gramkiln::Matcher;
@@ -287,4 +288,48 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("matchers"), py::arg("bitmask"), py::arg("indices") = py::none(),
       py::arg("threads") = 1, "Fill one bitmask row per matcher in parallel (GIL released).");
+
+  // ---- byte-DFA construction (ir/automata.py's native path) ----
+  m.def(
+      "build_byte_dfa",
+      [](py::bytes code, py::bytes terminal_offsets, bool lazy, int64_t max_states,
+         int32_t max_depth) -> py::tuple {
+        auto int32s = [](const py::bytes& data, const char* what) {
+          const std::string raw = data;
+          if (raw.size() % sizeof(int32_t) != 0) {
+            throw py::value_error(std::string(what) + " must hold whole int32 values");
+          }
+          std::vector<int32_t> out(raw.size() / sizeof(int32_t));
+          if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
+          return out;
+        };
+        gramkiln::DfaInput input;
+        input.code = int32s(code, "code");
+        input.terminal_offsets = int32s(terminal_offsets, "terminal_offsets");
+        input.lazy = lazy;
+        input.max_states = max_states;
+        input.max_depth = max_depth;
+        gramkiln::DfaOutput output;
+        int32_t failure = 0;
+        std::vector<int32_t> detail;
+        {
+          py::gil_scoped_release release;
+          try {
+            output = gramkiln::build_byte_dfa(input);
+          } catch (const gramkiln::DfaBuildError& error) {
+            failure = static_cast<int32_t>(error.failure);
+            detail = error.detail;
+          }
+        }
+        if (failure != 0) return py::make_tuple(py::none(), failure, detail);
+        py::bytes table(reinterpret_cast<const char*>(output.table.data()),
+                        output.table.size() * sizeof(int32_t));
+        py::bytes accepting(reinterpret_cast<const char*>(output.accepting.data()),
+                            output.accepting.size());
+        return py::make_tuple(output.start, accepting, table);
+      },
+      py::arg("code"), py::arg("terminal_offsets"), py::arg("lazy"), py::arg("max_states"),
+      py::arg("max_depth"),
+      "Minimal canonical byte DFA of an encoded terminal expression (GIL released). Returns "
+      "(start, accepting bytes, int32 table bytes), or (None, failure kind, detail).");
 }

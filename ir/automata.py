@@ -10,11 +10,16 @@ that every edge treats alike, so ``[^"\\\\]*`` over all of Unicode stays tiny.
 
 from __future__ import annotations
 
+import array
 import bisect
 import functools
-from collections import defaultdict, deque
-from collections.abc import Mapping
+import sys
+import threading
+from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
+from typing import Literal as Literal_
 
 import numpy as np
 from gramkiln.ir.nodes import (
@@ -141,7 +146,47 @@ def build_dfa(
     accepting states keep no outgoing edges, so the language becomes
     ``{w in L : no proper prefix of w is in L}``. More than ``max_states`` DFA states (or ten
     times as many NFA states) raises CompileError naming the limit.
+
+    Runs in C++ (``gramkiln.runtime._core``, GIL released) when the extension is built, else
+    in Python (:func:`build_dfa_python`); both give identical results and errors.
     """
+    if max_states < 1:
+        raise ValueError("max_states must be at least 1")
+    native = _native_builder()
+    if native is None:
+        return build_dfa_python(expr, terminals, lazy=lazy, max_states=max_states)
+    program = _encode_program(expr, terminals or {})
+    # Names only shape error messages, and failures are not memoised: leave them out, so
+    # that equal bodies under different terminal names share one DFA.
+    key = (program.code, program.terminal_offsets, lazy, max_states)
+    cached = _DFA_MEMO.get(key)
+    if cached is not None:
+        return cached
+    result = native(
+        program.code,
+        program.terminal_offsets,
+        lazy,
+        min(max_states, _NATIVE_STATE_CAP),
+        min(sys.getrecursionlimit(), _NATIVE_MAX_DEPTH),
+    )
+    if result[0] is None:
+        raise CompileError(_failure_message(result[1], result[2], program.names, max_states))
+    start, accepting, table_bytes = result
+    table = np.frombuffer(table_bytes, dtype=np.int32).reshape(len(accepting), 256)
+    dfa = ByteDFA(start=start, accepting=tuple(map(bool, accepting)), table=table)
+    _DFA_MEMO.put(key, dfa, table.nbytes)
+    return dfa
+
+
+def build_dfa_python(
+    expr: Expr,
+    terminals: Mapping[str, Expr] | None = None,
+    *,
+    lazy: bool = False,
+    max_states: int = 100_000,
+) -> ByteDFA:
+    """:func:`build_dfa` in pure Python: the fallback without the extension, and the oracle
+    the native path is tested against."""
     if max_states < 1:
         raise ValueError("max_states must be at least 1")
     nfa = _ByteNFA(max_states * 10)
@@ -157,6 +202,256 @@ def build_dfa(
             if is_final:
                 table[state] = DEAD
     return _canonical(*_minimise(*_trim(table, accepting)), class_of_byte)
+
+
+# ---- native path ---------------------------------------------------------------------------
+# The expression goes to C++ as one flat int32 program (layout in cpp/src/dfa.hpp): every
+# node is [op, size, payload..., children...]; references name terminals by index, and each
+# referenced body is encoded once, after the root.
+_OP_EMPTY, _OP_BYTES, _OP_CLASS, _OP_SEQ, _OP_CHOICE, _OP_REPEAT, _OP_REF, _OP_INVALID = range(8)
+_FAILURE_NFA_LIMIT, _FAILURE_DFA_LIMIT, _FAILURE_RECURSIVE = 1, 2, 3
+_FAILURE_UNKNOWN_REF, _FAILURE_INVALID, _FAILURE_TOO_DEEP = 4, 5, 6
+# Beyond these the native limits are unreachable in practice (memory runs out first); the
+# caps keep the C++ arithmetic in range. The depth cap bounds the C++ recursion's stack.
+_NATIVE_STATE_CAP = 1 << 40
+_NATIVE_MAX_DEPTH = 10_000
+_INT32_MAX = 2**31 - 1
+_INT32_TYPECODE = "i" if array.array("i").itemsize == 4 else "l"
+# None: not looked up yet; False: the extension (or its DFA builder) is missing.
+_native_function: Callable[..., tuple[Any, ...]] | Literal_[False] | None = None
+
+
+def _native_builder() -> Callable[..., tuple[Any, ...]] | None:
+    """``_core.build_byte_dfa``, or None where the extension is not built (imported lazily:
+    ir/ must import without it)."""
+    global _native_function
+    if _native_function is None:
+        try:
+            from gramkiln.runtime import _core
+        except ImportError:
+            _native_function = False
+        else:
+            function = getattr(_core, "build_byte_dfa", None)
+            _native_function = function if callable(function) else False
+    return _native_function or None
+
+
+@dataclass(frozen=True)
+class _Program:
+    code: bytes
+    terminal_offsets: bytes
+    names: tuple[str, ...]  # terminal names by index, then error messages
+
+
+class _Encoder:
+    """Encodes an expression and the terminal bodies it reaches into one program.
+
+    Names (terminals, and error messages for elements that cannot appear in a terminal,
+    marked with a leading NUL) are numbered in the order they are first met, so a program is
+    a pure function of the expression and the bodies: equal inputs give equal programs.
+    """
+
+    def __init__(self, terminals: Mapping[str, Expr]) -> None:
+        self.terminals = terminals
+        self.code: list[int] = []
+        self.names: list[str] = []
+        self.name_index: dict[str, int] = {}
+        # (position in code, name) of every name slot, so that a body's encoding can be
+        # reused in another program, whose name numbers differ.
+        self.name_slots: list[tuple[int, str]] = []
+
+    def program(self, expr: Expr) -> _Program:
+        self.encode(expr)
+        offsets: list[int] = []
+        # Bodies are appended as references to them are found, so the list grows as we go.
+        while len(offsets) < len(self.names):
+            body = self.terminals.get(self.names[len(offsets)])
+            if body is None:
+                offsets.append(-1)
+            else:
+                offsets.append(len(self.code))
+                self._encode_body(body)
+        return _Program(
+            code=_int32_bytes(self.code),
+            terminal_offsets=_int32_bytes(offsets),
+            names=tuple(self.names),
+        )
+
+    def _encode_body(self, body: Expr) -> None:
+        """Encode a terminal body, reusing its encoding from an earlier program if any (the
+        same bodies recur in every lexeme of a grammar that references them)."""
+        code = self.code
+        start = len(code)
+        cached = _BODY_ENCODINGS.get(id(body))
+        if cached is not None and cached[0] is body:
+            code += cached[1]
+            for position, name in cached[2]:
+                code[start + position] = self._name(name)
+            return
+        first_slot = len(self.name_slots)
+        self.encode(body)
+        slots = tuple((position - start, name) for position, name in self.name_slots[first_slot:])
+        if len(_BODY_ENCODINGS) >= _MAX_BODY_ENCODINGS:
+            _BODY_ENCODINGS.clear()
+        # Holding the body keeps its id from being reused while the entry exists.
+        _BODY_ENCODINGS[id(body)] = (body, code[start:], slots)
+
+    def encode(self, expr: Node) -> None:
+        handler = _ENCODERS.get(type(expr))
+        if handler is None:
+            kind = getattr(expr, "kind", type(expr).__name__)
+            self.code += (_OP_INVALID, 3, self._slot(f"\0{kind}"))
+        else:
+            handler(self, expr)
+
+    def _slot(self, name: str) -> int:
+        """The number of ``name`` for the slot about to be written at the end of the code."""
+        self.name_slots.append((len(self.code) + 2, name))
+        return self._name(name)
+
+    def _name(self, name: str) -> int:
+        index = self.name_index.get(name)
+        if index is None:
+            index = self.name_index[name] = len(self.names)
+            self.names.append(name)
+        return index
+
+    def _empty(self, expr: Empty) -> None:
+        self.code += (_OP_EMPTY, 2)
+
+    def _literal(self, expr: Literal) -> None:
+        data = expr.text.encode("utf-8")
+        self.code += (_OP_BYTES, 3 + len(data), 1 if expr.case_insensitive else 0)
+        self.code += data
+
+    def _bytes(self, expr: Bytes) -> None:
+        self.code += (_OP_BYTES, 3 + len(expr.data), 0)
+        self.code += expr.data
+
+    def _class(self, expr: CharClass) -> None:
+        self.code += (_OP_CLASS, 3 + 2 * len(expr.ranges), 1 if expr.negated else 0)
+        for lo, hi in expr.ranges:
+            self.code += (lo, hi)
+
+    def _seq(self, expr: Seq) -> None:
+        self._with_children(_OP_SEQ, expr.items)
+
+    def _choice(self, expr: Choice) -> None:
+        self._with_children(_OP_CHOICE, expr.alternatives)
+
+    def _with_children(self, op: int, children: tuple[Expr, ...]) -> None:
+        code = self.code
+        at = len(code)
+        code += (op, 0)
+        for child in children:
+            self.encode(child)
+        code[at + 1] = len(code) - at
+
+    def _repeat(self, expr: Repeat) -> None:
+        code = self.code
+        at = len(code)
+        # Bounds past int32 are clamped: every copy adds an NFA state, so such a repeat hits
+        # the NFA limit (at most 2**30 states natively) at the same point either way.
+        low = min(expr.min, _INT32_MAX)
+        high = -1 if expr.max is None else min(expr.max, _INT32_MAX)
+        code += (_OP_REPEAT, 0, low, high)
+        self.encode(expr.item)
+        code[at + 1] = len(code) - at
+
+    def _ref(self, expr: Ref) -> None:
+        self.code += (_OP_REF, 3, self._slot(expr.name))
+
+
+# Dispatch by node type (a class-level table: building bound methods per program costs more
+# than encoding a short literal).
+_ENCODERS = {
+    Empty: _Encoder._empty,
+    Literal: _Encoder._literal,
+    Bytes: _Encoder._bytes,
+    CharClass: _Encoder._class,
+    Seq: _Encoder._seq,
+    Choice: _Encoder._choice,
+    Repeat: _Encoder._repeat,
+    Ref: _Encoder._ref,
+}
+
+# Encodings of terminal bodies by id(body): (body, code, name slots). Bounded; cleared when full.
+_BODY_ENCODINGS: dict[int, tuple[Node, list[int], tuple[tuple[int, str], ...]]] = {}
+_MAX_BODY_ENCODINGS = 8192
+
+
+def _int32_bytes(values: list[int]) -> bytes:
+    # array.array converts a list of ints several times faster than numpy for short lists.
+    return array.array(_INT32_TYPECODE, values).tobytes()
+
+
+def _encode_program(expr: Expr, terminals: Mapping[str, Expr]) -> _Program:
+    try:
+        return _Encoder(terminals).program(expr)
+    except RecursionError as exc:
+        raise CompileError("terminal expression nesting is too deep") from exc
+
+
+def _failure_message(kind: int, detail: list[int], names: tuple[str, ...], max_states: int) -> str:
+    """The CompileError text of a native failure: the same words as the Python path."""
+    if kind == _FAILURE_NFA_LIMIT:
+        return (
+            f"terminal expression needs more than {max_states * 10:,} NFA states "
+            "(raise max_states or simplify the expression)"
+        )
+    if kind == _FAILURE_DFA_LIMIT:
+        return (
+            f"terminal expression needs more than {max_states:,} DFA states (the max_states limit)"
+        )
+    if kind == _FAILURE_RECURSIVE:
+        chain = " -> ".join(names[index] for index in detail)
+        return f"terminal {names[detail[-1]]} is recursive: {chain}"
+    if kind == _FAILURE_UNKNOWN_REF:
+        return f"unknown terminal {names[detail[0]]} in a terminal expression"
+    if kind == _FAILURE_INVALID:
+        return f"{names[detail[0]][1:]} elements cannot appear in a terminal expression"
+    return "terminal expression nesting is too deep"
+
+
+class _DfaMemo:
+    """Recently built DFAs by program (the same terminal body recurs across the lexemes of a
+    grammar and across grammars), bounded by the bytes of their tables. Thread-safe: the
+    native build releases the GIL, so compiles in several threads share it."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.used = 0
+        self.entries: OrderedDict[object, tuple[ByteDFA, int]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: object) -> ByteDFA | None:
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None:
+                return None
+            self.entries.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: object, dfa: ByteDFA, size: int) -> None:
+        if size > self.max_bytes // 4:
+            return
+        with self.lock:
+            previous = self.entries.pop(key, None)
+            if previous is not None:
+                self.used -= previous[1]
+            self.entries[key] = (dfa, size)
+            self.used += size
+            while self.used > self.max_bytes:
+                _, (_, dropped) = self.entries.popitem(last=False)
+                self.used -= dropped
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.used = 0
+
+
+_DFA_MEMO = _DfaMemo(64 << 20)
 
 
 def _connect(
