@@ -29,6 +29,7 @@ from gramkiln.ir import (
     SpecialToken,
     TokenSet,
     print_expr,
+    structural_key,
 )
 from gramkiln.ir.automata import build_dfa
 
@@ -89,6 +90,7 @@ class _Flattener:
         self.helper_ids: dict[str, int] = {}
         self.ignore_star: tuple[str, int] | None = None
         self.wrapped: dict[tuple[str, int], tuple[str, int]] = {}
+        self.pending_rules: list[str] = []  # rules referenced but not flattened yet, in order
 
     # -- symbols ----------------------------------------------------------------------------
     def nonterminal(self, name: str) -> tuple[str, int]:
@@ -96,6 +98,8 @@ class _Flattener:
         if name not in self.nonterminal_ids:
             self.nonterminal_ids[name] = len(self.flat.nonterminal_names)
             self.flat.nonterminal_names.append(name)
+            if name in self.rules:
+                self.pending_rules.append(name)
         return ("N", self.nonterminal_ids[name])
 
     def lexeme(self, key: str, expr: Expr, lazy: bool = False) -> tuple[str, int]:
@@ -155,7 +159,7 @@ class _Flattener:
                 out.extend(self.symbols(item))
             return out
         if isinstance(expr, Choice):
-            symbol, fresh = self.helper("choice:" + print_expr(expr))
+            symbol, fresh = self.helper("choice:" + _key(expr))
             if fresh:
                 for alternative in expr.alternatives:
                     self.add(symbol, self.symbols(alternative))
@@ -206,7 +210,7 @@ class _Flattener:
         for _ in range(expr.min):
             out.extend(item)
         if expr.max is None:
-            symbol, fresh = self.helper("star:" + print_expr(expr.item))
+            symbol, fresh = self.helper("star:" + _key(expr.item))
             if fresh:  # left recursion: Earley handles it without growing the item count
                 self.add(symbol, [])
                 self.add(symbol, [symbol, *item])
@@ -214,8 +218,9 @@ class _Flattener:
         elif expr.max > expr.min:
             # optional chain: O_k = () | item O_{k-1}
             previous: tuple[str, int] | None = None
+            item_key = _key(expr.item)
             for level in range(1, expr.max - expr.min + 1):
-                symbol, fresh = self.helper(f"upto{level}:" + print_expr(expr.item))
+                symbol, fresh = self.helper(f"upto{level}:" + item_key)
                 if fresh:
                     self.add(symbol, [])
                     self.add(symbol, [*item] + ([previous] if previous else []))
@@ -249,15 +254,18 @@ class _Flattener:
         if self.ir.ignore and self.ir.options.allow_initial_skip:
             prefix = [self.ignore_repeat()]
         self.add(start, prefix + self.reference(self.ir.start))
-        done: set[str] = set()
-        while True:
-            pending = [n for n in self.nonterminal_ids if n in self.rules and n not in done]
-            if not pending:
-                break
-            for name in pending:
-                done.add(name)
-                self.add(("N", self.nonterminal_ids[name]), self.symbols(self.rules[name].body))
+        # First-use order, breadth first: the numbering (and so the artifact) is deterministic.
+        position = 0
+        while position < len(self.pending_rules):
+            name = self.pending_rules[position]
+            position += 1
+            self.add(("N", self.nonterminal_ids[name]), self.symbols(self.rules[name].body))
         return self.flat
+
+
+def _key(expr: Expr) -> str:
+    """A compact structural key for helper nonterminals (printing big expressions is slow)."""
+    return structural_key(expr).hex()
 
 
 def flatten_grammar(ir: GrammarIR, vocab: Any) -> FlatGrammar:
@@ -276,13 +284,32 @@ def flatten_grammar(ir: GrammarIR, vocab: Any) -> FlatGrammar:
             return productive_lexeme[index]
         return productive_set[index]
 
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in flat.productions:
-            if not productive_nt[lhs] and all(ok(s) for s in rhs):
-                productive_nt[lhs] = True
-                changed = True
+    # Worklist: a production fires when its last unproductive nonterminal becomes productive.
+    missing = []
+    users: list[list[int]] = [[] for _ in productive_nt]
+    ready: list[int] = []
+    for index, (_, rhs) in enumerate(flat.productions):
+        waiting = 0
+        for kind, symbol in rhs:
+            if kind == "N":
+                waiting += 1
+                users[symbol].append(index)
+            elif not ok((kind, symbol)):
+                waiting = -1
+                break
+        missing.append(waiting)
+        if waiting == 0:
+            ready.append(index)
+    while ready:
+        lhs = flat.productions[ready.pop()][0]
+        if productive_nt[lhs]:
+            continue
+        productive_nt[lhs] = True
+        for user in users[lhs]:
+            if missing[user] > 0:
+                missing[user] -= 1
+                if missing[user] == 0:
+                    ready.append(user)
     flat.productions = [(lhs, rhs) for lhs, rhs in flat.productions if all(ok(s) for s in rhs)]
     return flat
 
