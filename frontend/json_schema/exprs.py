@@ -39,7 +39,9 @@ def seq(*items: Expr) -> Expr:
         return Empty()
     if len(flat) == 1:
         return flat[0]
-    return Seq(items=tuple(flat))
+    # The members are IR nodes built here: no field needs checking, and validation is most
+    # of the cost of building the large grammars of big schemas.
+    return Seq.model_construct(items=tuple(flat))
 
 
 def choice(*alternatives: Expr) -> Expr:
@@ -60,7 +62,7 @@ def choice(*alternatives: Expr) -> Expr:
         return NEVER
     if len(flat) == 1:
         return flat[0]
-    return Choice(alternatives=tuple(flat))
+    return Choice.model_construct(alternatives=tuple(flat))
 
 
 def repeat(item: Expr, low: int = 0, high: int | None = None) -> Expr:
