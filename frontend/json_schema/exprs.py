@@ -39,9 +39,7 @@ def seq(*items: Expr) -> Expr:
         return Empty()
     if len(flat) == 1:
         return flat[0]
-    # The members are IR nodes built here: no field needs checking, and validation is most
-    # of the cost of building the large grammars of big schemas.
-    return Seq.model_construct(items=tuple(flat))
+    return Seq(items=tuple(flat))
 
 
 def choice(*alternatives: Expr) -> Expr:
@@ -62,7 +60,7 @@ def choice(*alternatives: Expr) -> Expr:
         return NEVER
     if len(flat) == 1:
         return flat[0]
-    return Choice.model_construct(alternatives=tuple(flat))
+    return Choice(alternatives=tuple(flat))
 
 
 def repeat(item: Expr, low: int = 0, high: int | None = None) -> Expr:
