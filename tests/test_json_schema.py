@@ -758,3 +758,33 @@ def test_custom_meta_schema_is_reported_and_lenient_warns() -> None:
     assert grammar.accepts("12")
     for official in ("http://json-schema.org/draft-04/schema#", "draft-07"):
         assert _grammar({"$schema": official, "minimum": 10}).accepts("12")
+
+
+NEGATED_CONTAINS = [
+    {"type": "array", "not": {"contains": {"const": 1}}},
+    {"not": {"contains": {"const": 1}, "minContains": 2}},
+    {"not": {"contains": {"const": 1}, "maxContains": 1}},
+    {"not": {"contains": {"type": "integer", "minimum": 2}, "minContains": 2, "maxContains": 3}},
+    {"type": "array", "prefixItems": [{"type": "integer"}], "not": {"contains": {"const": 0}}},
+    {"type": "array", "oneOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]},
+    {"not": {"contains": {"const": 1}, "minContains": 0}},
+    {"not": {"items": {"const": 1}, "contains": {"const": 2}}},
+]
+
+
+@pytest.mark.parametrize("schema", NEGATED_CONTAINS, ids=[json.dumps(s) for s in NEGATED_CONTAINS])
+def test_negated_contains_agrees_with_jsonschema(schema: dict[str, Any]) -> None:
+    """not/oneOf over contains: fewer than minContains or more than maxContains matches."""
+    import random
+
+    jsonschema = pytest.importorskip("jsonschema")
+    full = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    grammar = _grammar(full)
+    validator = jsonschema.Draft202012Validator(full)
+    rnd = random.Random(0)
+    values = [0, 1, 2, 3, 4, "a", None, [1]]
+    instances: list[Any] = [[], 1, "x", {"a": 1}]
+    instances += [[rnd.choice(values) for _ in range(rnd.randint(1, 5))] for _ in range(150)]
+    for instance in instances:
+        text = json.dumps(instance)
+        assert grammar.accepts(text) == validator.is_valid(instance), text

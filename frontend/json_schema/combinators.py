@@ -450,6 +450,24 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
             ]
         )
         handled.add("items")
+    if "contains" in schema:
+        # The number of matching items falls outside [minContains, maxContains]. Arrays only
+        # (other values satisfy "contains"); minContains 0 is always met below.
+        matching = schema["contains"]
+        low = schema.get("minContains", 1)
+        high = schema.get("maxContains")
+        alternatives = []
+        if low == 1:
+            alternatives.append({"type": ["array"], "items": {"not": matching}})
+        elif low > 1:
+            alternatives.append(
+                {"type": ["array"], "contains": matching, "minContains": 0, "maxContains": low - 1}
+            )
+        if high is not None:
+            alternatives.append({"type": ["array"], "contains": matching, "minContains": high + 1})
+        pieces.append(alternatives or [False])
+    # Without "contains" the two bounds assert nothing.
+    handled |= {"contains", "minContains", "maxContains"}
     for group in schema.get("__negated_anyof", ()):
         # not(A or B) = not A and not B: every combination of the alternatives' negations.
         combined: list[Any] = [{}]
