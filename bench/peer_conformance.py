@@ -323,7 +323,10 @@ class EngineWorker:
         the deadline, the memory cap, or exits."""
         assert self.connection is not None and self.process is not None
         while True:
-            if self.connection.poll(0.05):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout", None
+            if self.connection.poll(min(remaining, 0.05)):
                 try:
                     message = self.connection.recv()
                 except (EOFError, OSError):
@@ -333,8 +336,6 @@ class EngineWorker:
                 return "died", f"worker exited (code {self.process.exitcode})"
             if _resident_bytes(self.process.pid) > self.max_rss_bytes:
                 return "memory", f"over {self.max_rss_bytes / 2**30:.1f} GiB resident"
-            if time.monotonic() > deadline:
-                return "timeout", None
 
     def ensure_started(self) -> bool:
         """Start the worker if it is not running; False when the engine is unavailable."""
