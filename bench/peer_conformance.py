@@ -403,14 +403,6 @@ def _resident_bytes(pid: int | None) -> int:
 # data
 
 
-@dataclass
-class Vocabulary:
-    """The bench vocabulary plus a canonical (BPE) tokenizer when one exists."""
-
-    bench: bench_run.BenchVocab
-    canonical: Callable[[bytes], list[int]] | None
-
-
 def load_vocabulary(spec: str) -> bench_run.BenchVocab:
     """The vocabulary, with the greedy tokenizer as the instance tokenizer (always)."""
     from gramkiln.runtime.vocab import load_vocab

@@ -218,3 +218,16 @@ def test_peer_adapter_decides_tiny_schemas(peer: str, byte_vocab: pc.bench_run.B
         for instance, verdict in zip(job.instances, outcome.verdicts, strict=True):
             if instance.valid:
                 assert verdict == pc.ACCEPTED, (peer, job.name, instance.text)
+
+
+def test_a_rejection_the_bytes_disprove_is_a_tokenization_artefact(
+    byte_vocab: pc.bench_run.BenchVocab,
+) -> None:
+    # The token sequence spells "tru" while the text is "true": the forced tokens are
+    # rejected (no EOS after "tru"), the byte-level second opinion accepts the text.
+    instance = pc.Instance("true", True, byte_vocab.tokenize(b"tru"), canonical_ids=None)
+    job = pc.SchemaJob("tiny", "boolean", BOOLEAN, [instance])
+    outcome = pc.run_schema(_engine("gramkiln", byte_vocab), byte_vocab, job, budget_s=60)
+    assert outcome.verdicts == [pc.REJECTED] and outcome.second_opinion == [True]
+    tally = pc.tally_outcomes([job], {"gramkiln": [outcome]})["tiny"]["gramkiln"]
+    assert (tally.valid_rejected, tally.tokenization_artefacts) == (1, 1)
