@@ -1,18 +1,44 @@
-// The runtime blob: building it from a grammar and a vocabulary, and loading it with full
-// validation. Layout: magic, version, then a fixed sequence of arrays, each a u32 element count,
-// a u32 element width (1 or 4) and the little-endian elements padded to 4 bytes.
+// The runtime blob: building it from a grammar and a vocabulary index, and loading it with full
+// validation. Layout (docs/artifact-format.md, "Runtime tables"): magic, version, then a fixed
+// sequence of arrays, each a u32 element count, a u32 element width (1, 2 or 4) and the
+// little-endian elements padded to 4 bytes.
+//
+// On disk the tables are compact (DFA columns by byte class, per-state tables once per class of
+// states no token can tell apart, sparse exit lists, inside sets as id lists when smaller);
+// the loader expands them into the dense in-memory tables of `Runtime` that the matcher reads.
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <numeric>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "runtime_internal.hpp"
 
 namespace gramkiln {
+
+// Token trie in depth-first order: node 0 is the root; a node's descendants are the nodes
+// (n, end[n]). Children appear in increasing byte order, so the layout is deterministic.
+struct TokenTrie {
+  std::vector<uint8_t> byte{0};
+  std::vector<uint32_t> end{0};
+  std::vector<uint32_t> tok_offsets{0};
+  std::vector<uint32_t> tokens;
+};
+
+// Everything the builder needs from a vocabulary, computed once per vocabulary and shared by
+// every compile (immutable after construction, so any number of threads may read it).
+class VocabIndex {
+ public:
+  uint32_t vocab_size = 0, num_tokens = 0, words = 0;
+  uint32_t max_text_length = 0;  // longest text token: how far a walk can read past a state
+  std::vector<uint32_t> text_bits;
+  TokenTrie trie;
+  std::string stored_trie;  // the trie arrays exactly as every blob stores them
+};
+
 namespace {
 
 // Mask walks recurse once per lexeme boundary inside a token, so token length bounds the
@@ -20,7 +46,14 @@ namespace {
 // under a few hundred bytes per token).
 constexpr uint32_t kMaxTokenLength = 4096;
 constexpr uint32_t kMaxStoredToken = 1u << 16;  // special tokens are never walked
-constexpr uint32_t kNoToken = 0xffffffffu;
+constexpr uint32_t kMetaSize = 10;
+// Inside-set encodings on disk (see encode_inside_set).
+constexpr uint8_t kInsideDense = 0, kInsideIds = 1, kInsideTextExcept = 2;
+// The loader expands per-class exit lists into per-state lists (the matcher's layout). A
+// hostile blob could ask for a quadratic expansion, so the expanded size is capped relative to
+// the blob (valid blobs stay far below: the builder emits per-class lists of a few states each).
+constexpr uint64_t kMaxExitExpansion = 64;
+constexpr uint64_t kMinExitBudget = uint64_t{1} << 22;
 
 class BlobWriter {
  public:
@@ -33,17 +66,40 @@ class BlobWriter {
                   "arrays hold 1-, 2- or 4-byte elements");
     u32(static_cast<uint32_t>(values.size()));
     u32(sizeof(T));
-    for (const T& v : values) {
-      for (size_t i = 0; i < sizeof(T); ++i) {
-        out_.push_back(static_cast<char>((static_cast<uint32_t>(v) >> (8 * i)) & 0xff));
-      }
-    }
+    const size_t at = out_.size();
+    out_.resize(at + values.size() * sizeof(T));
+    // Little-endian host (checked by the loader and asserted at build): a bulk copy.
+    if (!values.empty()) std::memcpy(&out_[at], values.data(), values.size() * sizeof(T));
     while (out_.size() % 4) out_.push_back('\0');
   }
+  void raw(const std::string& bytes) { out_ += bytes; }
   std::string take() { return std::move(out_); }
 
  private:
   std::string out_;
+};
+
+// A validated array inside the blob, read in place (no copy).
+struct ArrayView {
+  const uint8_t* data = nullptr;
+  uint32_t count = 0;
+  uint32_t width = 0;
+  uint32_t operator[](size_t i) const {
+    if (width == 1) return data[i];
+    if (width == 2) {
+      uint16_t v;
+      std::memcpy(&v, data + 2 * i, 2);
+      return v;
+    }
+    uint32_t v;
+    std::memcpy(&v, data + 4 * i, 4);
+    return v;
+  }
+  template <typename T>
+  void copy_to(std::vector<T>& out) const {
+    out.resize(count);
+    if (count) std::memcpy(out.data(), data, static_cast<size_t>(count) * sizeof(T));
+  }
 };
 
 class BlobReader {
@@ -52,27 +108,33 @@ class BlobReader {
   uint32_t u32() {
     if (pos_ + 4 > data_.size()) throw FormatError("runtime tables are truncated");
     uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i) {
+      v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+    }
     pos_ += 4;
     return v;
   }
-  template <typename T>
-  void array(std::vector<T>& out, const char* what) {
-    uint32_t count = u32();
-    uint32_t width = u32();
-    if (width != sizeof(T)) throw FormatError(std::string("bad element width in ") + what);
-    uint64_t bytes = static_cast<uint64_t>(count) * width;
-    if (bytes > data_.size() - pos_) throw FormatError(std::string("truncated array ") + what);
-    out.resize(count);
-    if (count) {
-      // Little-endian host assumed (checked at load); memcpy keeps this a bulk copy.
-      std::memcpy(out.data(), data_.data() + pos_, bytes);
+  // The next array, whose element width must be one of the bits of `widths` (1, 2, 4).
+  ArrayView view(const char* what, uint32_t widths) {
+    ArrayView out;
+    out.count = u32();
+    out.width = u32();
+    if ((out.width != 1 && out.width != 2 && out.width != 4) || !(widths & out.width)) {
+      throw FormatError(std::string("bad element width in ") + what);
     }
+    const uint64_t bytes = static_cast<uint64_t>(out.count) * out.width;
+    if (bytes > data_.size() - pos_) throw FormatError(std::string("truncated array ") + what);
+    out.data = reinterpret_cast<const uint8_t*>(data_.data()) + pos_;
     pos_ += bytes;
     while (pos_ % 4) {
       if (pos_ >= data_.size()) throw FormatError("runtime tables are truncated");
       ++pos_;
     }
+    return out;
+  }
+  template <typename T>
+  void array(std::vector<T>& out, const char* what) {
+    view(what, sizeof(T)).copy_to(out);
   }
   bool at_end() const { return pos_ == data_.size(); }
 
@@ -86,23 +148,21 @@ void require(bool ok, const char* why) {
   if (!ok) throw FormatError(why);
 }
 
-// Token trie in depth-first order: node 0 is the root; a node's descendants are the nodes
-// (n, end[n]). Children appear in increasing byte order, so the layout is deterministic.
-struct Trie {
-  std::vector<uint8_t> byte{0};
-  std::vector<uint32_t> end{0};
-  std::vector<uint32_t> tok_offsets{0};
-  std::vector<uint32_t> tokens;
-};
+bool little_endian_host() {
+  const uint32_t probe = 1;
+  uint8_t first;
+  std::memcpy(&first, &probe, 1);
+  return first == 1;
+}
 
-Trie build_trie(const VocabSpec& vocab) {
+TokenTrie build_trie(const VocabSpec& vocab) {
   std::vector<uint32_t> ids;
   for (uint32_t id = 0; id < vocab.tokens.size(); ++id) {
     if (vocab.is_text[id] && !vocab.tokens[id].empty()) ids.push_back(id);
   }
   std::stable_sort(ids.begin(), ids.end(),
                    [&](uint32_t a, uint32_t b) { return vocab.tokens[a] < vocab.tokens[b]; });
-  Trie trie;
+  TokenTrie trie;
   std::vector<uint32_t> path{0};  // node ids along the current prefix; path[d] at depth d
   std::string prefix;
   auto close_to = [&](size_t depth) {
@@ -112,7 +172,8 @@ Trie build_trie(const VocabSpec& vocab) {
       prefix.pop_back();
     }
   };
-  std::vector<std::vector<uint32_t>> node_tokens(1);
+  std::vector<uint32_t> node_of_token;  // parallel to ids
+  node_of_token.reserve(ids.size());
   for (uint32_t id : ids) {
     const std::string& t = vocab.tokens[id];
     size_t common = 0;
@@ -122,32 +183,231 @@ Trie build_trie(const VocabSpec& vocab) {
       uint32_t node = static_cast<uint32_t>(trie.byte.size());
       trie.byte.push_back(static_cast<uint8_t>(t[d]));
       trie.end.push_back(0);
-      node_tokens.emplace_back();
       path.push_back(node);
       prefix.push_back(t[d]);
     }
-    node_tokens[path.back()].push_back(id);
+    node_of_token.push_back(path.back());
   }
   close_to(0);
   trie.end[0] = static_cast<uint32_t>(trie.byte.size());
-  for (auto& list : node_tokens) {
-    for (uint32_t id : list) trie.tokens.push_back(id);
-    trie.tok_offsets.push_back(static_cast<uint32_t>(trie.tokens.size()));
-  }
+  // Tokens are sorted by bytes, so the tokens of one node are adjacent and nodes ascend.
+  trie.tok_offsets.assign(trie.byte.size() + 1, 0);
+  for (uint32_t node : node_of_token) trie.tok_offsets[node + 1]++;
+  std::partial_sum(trie.tok_offsets.begin(), trie.tok_offsets.end(), trie.tok_offsets.begin());
+  trie.tokens = std::move(ids);
   return trie;
 }
 
+// The trie as blobs store it: bytes, depths (1 byte each when every token is under 256
+// bytes), a bitmap of the nodes that end a token, the first token of each such node in node
+// order, and the rare extra (node, id) pairs of nodes shared by several ids. The loader
+// rebuilds subtree ranges, token offsets and token bytes from these in one pass.
+std::string store_trie(const TokenTrie& trie) {
+  const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
+  std::vector<uint16_t> depth(num_nodes, 0);
+  uint32_t max_depth = 0;
+  std::vector<uint8_t> flags((num_nodes + 7) / 8, 0);
+  std::vector<uint32_t> first_tokens, extra_tokens;
+  for (uint32_t n = 0; n < num_nodes; ++n) {
+    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) {
+      depth[c] = static_cast<uint16_t>(depth[n] + 1);
+    }
+    max_depth = std::max<uint32_t>(max_depth, depth[n]);
+    for (uint32_t i = trie.tok_offsets[n]; i < trie.tok_offsets[n + 1]; ++i) {
+      if (i == trie.tok_offsets[n]) {
+        flags[n / 8] |= static_cast<uint8_t>(1u << (n % 8));
+        first_tokens.push_back(trie.tokens[i]);
+      } else {
+        extra_tokens.push_back(n);
+        extra_tokens.push_back(trie.tokens[i]);
+      }
+    }
+  }
+  BlobWriter w;
+  w.array(trie.byte);
+  if (max_depth < 256) {
+    w.array(std::vector<uint8_t>(depth.begin(), depth.end()));
+  } else {
+    w.array(depth);
+  }
+  w.array(flags);
+  w.array(first_tokens);
+  w.array(extra_tokens);
+  return w.take();
+}
+
+// Bytes that every DFA state treats alike (identical columns of the transition table), so
+// tables can be stored and compared per byte class. Classes are numbered by first byte.
+uint32_t byte_classes(const std::vector<int32_t>& table, uint32_t num_states,
+                      std::vector<uint8_t>& class_of) {
+  std::vector<uint64_t> column_hash(256, 0x9e3779b97f4a7c15ull);
+  for (uint32_t s = 0; s < num_states; ++s) {
+    const int32_t* row = &table[static_cast<size_t>(s) * 256];
+    for (uint32_t b = 0; b < 256; ++b) {
+      column_hash[b] = mix64(column_hash[b] ^ static_cast<uint32_t>(row[b]));
+    }
+  }
+  class_of.assign(256, 0);
+  std::vector<uint32_t> representative;  // first byte of each class
+  for (uint32_t b = 0; b < 256; ++b) {
+    bool found = false;
+    for (uint32_t c = 0; c < representative.size() && !found; ++c) {
+      const uint32_t r = representative[c];
+      if (column_hash[r] != column_hash[b]) continue;
+      bool same = true;
+      for (uint32_t s = 0; s < num_states && same; ++s) {
+        same = table[static_cast<size_t>(s) * 256 + r] == table[static_cast<size_t>(s) * 256 + b];
+      }
+      if (same) {
+        class_of[b] = static_cast<uint8_t>(c);
+        found = true;
+      }
+    }
+    if (!found) {
+      class_of[b] = static_cast<uint8_t>(representative.size());
+      representative.push_back(b);
+    }
+  }
+  return static_cast<uint32_t>(representative.size());
+}
+
+// Classes of DFA states (of any lexemes) that agree on acceptance and on the dead/alive status
+// of every transition for every byte string of at most `depth` bytes: bounded Moore
+// refinement. A token walk from a state reads at most `depth` bytes and looks only at those,
+// so states of one class have identical inside sets and exit lists (exact). Classes are
+// numbered by their first state, so the result is deterministic.
+uint32_t state_classes(const std::vector<int32_t>& class_table, const std::vector<uint8_t>& accepting,
+                       uint32_t num_byte_classes, uint32_t depth, std::vector<uint32_t>& class_of) {
+  const uint32_t n = static_cast<uint32_t>(accepting.size());
+  const uint32_t k = num_byte_classes;
+  const uint32_t width = k + 1;
+  class_of.assign(n, 0);
+  uint32_t count = 0;
+  {
+    int32_t id_of_flag[2] = {-1, -1};
+    for (uint32_t s = 0; s < n; ++s) {
+      int32_t& id = id_of_flag[accepting[s] ? 1 : 0];
+      if (id < 0) id = static_cast<int32_t>(count++);
+      class_of[s] = static_cast<uint32_t>(id);
+    }
+  }
+  std::vector<uint32_t> signature(static_cast<size_t>(n) * width);
+  std::vector<uint32_t> next_class(n), first_state;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> by_hash;  // hash -> new class ids
+  for (uint32_t round = 0; round < depth; ++round) {
+    by_hash.clear();
+    first_state.clear();
+    for (uint32_t s = 0; s < n; ++s) {
+      uint32_t* sig = &signature[static_cast<size_t>(s) * width];
+      sig[0] = class_of[s];
+      uint64_t hash = mix64(class_of[s]);
+      for (uint32_t c = 0; c < k; ++c) {
+        const int32_t t = class_table[static_cast<size_t>(s) * k + c];
+        sig[c + 1] = t < 0 ? 0xffffffffu : class_of[t];
+        hash = mix64(hash ^ sig[c + 1]);
+      }
+      std::vector<uint32_t>& candidates = by_hash[hash];
+      uint32_t assigned = 0xffffffffu;
+      for (uint32_t id : candidates) {
+        const uint32_t* other = &signature[static_cast<size_t>(first_state[id]) * width];
+        if (std::equal(sig, sig + width, other)) {
+          assigned = id;
+          break;
+        }
+      }
+      if (assigned == 0xffffffffu) {
+        assigned = static_cast<uint32_t>(first_state.size());
+        first_state.push_back(s);
+        candidates.push_back(assigned);
+      }
+      next_class[s] = assigned;
+    }
+    // Each round refines the previous partition, so an unchanged count means a fixed point.
+    const bool stable = first_state.size() == count;
+    count = static_cast<uint32_t>(first_state.size());
+    class_of.swap(next_class);
+    if (stable) break;
+  }
+  return count;
+}
+
+// An inside set on disk, in the smallest of three forms (ties go to the earlier one): dense
+// words, the ascending ids it holds, or the ascending text-token ids it lacks.
+void encode_inside_set(const std::vector<uint32_t>& bits, const VocabIndex& v,
+                       std::vector<uint8_t>& kinds, std::vector<uint32_t>& offsets,
+                       std::vector<uint32_t>& data) {
+  uint64_t present = 0, text = 0;
+  for (uint32_t w = 0; w < v.words; ++w) {
+    present += static_cast<uint64_t>(__builtin_popcount(bits[w]));
+    text += static_cast<uint64_t>(__builtin_popcount(v.text_bits[w]));
+  }
+  const uint64_t missing = text - present;  // inside sets only hold text tokens
+  if (v.words <= present && v.words <= missing) {
+    kinds.push_back(kInsideDense);
+    data.insert(data.end(), bits.begin(), bits.end());
+  } else if (present <= missing) {
+    kinds.push_back(kInsideIds);
+    for (uint32_t w = 0; w < v.words; ++w) {
+      for (uint32_t word = bits[w]; word; word &= word - 1) {
+        data.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(word)));
+      }
+    }
+  } else {
+    kinds.push_back(kInsideTextExcept);
+    for (uint32_t w = 0; w < v.words; ++w) {
+      for (uint32_t word = v.text_bits[w] & ~bits[w]; word; word &= word - 1) {
+        data.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(word)));
+      }
+    }
+  }
+  offsets.push_back(static_cast<uint32_t>(data.size()));
+}
+
+struct BitsHash {
+  size_t operator()(const std::vector<uint32_t>& bits) const {
+    uint64_t h = bits.size();
+    for (uint32_t w : bits) h = mix64(h ^ w);
+    return static_cast<size_t>(h);
+  }
+};
+
 }  // namespace
 
-std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
+std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
+  require(little_endian_host(), "the runtime needs a little-endian machine");
+  require(v.tokens.size() <= v.vocab_size, "vocab_size is smaller than the token list");
+  require(v.is_text.size() == v.tokens.size(), "is_text must have one flag per token");
+  auto index = std::make_shared<VocabIndex>();
+  index->vocab_size = v.vocab_size;
+  index->num_tokens = static_cast<uint32_t>(v.tokens.size());
+  index->words = (v.vocab_size + 31) / 32;
+  index->text_bits.assign(index->words, 0);
+  for (uint32_t id = 0; id < index->num_tokens; ++id) {
+    const std::string& t = v.tokens[id];
+    require(!v.is_text[id] || t.size() <= kMaxTokenLength,
+            "a text token is longer than 4096 bytes");
+    require(t.size() <= kMaxStoredToken, "a token is longer than 65536 bytes");
+    if (v.is_text[id] && !t.empty()) {
+      set_bit(index->text_bits.data(), id);
+      index->max_text_length =
+          std::max(index->max_text_length, static_cast<uint32_t>(t.size()));
+    }
+  }
+  index->trie = build_trie(v);
+  index->stored_trie = store_trie(index->trie);
+  return index;
+}
+
+uint32_t vocab_index_size(const VocabIndex& index) { return index.vocab_size; }
+
+std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
+                               const std::vector<uint32_t>& end_tokens) {
   const uint32_t num_states = static_cast<uint32_t>(g.dfa_accepting.size());
   const uint32_t num_lexemes = static_cast<uint32_t>(g.lexeme_start.size());
   require(!g.tokenset_offsets.empty(), "tokenset_offsets needs a leading 0");
   const uint32_t num_tokensets = static_cast<uint32_t>(g.tokenset_offsets.size() - 1);
-  require(v.tokens.size() <= v.vocab_size, "vocab_size is smaller than the token list");
-  require(v.is_text.size() == v.tokens.size(), "is_text must have one flag per token");
-  const uint32_t words = (v.vocab_size + 31) / 32;
-  const uint32_t num_tokens = static_cast<uint32_t>(v.tokens.size());
+  const uint32_t words = v.words;
+  const uint32_t num_tokens = v.num_tokens;
 
   std::vector<uint32_t> tokenset_bits(static_cast<size_t>(num_tokensets) * words, 0);
   for (uint32_t s = 0; s < num_tokensets; ++s) {
@@ -160,33 +420,56 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
       set_bit(&tokenset_bits[static_cast<size_t>(s) * words], id);
     }
   }
-  std::vector<uint32_t> end_bits(words, 0), text_bits(words, 0);
-  for (uint32_t id : v.end_tokens) {
+  std::vector<uint32_t> end_bits(words, 0);
+  for (uint32_t id : end_tokens) {
     require(id < num_tokens, "end token id out of range");
     set_bit(end_bits.data(), id);
   }
-  for (uint32_t id = 0; id < num_tokens; ++id) {
-    const std::string& t = v.tokens[id];
-    require(!v.is_text[id] || t.size() <= kMaxTokenLength, "a text token is longer than 4096 bytes");
-    require(t.size() <= kMaxStoredToken, "a token is longer than 65536 bytes");
-    if (v.is_text[id] && !t.empty()) set_bit(text_bits.data(), id);
-  }
+  // The walks below follow transitions, so they are checked first.
   require(g.dfa_table.size() == static_cast<size_t>(num_states) * 256, "bad DFA table size");
+  require(g.dfa_lexeme.size() == num_states, "bad DFA lexeme array");
+  for (int32_t t : g.dfa_table) {
+    require(t >= -1 && (t < 0 || static_cast<uint32_t>(t) < num_states),
+            "DFA transition out of range");
+  }
 
-  // Per DFA state: the tokens that stay inside the lexeme (deduplicated bitsets) and the trie
-  // nodes where the lexeme can end with more token bytes to follow (decided at run time).
-  Trie trie = build_trie(v);
+  // DFA columns by byte class.
+  std::vector<uint8_t> byte_class;
+  const uint32_t num_byte_classes = byte_classes(g.dfa_table, num_states, byte_class);
+  std::vector<int32_t> class_table(static_cast<size_t>(num_states) * num_byte_classes);
+  {
+    std::vector<uint32_t> representative(num_byte_classes);
+    for (int b = 255; b >= 0; --b) representative[byte_class[b]] = static_cast<uint32_t>(b);
+    for (uint32_t s = 0; s < num_states; ++s) {
+      for (uint32_t c = 0; c < num_byte_classes; ++c) {
+        class_table[static_cast<size_t>(s) * num_byte_classes + c] =
+            g.dfa_table[static_cast<size_t>(s) * 256 + representative[c]];
+      }
+    }
+  }
+  std::vector<uint32_t> state_class;
+  const uint32_t num_classes = state_classes(class_table, g.dfa_accepting, num_byte_classes,
+                                             v.max_text_length, state_class);
+
+  // Per class of states (walked from its first state): the tokens that stay inside the lexeme
+  // (deduplicated sets) and, by byte, the children of the trie nodes where the lexeme can end
+  // with more token bytes to follow (what follows is decided at run time).
+  const TokenTrie& trie = v.trie;
   const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
-  std::vector<uint32_t> inside_index(num_states), inside_bits, exit_offsets{0}, exit_nodes;
-  // Children of exit nodes, grouped by state then byte, so the run time only visits children
-  // whose byte can start a lexeme expected after the exit.
-  std::vector<uint32_t> exit_child_offsets{0}, exit_children;
+  std::vector<uint32_t> class_inside(num_classes), inside_offsets{0}, inside_data;
+  std::vector<uint8_t> inside_kinds;
+  std::vector<uint32_t> class_exit_offsets{0}, exit_entry_end, exit_children;
+  std::vector<uint8_t> exit_entry_byte;
   std::vector<std::vector<uint32_t>> by_byte(256);
-  std::map<std::vector<uint32_t>, uint32_t> bitset_ids;
-  std::vector<uint32_t> bits(words);
-  std::vector<std::pair<uint32_t, int32_t>> stack;  // (node, state after the node's byte)
-  for (uint32_t s = 0; s < num_states; ++s) {
+  std::unordered_map<std::vector<uint32_t>, uint32_t, BitsHash> set_ids;
+  std::vector<uint32_t> bits(words), exit_nodes;
+  std::vector<std::pair<uint32_t, int32_t>> stack;  // (node, state before the node's byte)
+  std::vector<uint32_t> representative(num_classes, 0xffffffffu);
+  for (uint32_t s = num_states; s-- > 0;) representative[state_class[s]] = s;
+  for (uint32_t cls = 0; cls < num_classes; ++cls) {
+    const uint32_t s = representative[cls];
     std::fill(bits.begin(), bits.end(), 0);
+    exit_nodes.clear();
     stack.clear();
     for (uint32_t c = 1; c < num_nodes; c = trie.end[c]) stack.emplace_back(c, s);
     while (!stack.empty()) {
@@ -201,84 +484,65 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
       if (has_children && g.dfa_accepting[next]) exit_nodes.push_back(node);
       for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) stack.emplace_back(c, next);
     }
-    // The stack visits nodes in reverse order; sort so the list is canonical.
-    std::sort(exit_nodes.begin() + exit_offsets.back(), exit_nodes.end());
+    // The stack visits nodes in reverse order; sort so the lists are canonical.
+    std::sort(exit_nodes.begin(), exit_nodes.end());
     for (auto& list : by_byte) list.clear();
-    for (uint32_t e = exit_offsets.back(); e < exit_nodes.size(); ++e) {
-      const uint32_t node = exit_nodes[e];
-      for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) by_byte[trie.byte[c]].push_back(c);
+    for (uint32_t node : exit_nodes) {
+      for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) {
+        by_byte[trie.byte[c]].push_back(c);
+      }
     }
-    for (const auto& list : by_byte) {
-      exit_children.insert(exit_children.end(), list.begin(), list.end());
-      exit_child_offsets.push_back(static_cast<uint32_t>(exit_children.size()));
+    for (uint32_t b = 0; b < 256; ++b) {
+      if (by_byte[b].empty()) continue;
+      exit_children.insert(exit_children.end(), by_byte[b].begin(), by_byte[b].end());
+      exit_entry_byte.push_back(static_cast<uint8_t>(b));
+      exit_entry_end.push_back(static_cast<uint32_t>(exit_children.size()));
     }
-    exit_nodes.resize(exit_offsets.back());
-    auto found = bitset_ids.find(bits);
-    if (found == bitset_ids.end()) {
-      uint32_t id = static_cast<uint32_t>(bitset_ids.size());
-      bitset_ids.emplace(bits, id);
-      inside_bits.insert(inside_bits.end(), bits.begin(), bits.end());
-      inside_index[s] = id;
-    } else {
-      inside_index[s] = found->second;
-    }
+    class_exit_offsets.push_back(static_cast<uint32_t>(exit_entry_byte.size()));
+    auto [found, added] = set_ids.emplace(bits, static_cast<uint32_t>(set_ids.size()));
+    if (added) encode_inside_set(bits, v, inside_kinds, inside_offsets, inside_data);
+    class_inside[cls] = found->second;
   }
 
   BlobWriter w;
   w.u32(kBlobMagic);
   w.u32(kBlobVersion);
   std::vector<uint32_t> meta{v.vocab_size,   num_tokens, g.num_nonterminals, num_lexemes,
-                             num_tokensets,  g.start,    num_states,         words};
+                             num_tokensets,  g.start,    num_states,         words,
+                             num_byte_classes, num_classes};
   w.array(meta);
   w.array(g.prod_lhs);
   w.array(g.prod_offsets);
   w.array(g.prod_rhs);
   w.array(g.lexeme_start);
-  w.array(g.dfa_table);
+  w.array(byte_class);
+  w.array(class_table);
   w.array(g.dfa_accepting);
   w.array(g.dfa_lexeme);
   w.array(tokenset_bits);
   w.array(end_bits);
-  w.array(text_bits);
-  // The trie is stored compactly: bytes, depths, the first token of each node and the rare
-  // extra tokens of nodes shared by several ids; the loader rebuilds ranges and offsets.
-  std::vector<uint16_t> depth(num_nodes, 0);
-  std::vector<uint32_t> node_token(num_nodes, kNoToken), extra_tokens;
-  for (uint32_t n = 0; n < num_nodes; ++n) {
-    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) {
-      depth[c] = static_cast<uint16_t>(depth[n] + 1);
-    }
-    for (uint32_t i = trie.tok_offsets[n]; i < trie.tok_offsets[n + 1]; ++i) {
-      if (i == trie.tok_offsets[n]) {
-        node_token[n] = trie.tokens[i];
-      } else {
-        extra_tokens.push_back(n);
-        extra_tokens.push_back(trie.tokens[i]);
-      }
-    }
-  }
-  w.array(trie.byte);
-  w.array(depth);
-  w.array(node_token);
-  w.array(extra_tokens);
-  w.array(inside_index);
-  w.array(inside_bits);
-  w.array(exit_child_offsets);
+  w.array(v.text_bits);
+  w.raw(v.stored_trie);
+  w.array(state_class);
+  w.array(class_inside);
+  w.array(inside_kinds);
+  w.array(inside_offsets);
+  w.array(inside_data);
+  w.array(class_exit_offsets);
+  w.array(exit_entry_byte);
+  w.array(exit_entry_end);
   w.array(exit_children);
-  std::string blob = w.take();
-  // Validate what we wrote with the loader, so the builder can never emit a blob the runtime
-  // would refuse.
-  load_runtime(blob);
-  return blob;
+  // Not loaded here: CompiledGrammar.from_parts validates every blob with the loader before
+  // anything can use it, and loading twice would double that cost per compile.
+  return w.take();
+}
+
+std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
+  return build_runtime_blob(g, *build_vocab_index(v), v.end_tokens);
 }
 
 std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
-  {
-    const uint32_t probe = 1;
-    uint8_t first;
-    std::memcpy(&first, &probe, 1);
-    require(first == 1, "the runtime needs a little-endian machine");
-  }
+  require(little_endian_host(), "the runtime needs a little-endian machine");
   auto rt = std::make_shared<Runtime>();
   BlobReader r(blob);
   require(r.u32() == kBlobMagic, "runtime tables have a bad magic number");
@@ -289,7 +553,7 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   }
   std::vector<uint32_t> meta;
   r.array(meta, "meta");
-  require(meta.size() == 8, "bad meta block");
+  require(meta.size() == kMetaSize, "bad meta block");
   rt->vocab_size = meta[0];
   rt->num_tokens = meta[1];
   rt->num_nonterminals = meta[2];
@@ -298,26 +562,33 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   rt->start = meta[5];
   rt->num_states = meta[6];
   rt->words = meta[7];
+  const uint32_t num_byte_classes = meta[8];
+  const uint32_t num_classes = meta[9];
   r.array(rt->prod_lhs, "prod_lhs");
   r.array(rt->prod_offsets, "prod_offsets");
   r.array(rt->prod_rhs, "prod_rhs");
   r.array(rt->lexeme_start, "lexeme_start");
-  r.array(rt->dfa_table, "dfa_table");
+  const ArrayView byte_class = r.view("dfa_byte_class", 1);
+  const ArrayView class_table = r.view("dfa_class_table", 4);
   r.array(rt->dfa_accepting, "dfa_accepting");
   r.array(rt->dfa_lexeme, "dfa_lexeme");
   r.array(rt->tokenset_bits, "tokenset_bits");
   r.array(rt->end_bits, "end_bits");
   r.array(rt->text_bits, "text_bits");
-  std::vector<uint16_t> trie_depth;
-  std::vector<uint32_t> node_token, extra_tokens;
   r.array(rt->trie_byte, "trie_byte");
-  r.array(trie_depth, "trie_depth");
-  r.array(node_token, "trie_node_token");
-  r.array(extra_tokens, "trie_extra_tokens");
-  r.array(rt->inside_index, "inside_index");
-  r.array(rt->inside_bits, "inside_bits");
-  r.array(rt->exit_child_offsets, "exit_child_offsets");
-  r.array(rt->exit_children, "exit_children");
+  const ArrayView trie_depth = r.view("trie_depth", 1 | 2);
+  const ArrayView token_flags = r.view("trie_token_flags", 1);
+  const ArrayView first_tokens = r.view("trie_first_tokens", 4);
+  const ArrayView extra_tokens = r.view("trie_extra_tokens", 4);
+  const ArrayView state_class = r.view("state_class", 4);
+  const ArrayView class_inside = r.view("class_inside", 4);
+  const ArrayView inside_kinds = r.view("inside_kinds", 1);
+  const ArrayView inside_offsets = r.view("inside_offsets", 4);
+  const ArrayView inside_data = r.view("inside_data", 4);
+  const ArrayView class_exit_offsets = r.view("class_exit_offsets", 4);
+  const ArrayView exit_entry_byte = r.view("exit_entry_byte", 1);
+  const ArrayView exit_entry_end = r.view("exit_entry_end", 4);
+  const ArrayView exit_children = r.view("exit_children", 4);
   require(r.at_end(), "trailing bytes after the runtime tables");
 
   // Sizes.
@@ -325,7 +596,8 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   require(c.vocab_size >= c.num_tokens, "vocab_size below the number of tokens");
   require(c.words == (static_cast<uint64_t>(c.vocab_size) + 31) / 32, "bad mask width");
   require(c.num_nonterminals >= 1 && c.start < c.num_nonterminals, "bad start symbol");
-  const uint64_t symbols = static_cast<uint64_t>(c.num_nonterminals) + c.num_lexemes + c.num_tokensets;
+  const uint64_t symbols =
+      static_cast<uint64_t>(c.num_nonterminals) + c.num_lexemes + c.num_tokensets;
   require(symbols < (1ull << 31), "too many symbols");
   const size_t P = c.prod_lhs.size();
   require(c.prod_offsets.size() == P + 1 && c.prod_offsets[0] == 0 &&
@@ -338,21 +610,39 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   require(c.prod_rhs.size() + P < (1ull << 31), "too many productions");
   for (uint32_t s : c.prod_rhs) require(s < symbols, "production symbol out of range");
   require(c.lexeme_start.size() == c.num_lexemes, "bad lexeme count");
-  require(c.dfa_table.size() == static_cast<uint64_t>(c.num_states) * 256, "bad DFA table size");
   require(c.dfa_accepting.size() == c.num_states && c.dfa_lexeme.size() == c.num_states,
           "bad DFA state arrays");
   for (uint32_t l = 0; l < c.num_lexemes; ++l) {
     require(c.lexeme_start[l] < c.num_states, "lexeme start state out of range");
     require(c.dfa_lexeme[c.lexeme_start[l]] == l, "lexeme start state owned by another lexeme");
   }
+  // DFA: validated per byte class, then expanded into the dense table the matcher reads.
+  require(num_byte_classes >= 1 && num_byte_classes <= 256 && byte_class.count == 256,
+          "bad DFA byte classes");
+  for (uint32_t b = 0; b < 256; ++b) {
+    require(byte_class[b] < num_byte_classes, "DFA byte class out of range");
+  }
+  require(class_table.count == static_cast<uint64_t>(c.num_states) * num_byte_classes,
+          "bad DFA table size");
   for (uint32_t s = 0; s < c.num_states; ++s) {
     require(c.dfa_lexeme[s] < c.num_lexemes, "DFA state lexeme out of range");
     require(c.dfa_accepting[s] <= 1, "bad accepting flag");
-    for (uint32_t b = 0; b < 256; ++b) {
-      int32_t t = c.dfa_table[static_cast<size_t>(s) * 256 + b];
+    for (uint32_t k = 0; k < num_byte_classes; ++k) {
+      const int32_t t =
+          static_cast<int32_t>(class_table[static_cast<size_t>(s) * num_byte_classes + k]);
       require(t >= -1 && (t < 0 || static_cast<uint32_t>(t) < c.num_states),
               "DFA transition out of range");
       require(t < 0 || c.dfa_lexeme[t] == c.dfa_lexeme[s], "DFA transition leaves its lexeme");
+    }
+  }
+  rt->dfa_table.resize(static_cast<size_t>(c.num_states) * 256);
+  {
+    std::vector<int32_t> row(num_byte_classes);
+    for (uint32_t s = 0; s < c.num_states; ++s) {
+      std::memcpy(row.data(), class_table.data + static_cast<size_t>(s) * num_byte_classes * 4,
+                  static_cast<size_t>(num_byte_classes) * 4);
+      int32_t* out = &rt->dfa_table[static_cast<size_t>(s) * 256];
+      for (uint32_t b = 0; b < 256; ++b) out[b] = row[byte_class.data[b]];
     }
   }
   require(c.tokenset_bits.size() == static_cast<uint64_t>(c.num_tokensets) * c.words,
@@ -373,10 +663,11 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   // than the previous). One pass rebuilds subtree ranges and token offsets from them, checks
   // every token id, and rebuilds token bytes (not stored: a text token's bytes are its path).
   const uint32_t M = static_cast<uint32_t>(c.trie_byte.size());
-  require(M >= 1 && trie_depth.size() == M && node_token.size() == M && trie_depth[0] == 0,
+  require(M >= 1 && trie_depth.count == M && token_flags.count == (M + 7ull) / 8 &&
+              trie_depth[0] == 0,
           "bad trie root");
-  require(node_token[0] == kNoToken, "a token at the trie root");
-  require(extra_tokens.size() % 2 == 0, "bad trie extra tokens");
+  require((token_flags.data[0] & 1) == 0, "a token at the trie root");
+  require(extra_tokens.count % 2 == 0, "bad trie extra tokens");
   {
     const uint32_t* text = c.text_bits.data();
     std::vector<uint32_t>& end = rt->trie_end;
@@ -391,7 +682,8 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
     std::vector<uint8_t> seen(c.num_tokens, 0);
     std::vector<uint8_t> path(kMaxTokenLength + 1);
     std::vector<uint32_t> open{0};
-    size_t extra = 0;
+    open.reserve(kMaxTokenLength + 1);
+    size_t extra = 0, first = 0;
     auto add_token = [&](uint32_t id, uint32_t begin, uint32_t depth) {
       require(id < c.num_tokens && test_bit(text, id), "bad trie token id");
       require(!seen[id], "a token appears twice in the trie");
@@ -400,10 +692,12 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
       rt->token_begin[id] = begin;
       rt->token_length[id] = depth;
     };
+    uint32_t previous_depth = 0;
     for (uint32_t n = 1; n < M; ++n) {
       const uint32_t depth = trie_depth[n];
-      require(depth >= 1 && depth <= trie_depth[n - 1] + 1u && depth <= kMaxTokenLength,
+      require(depth >= 1 && depth <= previous_depth + 1u && depth <= kMaxTokenLength,
               "bad trie depth");
+      previous_depth = depth;
       while (open.size() > depth) {
         end[open.back()] = n;
         open.pop_back();
@@ -411,43 +705,128 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
       open.push_back(n);
       path[depth - 1] = c.trie_byte[n];
       offsets[n] = static_cast<uint32_t>(tokens.size());
-      if (node_token[n] != kNoToken) {
+      if ((token_flags.data[n / 8] >> (n % 8)) & 1) {
+        require(first < first_tokens.count, "bad trie token list");
         const uint32_t begin = static_cast<uint32_t>(rt->token_bytes.size());
         rt->token_bytes.insert(rt->token_bytes.end(), path.begin(), path.begin() + depth);
-        add_token(node_token[n], begin, depth);
-        for (; extra < extra_tokens.size() && extra_tokens[extra] == n; extra += 2) {
+        add_token(first_tokens[first++], begin, depth);
+        for (; extra < extra_tokens.count && extra_tokens[extra] == n; extra += 2) {
           add_token(extra_tokens[extra + 1], begin, depth);
         }
       }
-      require(extra >= extra_tokens.size() || extra_tokens[extra] > n,
+      require(extra >= extra_tokens.count || extra_tokens[extra] > n,
               "bad or unsorted trie extra tokens");
     }
     offsets[M] = static_cast<uint32_t>(tokens.size());
-    require(extra == extra_tokens.size(), "bad trie extra tokens");
+    require(first == first_tokens.count, "bad trie token list");
+    require(extra == extra_tokens.count, "bad trie extra tokens");
+    require(M % 8 == 0 || (token_flags.data[M / 8] >> (M % 8)) == 0, "bad trie token flags");
     for (uint32_t id = 0; id < c.num_tokens; ++id) {
       require(test_bit(text, id) == (seen[id] != 0), "text token not in trie");
     }
   }
-  require(c.inside_index.size() == c.num_states, "bad inside index");
-  require(c.words == 0 || c.inside_bits.size() % c.words == 0, "bad inside bitsets");
-  const uint64_t num_bitsets = c.words ? c.inside_bits.size() / c.words : 0;
-  for (uint32_t i : c.inside_index) require(i < num_bitsets, "inside index out of range");
-  for (uint64_t b = 0; b < num_bitsets; ++b) {
-    check_bits(&c.inside_bits[b * c.words], "an inside set");
+  // Per-state tables through the classes of states.
+  require(state_class.count == c.num_states, "bad state classes");
+  for (uint32_t s = 0; s < c.num_states; ++s) {
+    require(state_class[s] < num_classes, "state class out of range");
   }
-  require(c.exit_child_offsets.size() == static_cast<uint64_t>(c.num_states) * 256 + 1 &&
-              c.exit_child_offsets[0] == 0 &&
-              c.exit_child_offsets.back() == c.exit_children.size(),
-          "bad exit offsets");
-  // All offsets must be checked monotone (hence in range) before any range is read.
-  for (uint64_t k = 0; k + 1 < c.exit_child_offsets.size(); ++k) {
-    require(c.exit_child_offsets[k] <= c.exit_child_offsets[k + 1], "bad exit offsets");
+  // Inside sets: decoded into the dense bitsets the matcher ORs into masks.
+  const uint32_t num_sets = inside_kinds.count;
+  require(class_inside.count == num_classes, "bad inside index");
+  for (uint32_t k = 0; k < num_classes; ++k) {
+    require(class_inside[k] < num_sets, "inside index out of range");
   }
-  for (uint64_t k = 0; k + 1 < c.exit_child_offsets.size(); ++k) {
-    for (uint32_t e = c.exit_child_offsets[k]; e < c.exit_child_offsets[k + 1]; ++e) {
-      const uint32_t n = c.exit_children[e];
-      require(n >= 1 && n < M && c.trie_byte[n] == k % 256, "exit child out of range");
+  require(inside_offsets.count == num_sets + 1ull && inside_offsets[0] == 0 &&
+              inside_offsets[num_sets] == inside_data.count,
+          "bad inside set offsets");
+  rt->inside_bits.assign(static_cast<size_t>(num_sets) * c.words, 0);
+  for (uint32_t set = 0; set < num_sets; ++set) {
+    const uint32_t begin = inside_offsets[set], stop = inside_offsets[set + 1];
+    require(begin <= stop, "bad inside set offsets");
+    uint32_t* bits = &rt->inside_bits[static_cast<size_t>(set) * c.words];
+    const uint8_t kind = inside_kinds.data[set];
+    if (kind == kInsideDense) {
+      require(stop - begin == c.words, "bad dense inside set");
+      std::memcpy(bits, inside_data.data + static_cast<size_t>(begin) * 4,
+                  static_cast<size_t>(c.words) * 4);
+      check_bits(bits, "an inside set");
+      continue;
     }
+    require(kind == kInsideIds || kind == kInsideTextExcept, "bad inside set kind");
+    if (kind == kInsideTextExcept) std::memcpy(bits, c.text_bits.data(), c.words * 4ull);
+    uint64_t previous = 0;  // ids are strictly ascending: previous holds the last id + 1
+    for (uint32_t i = begin; i < stop; ++i) {
+      const uint32_t id = inside_data[i];
+      require(id >= previous && id < c.num_tokens, "inside set ids out of order or range");
+      previous = static_cast<uint64_t>(id) + 1;
+      if (kind == kInsideIds) {
+        set_bit(bits, id);
+      } else {
+        require(test_bit(c.text_bits.data(), id), "inside set excludes a non-text token");
+        bits[id >> 5] &= ~(1u << (id & 31));
+      }
+    }
+  }
+  rt->inside_index.resize(c.num_states);
+  for (uint32_t s = 0; s < c.num_states; ++s) rt->inside_index[s] = class_inside[state_class[s]];
+  // Exit lists: per class, ascending bytes each with a non-empty run of trie children of that
+  // byte; expanded per state into the dense 256-entries-per-state offsets the matcher reads.
+  const uint32_t num_entries = exit_entry_byte.count;
+  require(class_exit_offsets.count == num_classes + 1ull && class_exit_offsets[0] == 0 &&
+              class_exit_offsets[num_classes] == num_entries &&
+              exit_entry_end.count == num_entries,
+          "bad exit offsets");
+  for (uint32_t k = 0; k < num_classes; ++k) {
+    require(class_exit_offsets[k] <= class_exit_offsets[k + 1], "bad exit offsets");
+  }
+  std::vector<uint64_t> class_children(num_classes, 0);
+  {
+    uint32_t previous_end = 0;
+    for (uint32_t k = 0; k < num_classes; ++k) {
+      const uint32_t class_begin = previous_end;
+      for (uint32_t e = class_exit_offsets[k]; e < class_exit_offsets[k + 1]; ++e) {
+        require(e == class_exit_offsets[k] || exit_entry_byte.data[e] > exit_entry_byte.data[e - 1],
+                "exit bytes not ascending");
+        const uint32_t entry_end = exit_entry_end[e];
+        require(entry_end > previous_end && entry_end <= exit_children.count, "bad exit entry");
+        for (uint32_t i = previous_end; i < entry_end; ++i) {
+          const uint32_t node = exit_children[i];
+          require(node >= 1 && node < M && c.trie_byte[node] == exit_entry_byte.data[e],
+                  "exit child out of range");
+        }
+        previous_end = entry_end;
+      }
+      class_children[k] = previous_end - class_begin;
+    }
+    require(previous_end == exit_children.count, "bad exit offsets");
+  }
+  uint64_t expanded = 0;
+  for (uint32_t s = 0; s < c.num_states; ++s) expanded += class_children[state_class[s]];
+  require(expanded <= std::max(kMinExitBudget, kMaxExitExpansion * blob.size()) &&
+              expanded < (1ull << 32),
+          "exit tables expand too large");
+  rt->exit_child_offsets.resize(static_cast<size_t>(c.num_states) * 256 + 1);
+  rt->exit_children.resize(expanded);
+  {
+    uint32_t position = 0;
+    for (uint32_t s = 0; s < c.num_states; ++s) {
+      const uint32_t k = state_class[s];
+      uint32_t e = class_exit_offsets[k];
+      const uint32_t e_stop = class_exit_offsets[k + 1];
+      uint32_t* offsets = &rt->exit_child_offsets[static_cast<size_t>(s) * 256];
+      for (uint32_t b = 0; b < 256; ++b) {
+        offsets[b] = position;
+        if (e < e_stop && exit_entry_byte.data[e] == b) {
+          const uint32_t from = e == 0 ? 0 : exit_entry_end[e - 1];
+          const uint32_t count = exit_entry_end[e] - from;
+          std::memcpy(&rt->exit_children[position], exit_children.data + static_cast<size_t>(from) * 4,
+                      static_cast<size_t>(count) * 4);
+          position += count;
+          ++e;
+        }
+      }
+    }
+    rt->exit_child_offsets[static_cast<size_t>(c.num_states) * 256] = position;
   }
 
   // Derived tables.

@@ -14,7 +14,7 @@
 namespace gramkiln {
 
 constexpr uint32_t kBlobMagic = 0x54524b47;  // "GKRT" little-endian
-constexpr uint32_t kBlobVersion = 3;
+constexpr uint32_t kBlobVersion = 4;
 constexpr uint32_t kComplete = 0xffffffffu;  // dotted_next value of a completed production
 
 // The context-free part of the mask work after a lexeme ends inside a token. A group is a set
