@@ -8,6 +8,8 @@
 // the loader expands them into the dense in-memory tables of `Runtime` that the matcher reads.
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <string_view>
@@ -137,6 +139,7 @@ class BlobReader {
     view(what, sizeof(T)).copy_to(out);
   }
   bool at_end() const { return pos_ == data_.size(); }
+  size_t position() const { return pos_; }
 
  private:
   std::string_view data_;
@@ -371,6 +374,172 @@ struct BitsHash {
   }
 };
 
+// Decode and validate a blob's stored trie (see store_trie) into the tables the matcher reads.
+std::shared_ptr<const TrieTables> decode_trie(const Runtime& c, const ArrayView& trie_byte,
+                                              const ArrayView& trie_depth,
+                                              const ArrayView& token_flags,
+                                              const ArrayView& first_tokens,
+                                              const ArrayView& extra_tokens, std::string key) {
+  auto out = std::make_shared<TrieTables>();
+  out->stored = std::move(key);
+  // Trie: depths must describe a depth-first order (root at 0, each node at most one deeper
+  // than the previous). One pass rebuilds subtree ranges and token offsets from them, checks
+  // every token id, and rebuilds token bytes (not stored: a text token's bytes are its path).
+  const uint32_t M = trie_byte.count;
+  require(M >= 1 && trie_depth.count == M && token_flags.count == (M + 7ull) / 8 &&
+              trie_depth[0] == 0,
+          "bad trie root");
+  require((token_flags.data[0] & 1) == 0, "a token at the trie root");
+  require(extra_tokens.count % 2 == 0, "bad trie extra tokens");
+  {
+    const uint32_t* text = c.text_bits.data();
+    const uint64_t stored_tokens = first_tokens.count + extra_tokens.count / 2ull;
+    require(stored_tokens <= c.num_tokens, "bad trie token list");
+    // Raw pointers into presized tables: this loop runs once per trie node (hundreds of
+    // thousands) and dominates the load.
+    out->trie_end.assign(M, M);
+    out->trie_tok_offsets.resize(M + 1);
+    out->trie_tokens.resize(stored_tokens);
+    out->token_begin.assign(c.num_tokens, 0);
+    out->token_length.assign(c.num_tokens, 0);
+    uint32_t* end = out->trie_end.data();
+    uint32_t* offsets = out->trie_tok_offsets.data();
+    uint32_t* tokens = out->trie_tokens.data();
+    uint32_t* token_begin = out->token_begin.data();
+    uint32_t* token_length = out->token_length.data();
+    std::vector<uint8_t>& token_bytes = out->token_bytes;
+    token_bytes.resize(static_cast<size_t>(M) + kMaxTokenLength);
+    size_t bytes_used = 0, path_start = 0;
+    uint32_t path_length = 0;
+    std::vector<uint8_t> seen(c.num_tokens, 0);
+    std::vector<uint32_t> open(kMaxTokenLength + 2);
+    uint32_t open_size = 1;  // open[0] = root
+    open[0] = 0;
+    uint32_t stored = 0, first = 0, extra = 0;
+    auto add_token = [&](uint32_t id, uint32_t begin, uint32_t depth) {
+      require(id < c.num_tokens && test_bit(text, id), "bad trie token id");
+      require(!seen[id], "a token appears twice in the trie");
+      seen[id] = 1;
+      tokens[stored++] = id;
+      token_begin[id] = begin;
+      token_length[id] = depth;
+    };
+    const uint8_t* flags = token_flags.data;
+    const uint8_t* trie_bytes = trie_byte.data;
+    const uint32_t next_extra_node = extra_tokens.count ? extra_tokens[0] : M;
+    uint32_t pending_extra_node = next_extra_node;
+    uint32_t previous_depth = 0;
+    offsets[0] = 0;
+    for (uint32_t n = 1; n < M; ++n) {
+      const uint32_t depth = trie_depth.width == 1 ? trie_depth.data[n] : trie_depth[n];
+      require(depth >= 1 && depth <= previous_depth + 1u && depth <= kMaxTokenLength,
+              "bad trie depth");
+      previous_depth = depth;
+      while (open_size > depth) end[open[--open_size]] = n;
+      open[open_size++] = n;
+      // Token bytes are paths: the current path lives at the end of token_bytes, so going one
+      // deeper appends one byte and every token on it points into it. Only a step back up
+      // starts a new copy of the shared prefix.
+      if (depth != path_length + 1) {
+        if (bytes_used + depth > token_bytes.size()) token_bytes.resize(2 * token_bytes.size());
+        std::memmove(token_bytes.data() + bytes_used, token_bytes.data() + path_start, depth - 1);
+        path_start = bytes_used;
+        bytes_used += depth - 1;
+      } else if (bytes_used + 1 > token_bytes.size()) {
+        token_bytes.resize(2 * token_bytes.size());
+      }
+      token_bytes[bytes_used++] = trie_bytes[n];
+      path_length = depth;
+      offsets[n] = stored;
+      if ((flags[n >> 3] >> (n & 7)) & 1) {
+        require(first < first_tokens.count, "bad trie token list");
+        const uint32_t begin = static_cast<uint32_t>(path_start);
+        add_token(first_tokens[first++], begin, depth);
+        for (; pending_extra_node == n; pending_extra_node = extra < extra_tokens.count
+                                                                  ? extra_tokens[extra]
+                                                                  : M) {
+          add_token(extra_tokens[extra + 1], begin, depth);
+          extra += 2;
+        }
+      }
+      require(pending_extra_node > n, "bad or unsorted trie extra tokens");
+    }
+    offsets[M] = stored;
+    token_bytes.resize(bytes_used);
+    require(first == first_tokens.count, "bad trie token list");
+    require(extra == extra_tokens.count, "bad trie extra tokens");
+    require(M % 8 == 0 || (flags[M / 8] >> (M % 8)) == 0, "bad trie token flags");
+    for (uint32_t id = 0; id < c.num_tokens; ++id) {
+      require(test_bit(text, id) == (seen[id] != 0), "text token not in trie");
+    }
+  }
+  trie_byte.copy_to(out->trie_byte);
+  return out;
+}
+
+// Decoded trie tables by the bytes they came from. Entries are weak, so tables live exactly as
+// long as some runtime uses them; the map only grows with the number of distinct live
+// vocabularies. Leaked on purpose: runtimes may outlive static destruction at exit.
+struct TrieCache {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, std::vector<std::weak_ptr<const TrieTables>>> by_hash;
+};
+
+TrieCache& trie_cache() {
+  static TrieCache* cache = new TrieCache;
+  return *cache;
+}
+
+// A fast 64-bit hash for cache lookups (equality is always confirmed byte by byte): four
+// independent multiply-xorshift lanes over 32-byte blocks, then the tail, then splitmix.
+uint64_t hash_bytes(std::string_view bytes) {
+  const char* data = bytes.data();
+  const size_t size = bytes.size();
+  uint64_t lanes[4] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull, 0xa4093822299f31d0ull,
+                       0x082efa98ec4e6c89ull};
+  size_t i = 0;
+  for (; i + 32 <= size; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      uint64_t word;
+      std::memcpy(&word, data + i + 8 * j, 8);
+      lanes[j] = (lanes[j] ^ word) * 0x9e3779b97f4a7c15ull;
+      lanes[j] ^= lanes[j] >> 29;
+    }
+  }
+  uint64_t hash = mix64(size);
+  for (; i < size; ++i) hash = (hash ^ static_cast<uint8_t>(data[i])) * 0x100000001b3ull;
+  for (uint64_t lane : lanes) hash = mix64(hash ^ mix64(lane));
+  return hash;
+}
+
+std::shared_ptr<const TrieTables> find_trie_tables(const std::string& key) {
+  TrieCache& cache = trie_cache();
+  const uint64_t hash = hash_bytes(key);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto found = cache.by_hash.find(hash);
+  if (found == cache.by_hash.end()) return nullptr;
+  for (const auto& weak : found->second) {
+    std::shared_ptr<const TrieTables> tables = weak.lock();
+    if (tables && tables->stored == key) return tables;
+  }
+  return nullptr;
+}
+
+void remember_trie_tables(const std::shared_ptr<const TrieTables>& tables) {
+  TrieCache& cache = trie_cache();
+  const uint64_t hash = hash_bytes(tables->stored);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  // Drop dead entries everywhere now and then, so the map tracks live vocabularies only.
+  for (auto it = cache.by_hash.begin(); it != cache.by_hash.end();) {
+    auto& list = it->second;
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const std::weak_ptr<const TrieTables>& w) { return w.expired(); }),
+               list.end());
+    it = list.empty() ? cache.by_hash.erase(it) : std::next(it);
+  }
+  cache.by_hash[hash].push_back(tables);
+}
+
 }  // namespace
 
 std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
@@ -574,12 +743,14 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   r.array(rt->dfa_lexeme, "dfa_lexeme");
   r.array(rt->tokenset_bits, "tokenset_bits");
   r.array(rt->end_bits, "end_bits");
+  const size_t trie_key_begin = r.position();
   r.array(rt->text_bits, "text_bits");
-  r.array(rt->trie_byte, "trie_byte");
+  const ArrayView trie_byte = r.view("trie_byte", 1);
   const ArrayView trie_depth = r.view("trie_depth", 1 | 2);
   const ArrayView token_flags = r.view("trie_token_flags", 1);
   const ArrayView first_tokens = r.view("trie_first_tokens", 4);
   const ArrayView extra_tokens = r.view("trie_extra_tokens", 4);
+  const size_t trie_key_end = r.position();
   const ArrayView state_class = r.view("state_class", 4);
   const ArrayView class_inside = r.view("class_inside", 4);
   const ArrayView inside_kinds = r.view("inside_kinds", 1);
@@ -659,72 +830,27 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   }
   check_bits(c.end_bits.data(), "the end-token set");
   check_bits(c.text_bits.data(), "the text-token set");
-  // Trie: depths must describe a depth-first order (root at 0, each node at most one deeper
-  // than the previous). One pass rebuilds subtree ranges and token offsets from them, checks
-  // every token id, and rebuilds token bytes (not stored: a text token's bytes are its path).
-  const uint32_t M = static_cast<uint32_t>(c.trie_byte.size());
-  require(M >= 1 && trie_depth.count == M && token_flags.count == (M + 7ull) / 8 &&
-              trie_depth[0] == 0,
-          "bad trie root");
-  require((token_flags.data[0] & 1) == 0, "a token at the trie root");
-  require(extra_tokens.count % 2 == 0, "bad trie extra tokens");
-  {
-    const uint32_t* text = c.text_bits.data();
-    std::vector<uint32_t>& end = rt->trie_end;
-    std::vector<uint32_t>& offsets = rt->trie_tok_offsets;
-    std::vector<uint32_t>& tokens = rt->trie_tokens;
-    end.assign(M, M);
-    offsets.assign(M + 1, 0);
-    tokens.clear();
-    tokens.reserve(c.num_tokens);
-    rt->token_begin.assign(c.num_tokens, 0);
-    rt->token_length.assign(c.num_tokens, 0);
-    std::vector<uint8_t> seen(c.num_tokens, 0);
-    std::vector<uint8_t> path(kMaxTokenLength + 1);
-    std::vector<uint32_t> open{0};
-    open.reserve(kMaxTokenLength + 1);
-    size_t extra = 0, first = 0;
-    auto add_token = [&](uint32_t id, uint32_t begin, uint32_t depth) {
-      require(id < c.num_tokens && test_bit(text, id), "bad trie token id");
-      require(!seen[id], "a token appears twice in the trie");
-      seen[id] = 1;
-      tokens.push_back(id);
-      rt->token_begin[id] = begin;
-      rt->token_length[id] = depth;
-    };
-    uint32_t previous_depth = 0;
-    for (uint32_t n = 1; n < M; ++n) {
-      const uint32_t depth = trie_depth[n];
-      require(depth >= 1 && depth <= previous_depth + 1u && depth <= kMaxTokenLength,
-              "bad trie depth");
-      previous_depth = depth;
-      while (open.size() > depth) {
-        end[open.back()] = n;
-        open.pop_back();
-      }
-      open.push_back(n);
-      path[depth - 1] = c.trie_byte[n];
-      offsets[n] = static_cast<uint32_t>(tokens.size());
-      if ((token_flags.data[n / 8] >> (n % 8)) & 1) {
-        require(first < first_tokens.count, "bad trie token list");
-        const uint32_t begin = static_cast<uint32_t>(rt->token_bytes.size());
-        rt->token_bytes.insert(rt->token_bytes.end(), path.begin(), path.begin() + depth);
-        add_token(first_tokens[first++], begin, depth);
-        for (; extra < extra_tokens.count && extra_tokens[extra] == n; extra += 2) {
-          add_token(extra_tokens[extra + 1], begin, depth);
-        }
-      }
-      require(extra >= extra_tokens.count || extra_tokens[extra] > n,
-              "bad or unsorted trie extra tokens");
-    }
-    offsets[M] = static_cast<uint32_t>(tokens.size());
-    require(first == first_tokens.count, "bad trie token list");
-    require(extra == extra_tokens.count, "bad trie extra tokens");
-    require(M % 8 == 0 || (token_flags.data[M / 8] >> (M % 8)) == 0, "bad trie token flags");
-    for (uint32_t id = 0; id < c.num_tokens; ++id) {
-      require(test_bit(text, id) == (seen[id] != 0), "text token not in trie");
-    }
+  // The trie tables depend only on the vocabulary: reuse the copy of an earlier blob that
+  // stored the very same bytes (already validated), else decode and validate them.
+  std::string key(8, '\0');
+  std::memcpy(&key[0], &meta[0], 4);
+  std::memcpy(&key[4], &meta[1], 4);
+  key.append(blob.data() + trie_key_begin, trie_key_end - trie_key_begin);
+  std::shared_ptr<const TrieTables> tables = find_trie_tables(key);
+  if (!tables) {
+    tables = decode_trie(c, trie_byte, trie_depth, token_flags, first_tokens, extra_tokens,
+                         std::move(key));
+    remember_trie_tables(tables);
   }
+  rt->trie_tables = tables;
+  rt->token_bytes = SharedTable<uint8_t>(tables, tables->token_bytes);
+  rt->token_begin = SharedTable<uint32_t>(tables, tables->token_begin);
+  rt->token_length = SharedTable<uint32_t>(tables, tables->token_length);
+  rt->trie_byte = SharedTable<uint8_t>(tables, tables->trie_byte);
+  rt->trie_end = SharedTable<uint32_t>(tables, tables->trie_end);
+  rt->trie_tok_offsets = SharedTable<uint32_t>(tables, tables->trie_tok_offsets);
+  rt->trie_tokens = SharedTable<uint32_t>(tables, tables->trie_tokens);
+  const uint32_t M = static_cast<uint32_t>(c.trie_byte.size());
   // Per-state tables through the classes of states.
   require(state_class.count == c.num_states, "bad state classes");
   for (uint32_t s = 0; s < c.num_states; ++s) {
