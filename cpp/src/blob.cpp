@@ -28,6 +28,7 @@ struct TokenTrie {
   std::vector<uint32_t> end{0};
   std::vector<uint32_t> tok_offsets{0};
   std::vector<uint32_t> tokens;
+  std::vector<uint16_t> depth;  // root 0
 };
 
 // Everything the builder needs from a vocabulary, computed once per vocabulary and shared by
@@ -50,12 +51,20 @@ constexpr uint32_t kMaxTokenLength = 4096;
 constexpr uint32_t kMaxStoredToken = 1u << 16;  // special tokens are never walked
 constexpr uint32_t kMetaSize = 10;
 // Inside-set encodings on disk (see encode_inside_set).
-constexpr uint8_t kInsideDense = 0, kInsideIds = 1, kInsideTextExcept = 2;
+constexpr uint8_t kInsideDense = 0, kInsideIds = 1, kInsideTextExcept = 2, kInsideDelta = 3;
 // The loader expands per-class exit lists into per-state lists (the matcher's layout). A
 // hostile blob could ask for a quadratic expansion, so the expanded size is capped relative to
 // the blob (valid blobs stay far below: the builder emits per-class lists of a few states each).
 constexpr uint64_t kMaxExitExpansion = 64;
 constexpr uint64_t kMinExitBudget = uint64_t{1} << 22;
+
+// Portable bit count (the generic x86-64 target has no POPCNT, and the builtin then calls a
+// slow library routine).
+inline uint32_t popcount32(uint32_t x) {
+  x = x - ((x >> 1) & 0x55555555u);
+  x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+  return (((x + (x >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24;
+}
 
 class BlobWriter {
  public:
@@ -75,6 +84,7 @@ class BlobWriter {
     while (out_.size() % 4) out_.push_back('\0');
   }
   void raw(const std::string& bytes) { out_ += bytes; }
+  void reserve(size_t bytes) { out_.reserve(bytes); }
   std::string take() { return std::move(out_); }
 
  private:
@@ -198,6 +208,12 @@ TokenTrie build_trie(const VocabSpec& vocab) {
   for (uint32_t node : node_of_token) trie.tok_offsets[node + 1]++;
   std::partial_sum(trie.tok_offsets.begin(), trie.tok_offsets.end(), trie.tok_offsets.begin());
   trie.tokens = std::move(ids);
+  trie.depth.assign(trie.byte.size(), 0);
+  for (uint32_t n = 0; n < trie.byte.size(); ++n) {
+    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) {
+      trie.depth[c] = static_cast<uint16_t>(trie.depth[n] + 1);
+    }
+  }
   return trie;
 }
 
@@ -207,14 +223,11 @@ TokenTrie build_trie(const VocabSpec& vocab) {
 // rebuilds subtree ranges, token offsets and token bytes from these in one pass.
 std::string store_trie(const TokenTrie& trie) {
   const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
-  std::vector<uint16_t> depth(num_nodes, 0);
+  const std::vector<uint16_t>& depth = trie.depth;
   uint32_t max_depth = 0;
   std::vector<uint8_t> flags((num_nodes + 7) / 8, 0);
   std::vector<uint32_t> first_tokens, extra_tokens;
   for (uint32_t n = 0; n < num_nodes; ++n) {
-    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) {
-      depth[c] = static_cast<uint16_t>(depth[n] + 1);
-    }
     max_depth = std::max<uint32_t>(max_depth, depth[n]);
     for (uint32_t i = trie.tok_offsets[n]; i < trie.tok_offsets[n + 1]; ++i) {
       if (i == trie.tok_offsets[n]) {
@@ -334,34 +347,47 @@ uint32_t state_classes(const std::vector<int32_t>& class_table, const std::vecto
   return count;
 }
 
-// An inside set on disk, in the smallest of three forms (ties go to the earlier one): dense
-// words, the ascending ids it holds, or the ascending text-token ids it lacks.
-void encode_inside_set(const std::vector<uint32_t>& bits, const VocabIndex& v,
-                       std::vector<uint8_t>& kinds, std::vector<uint32_t>& offsets,
-                       std::vector<uint32_t>& data) {
-  uint64_t present = 0, text = 0;
+// An inside set on disk, in the smallest of four forms (ties go to the earlier one): dense
+// words, the ascending ids it holds, the ascending text-token ids it lacks, or an earlier set
+// (`base`, when given) with the ascending ids whose membership differs. Neighbouring states
+// often differ in a few first bytes only, which makes the last form small.
+void encode_inside_set(const std::vector<uint32_t>& bits, const std::vector<uint32_t>* base,
+                       uint32_t base_id, const VocabIndex& v, std::vector<uint8_t>& kinds,
+                       std::vector<uint32_t>& offsets, std::vector<uint32_t>& data) {
+  uint64_t present = 0, text = 0, differing = ~uint64_t{0};
   for (uint32_t w = 0; w < v.words; ++w) {
-    present += static_cast<uint64_t>(__builtin_popcount(bits[w]));
-    text += static_cast<uint64_t>(__builtin_popcount(v.text_bits[w]));
+    present += static_cast<uint64_t>(popcount32(bits[w]));
+    text += static_cast<uint64_t>(popcount32(v.text_bits[w]));
+  }
+  if (base != nullptr) {
+    differing = 0;
+    for (uint32_t w = 0; w < v.words; ++w) {
+      differing += static_cast<uint64_t>(popcount32(bits[w] ^ (*base)[w]));
+    }
   }
   const uint64_t missing = text - present;  // inside sets only hold text tokens
-  if (v.words <= present && v.words <= missing) {
+  const uint64_t delta = differing == ~uint64_t{0} ? differing : differing + 1;
+  auto append_ids = [&](auto word_at) {
+    for (uint32_t w = 0; w < v.words; ++w) {
+      for (uint32_t word = word_at(w); word; word &= word - 1) {
+        data.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(word)));
+      }
+    }
+  };
+  const uint64_t best = std::min({static_cast<uint64_t>(v.words), present, missing, delta});
+  if (best == v.words) {
     kinds.push_back(kInsideDense);
     data.insert(data.end(), bits.begin(), bits.end());
-  } else if (present <= missing) {
+  } else if (best == present) {
     kinds.push_back(kInsideIds);
-    for (uint32_t w = 0; w < v.words; ++w) {
-      for (uint32_t word = bits[w]; word; word &= word - 1) {
-        data.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(word)));
-      }
-    }
-  } else {
+    append_ids([&](uint32_t w) { return bits[w]; });
+  } else if (best == missing) {
     kinds.push_back(kInsideTextExcept);
-    for (uint32_t w = 0; w < v.words; ++w) {
-      for (uint32_t word = v.text_bits[w] & ~bits[w]; word; word &= word - 1) {
-        data.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(word)));
-      }
-    }
+    append_ids([&](uint32_t w) { return v.text_bits[w] & ~bits[w]; });
+  } else {
+    kinds.push_back(kInsideDelta);
+    data.push_back(base_id);
+    append_ids([&](uint32_t w) { return bits[w] ^ (*base)[w]; });
   }
   offsets.push_back(static_cast<uint32_t>(data.size()));
 }
@@ -623,42 +649,165 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   // Per class of states (walked from its first state): the tokens that stay inside the lexeme
   // (deduplicated sets) and, by byte, the children of the trie nodes where the lexeme can end
   // with more token bytes to follow (what follows is decided at run time).
+  //
+  // A walk is the union of its first-byte subtrees, and the walk of the subtree of first byte b
+  // depends only on that node and on the class of the state after b. Those "parts" are walked
+  // once and shared: states that agree on most first bytes (a string state and the key states
+  // that differ from it on a few letters) only walk their own few subtrees. A class's inside
+  // set is then built from the most similar earlier class's set by swapping the differing
+  // parts.
   const TokenTrie& trie = v.trie;
-  const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
+  struct Part {
+    // Tokens reached, as ranges [first, second) of positions in trie.tokens: the tokens of a
+    // run of consecutive trie nodes are contiguous, so a wide walk is a handful of ranges.
+    std::vector<std::pair<uint32_t, uint32_t>> token_ranges;
+    uint64_t num_tokens = 0;
+    std::vector<uint32_t> exit_nodes;  // ascending
+  };
+  std::vector<Part> parts;
+  std::unordered_map<uint64_t, uint32_t> part_ids;  // first-byte node << 32 | class -> part
+  constexpr uint32_t kNoPart = 0xffffffffu;
+  std::vector<uint32_t> roots;  // the depth-1 nodes, ascending
+  for (uint32_t c = 1; c < trie.byte.size(); c = trie.end[c]) roots.push_back(c);
+  const size_t num_roots = roots.size();
+  std::vector<int32_t> state_at(v.max_text_length + 2);  // DFA state after each depth
+  // Visits the subtree of `root` in node order (depth-first), skipping the subtree of any
+  // node whose byte is dead: one pass over contiguous arrays, no stack.
+  auto walk_part = [&](uint32_t root, int32_t from) {
+    Part part;
+    const uint32_t base_depth = trie.depth[root] - 1u;
+    state_at[0] = from;
+    const uint32_t stop = trie.end[root];
+    for (uint32_t node = root; node < stop;) {
+      const uint32_t d = trie.depth[node] - base_depth;
+      const int32_t next = g.dfa_table[static_cast<size_t>(state_at[d - 1]) * 256 + trie.byte[node]];
+      if (next < 0) {
+        node = trie.end[node];
+        continue;
+      }
+      state_at[d] = next;
+      const uint32_t first = trie.tok_offsets[node], last = trie.tok_offsets[node + 1];
+      if (first != last) {
+        if (!part.token_ranges.empty() && part.token_ranges.back().second == first) {
+          part.token_ranges.back().second = last;
+        } else {
+          part.token_ranges.emplace_back(first, last);
+        }
+        part.num_tokens += last - first;
+      }
+      if (trie.end[node] > node + 1 && g.dfa_accepting[next]) part.exit_nodes.push_back(node);
+      ++node;
+    }
+    return part;
+  };
+  auto set_part = [&](const Part& part, uint32_t* out) {
+    for (auto [first, last] : part.token_ranges) {
+      for (uint32_t i = first; i < last; ++i) set_bit(out, trie.tokens[i]);
+    }
+  };
+  auto clear_part = [&](const Part& part, uint32_t* out) {
+    for (auto [first, last] : part.token_ranges) {
+      for (uint32_t i = first; i < last; ++i) {
+        out[trie.tokens[i] >> 5] &= ~(1u << (trie.tokens[i] & 31));
+      }
+    }
+  };
+
+  std::vector<uint32_t> class_parts(static_cast<size_t>(num_classes) * num_roots, kNoPart);
+  std::vector<uint64_t> class_tokens(num_classes, 0);
   std::vector<uint32_t> class_inside(num_classes), inside_offsets{0}, inside_data;
   std::vector<uint8_t> inside_kinds;
+  std::vector<std::vector<uint32_t>> set_bits;  // every distinct inside set, dense
   std::vector<uint32_t> class_exit_offsets{0}, exit_entry_end, exit_children;
   std::vector<uint8_t> exit_entry_byte;
   std::vector<std::vector<uint32_t>> by_byte(256);
   std::unordered_map<std::vector<uint32_t>, uint32_t, BitsHash> set_ids;
-  std::vector<uint32_t> bits(words), exit_nodes;
-  std::vector<std::pair<uint32_t, int32_t>> stack;  // (node, state before the node's byte)
+  // Base candidates: the latest classes whose biggest part is a given part.
+  constexpr size_t kBaseCandidates = 8;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> classes_by_big_part;
+  std::vector<uint32_t> bits(words);
   std::vector<uint32_t> representative(num_classes, 0xffffffffu);
   for (uint32_t s = num_states; s-- > 0;) representative[state_class[s]] = s;
   for (uint32_t cls = 0; cls < num_classes; ++cls) {
     const uint32_t s = representative[cls];
-    std::fill(bits.begin(), bits.end(), 0);
-    exit_nodes.clear();
-    stack.clear();
-    for (uint32_t c = 1; c < num_nodes; c = trie.end[c]) stack.emplace_back(c, s);
-    while (!stack.empty()) {
-      auto [node, from] = stack.back();
-      stack.pop_back();
-      int32_t next = g.dfa_table[static_cast<size_t>(from) * 256 + trie.byte[node]];
+    uint32_t* own = &class_parts[static_cast<size_t>(cls) * num_roots];
+    uint32_t big_part = kNoPart;
+    size_t big_size = 0;
+    for (size_t i = 0; i < num_roots; ++i) {
+      const uint32_t root = roots[i];
+      const int32_t next = g.dfa_table[static_cast<size_t>(s) * 256 + trie.byte[root]];
       if (next < 0) continue;
-      for (uint32_t i = trie.tok_offsets[node]; i < trie.tok_offsets[node + 1]; ++i) {
-        set_bit(bits.data(), trie.tokens[i]);
+      const uint64_t key = static_cast<uint64_t>(root) << 32 | state_class[next];
+      auto [found, added] = part_ids.emplace(key, static_cast<uint32_t>(parts.size()));
+      if (added) parts.push_back(walk_part(root, s));
+      own[i] = found->second;
+      const size_t size = parts[own[i]].num_tokens;
+      class_tokens[cls] += size;
+      if (size > big_size) {
+        big_size = size;
+        big_part = own[i];
       }
-      bool has_children = trie.end[node] > node + 1;
-      if (has_children && g.dfa_accepting[next]) exit_nodes.push_back(node);
-      for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) stack.emplace_back(c, next);
     }
-    // The stack visits nodes in reverse order; sort so the lists are canonical.
-    std::sort(exit_nodes.begin(), exit_nodes.end());
+    // The earlier class sharing the most tokens through identical parts, if that beats
+    // building the set from nothing.
+    uint32_t base = kNoPart;
+    uint64_t base_shared = 0;
+    if (big_part != kNoPart) {
+      auto& candidates = classes_by_big_part[big_part];
+      for (uint32_t other : candidates) {
+        const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
+        uint64_t shared = 0;
+        for (size_t i = 0; i < num_roots; ++i) {
+          if (own[i] != kNoPart && own[i] == theirs[i]) shared += parts[own[i]].num_tokens;
+        }
+        if (shared > base_shared) {
+          base_shared = shared;
+          base = other;
+        }
+      }
+      if (candidates.size() == kBaseCandidates) candidates.erase(candidates.begin());
+      candidates.push_back(cls);
+    }
+    const uint64_t base_cost =
+        base == kNoPart ? ~uint64_t{0}
+                        : words + (class_tokens[base] - base_shared) +
+                              (class_tokens[cls] - base_shared);
+    if (base_cost < class_tokens[cls] + words) {
+      const uint32_t* theirs = &class_parts[static_cast<size_t>(base) * num_roots];
+      bits = set_bits[class_inside[base]];
+      for (size_t i = 0; i < num_roots; ++i) {
+        if (theirs[i] == own[i] || theirs[i] == kNoPart) continue;
+        clear_part(parts[theirs[i]], bits.data());
+      }
+      for (size_t i = 0; i < num_roots; ++i) {
+        if (theirs[i] == own[i] || own[i] == kNoPart) continue;
+        set_part(parts[own[i]], bits.data());
+      }
+    } else {
+      std::fill(bits.begin(), bits.end(), 0);
+      for (size_t i = 0; i < num_roots; ++i) {
+        if (own[i] == kNoPart) continue;
+        set_part(parts[own[i]], bits.data());
+      }
+    }
+    auto [found, added] = set_ids.emplace(bits, static_cast<uint32_t>(set_ids.size()));
+    if (added) {
+      const bool has_base = base != kNoPart;
+      encode_inside_set(bits, has_base ? &set_bits[class_inside[base]] : nullptr,
+                        has_base ? class_inside[base] : 0, v, inside_kinds, inside_offsets,
+                        inside_data);
+      set_bits.push_back(bits);
+    }
+    class_inside[cls] = found->second;
+
+    // Exit children by byte, each run ascending (parts come in trie order, each sorted).
     for (auto& list : by_byte) list.clear();
-    for (uint32_t node : exit_nodes) {
-      for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) {
-        by_byte[trie.byte[c]].push_back(c);
+    for (size_t i = 0; i < num_roots; ++i) {
+      if (own[i] == kNoPart) continue;
+      for (uint32_t node : parts[own[i]].exit_nodes) {
+        for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) {
+          by_byte[trie.byte[c]].push_back(c);
+        }
       }
     }
     for (uint32_t b = 0; b < 256; ++b) {
@@ -668,12 +817,16 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       exit_entry_end.push_back(static_cast<uint32_t>(exit_children.size()));
     }
     class_exit_offsets.push_back(static_cast<uint32_t>(exit_entry_byte.size()));
-    auto [found, added] = set_ids.emplace(bits, static_cast<uint32_t>(set_ids.size()));
-    if (added) encode_inside_set(bits, v, inside_kinds, inside_offsets, inside_data);
-    class_inside[cls] = found->second;
   }
 
   BlobWriter w;
+  // One allocation for the whole blob (the stored trie alone is about a megabyte).
+  w.reserve(v.stored_trie.size() + 4 * (g.prod_lhs.size() + g.prod_offsets.size() +
+                                        g.prod_rhs.size() + class_table.size() +
+                                        tokenset_bits.size() + 2 * words + inside_data.size() +
+                                        exit_entry_end.size() + exit_children.size() +
+                                        4 * num_states + 2 * num_classes) +
+            exit_entry_byte.size() + inside_kinds.size() + 1024);
   w.u32(kBlobMagic);
   w.u32(kBlobVersion);
   std::vector<uint32_t> meta{v.vocab_size,   num_tokens, g.num_nonterminals, num_lexemes,
@@ -878,15 +1031,26 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
       check_bits(bits, "an inside set");
       continue;
     }
-    require(kind == kInsideIds || kind == kInsideTextExcept, "bad inside set kind");
+    require(kind == kInsideIds || kind == kInsideTextExcept || kind == kInsideDelta,
+            "bad inside set kind");
+    uint32_t first_id = begin;
     if (kind == kInsideTextExcept) std::memcpy(bits, c.text_bits.data(), c.words * 4ull);
+    if (kind == kInsideDelta) {
+      // An earlier (already expanded) set, then the ids whose membership flips.
+      require(begin < stop && inside_data[begin] < set, "bad inside set base");
+      std::memcpy(bits, &rt->inside_bits[static_cast<size_t>(inside_data[begin]) * c.words],
+                  c.words * 4ull);
+      first_id = begin + 1;
+    }
     uint64_t previous = 0;  // ids are strictly ascending: previous holds the last id + 1
-    for (uint32_t i = begin; i < stop; ++i) {
+    for (uint32_t i = first_id; i < stop; ++i) {
       const uint32_t id = inside_data[i];
       require(id >= previous && id < c.num_tokens, "inside set ids out of order or range");
       previous = static_cast<uint64_t>(id) + 1;
       if (kind == kInsideIds) {
         set_bit(bits, id);
+      } else if (kind == kInsideDelta) {
+        bits[id >> 5] ^= 1u << (id & 31);
       } else {
         require(test_bit(c.text_bits.data(), id), "inside set excludes a non-text token");
         bits[id >> 5] &= ~(1u << (id & 31));
