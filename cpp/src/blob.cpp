@@ -292,57 +292,170 @@ uint32_t byte_classes(const std::vector<int32_t>& table, uint32_t num_states,
 // refinement. A token walk from a state reads at most `depth` bytes and looks only at those,
 // so states of one class have identical inside sets and exit lists (exact). Classes are
 // numbered by their first state, so the result is deterministic.
+//
+// Round r splits each class by the classes of its members' successors. Only states with a
+// successor that changed class in the previous round ("dirty") can move: the others keep the
+// signature they shared with their class, so each round costs the dirty states only (a long
+// chain of string states advances one state per round instead of rescanning all states).
 uint32_t state_classes(const std::vector<int32_t>& class_table, const std::vector<uint8_t>& accepting,
                        uint32_t num_byte_classes, uint32_t depth, std::vector<uint32_t>& class_of) {
   const uint32_t n = static_cast<uint32_t>(accepting.size());
   const uint32_t k = num_byte_classes;
-  const uint32_t width = k + 1;
+  constexpr uint32_t kDead = 0xffffffffu;
   class_of.assign(n, 0);
-  uint32_t count = 0;
+  std::vector<std::vector<uint32_t>> members;
   {
     int32_t id_of_flag[2] = {-1, -1};
     for (uint32_t s = 0; s < n; ++s) {
       int32_t& id = id_of_flag[accepting[s] ? 1 : 0];
-      if (id < 0) id = static_cast<int32_t>(count++);
+      if (id < 0) {
+        id = static_cast<int32_t>(members.size());
+        members.emplace_back();
+      }
       class_of[s] = static_cast<uint32_t>(id);
+      members[id].push_back(s);
     }
   }
-  std::vector<uint32_t> signature(static_cast<size_t>(n) * width);
-  std::vector<uint32_t> next_class(n), first_state;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> by_hash;  // hash -> new class ids
-  for (uint32_t round = 0; round < depth; ++round) {
-    by_hash.clear();
-    first_state.clear();
+  // Predecessors (each listed once per successor state), for finding the next dirty states.
+  std::vector<uint32_t> pred_offsets(n + 1, 0), preds, stamp(n, kDead);
+  for (uint32_t s = 0; s < n; ++s) {
+    for (uint32_t c = 0; c < k; ++c) {
+      const int32_t t = class_table[static_cast<size_t>(s) * k + c];
+      if (t >= 0 && stamp[t] != s) {
+        stamp[t] = s;
+        pred_offsets[t + 1]++;
+      }
+    }
+  }
+  std::partial_sum(pred_offsets.begin(), pred_offsets.end(), pred_offsets.begin());
+  preds.resize(pred_offsets[n]);
+  std::fill(stamp.begin(), stamp.end(), kDead);
+  {
+    std::vector<uint32_t> fill(pred_offsets.begin(), pred_offsets.end() - 1);
     for (uint32_t s = 0; s < n; ++s) {
-      uint32_t* sig = &signature[static_cast<size_t>(s) * width];
-      sig[0] = class_of[s];
-      uint64_t hash = mix64(class_of[s]);
       for (uint32_t c = 0; c < k; ++c) {
         const int32_t t = class_table[static_cast<size_t>(s) * k + c];
-        sig[c + 1] = t < 0 ? 0xffffffffu : class_of[t];
-        hash = mix64(hash ^ sig[c + 1]);
+        if (t >= 0 && stamp[t] != s) {
+          stamp[t] = s;
+          preds[fill[t]++] = s;
+        }
       }
-      std::vector<uint32_t>& candidates = by_hash[hash];
-      uint32_t assigned = 0xffffffffu;
-      for (uint32_t id : candidates) {
-        const uint32_t* other = &signature[static_cast<size_t>(first_state[id]) * width];
-        if (std::equal(sig, sig + width, other)) {
-          assigned = id;
+    }
+  }
+  auto signature = [&](uint32_t s, uint32_t* out) {
+    uint64_t hash = 0x9e3779b97f4a7c15ull;
+    for (uint32_t c = 0; c < k; ++c) {
+      const int32_t t = class_table[static_cast<size_t>(s) * k + c];
+      out[c] = t < 0 ? kDead : class_of[t];
+      hash = mix64(hash ^ out[c]);
+    }
+    return hash;
+  };
+  std::vector<uint32_t> dirty(n), changed;
+  std::iota(dirty.begin(), dirty.end(), 0u);
+  std::vector<uint8_t> is_dirty(n, 1);
+  std::vector<uint32_t> touched_round(n, kDead);  // by class: the last round that touched it
+  std::vector<uint32_t> touched, keeper_sig(k), sigs;
+  std::vector<uint64_t> hashes;
+  std::vector<uint32_t> position(n);  // index of a dirty state in `dirty`
+  std::vector<uint32_t> group_of, group_first;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> groups_by_hash;
+  for (uint32_t round = 0; round < depth && !dirty.empty(); ++round) {
+    std::sort(dirty.begin(), dirty.end());
+    sigs.resize(dirty.size() * static_cast<size_t>(k));
+    hashes.resize(dirty.size());
+    touched.clear();
+    for (uint32_t i = 0; i < dirty.size(); ++i) {
+      position[dirty[i]] = i;
+      hashes[i] = signature(dirty[i], &sigs[static_cast<size_t>(i) * k]);
+      const uint32_t x = class_of[dirty[i]];
+      if (touched_round[x] != round) {
+        touched_round[x] = round;
+        touched.push_back(x);
+      }
+    }
+    // Signatures are computed from this round's input partition before any class moves.
+    std::vector<std::pair<uint32_t, uint32_t>> moves;  // (state, new class)
+    std::sort(touched.begin(), touched.end());
+    for (uint32_t x : touched) {
+      uint32_t keeper = kDead;
+      for (uint32_t m : members[x]) {
+        if (!is_dirty[m]) {
+          keeper = m;
           break;
         }
       }
-      if (assigned == 0xffffffffu) {
-        assigned = static_cast<uint32_t>(first_state.size());
-        first_state.push_back(s);
-        candidates.push_back(assigned);
+      uint64_t keeper_hash = 0;
+      if (keeper != kDead) keeper_hash = signature(keeper, keeper_sig.data());
+      groups_by_hash.clear();
+      group_first.clear();
+      const bool x_taken = keeper != kDead;
+      const size_t moves_begin = moves.size();
+      for (uint32_t m : members[x]) {
+        if (!is_dirty[m]) continue;
+        const uint32_t i = position[m];
+        const uint32_t* sig = &sigs[static_cast<size_t>(i) * k];
+        if (keeper != kDead && hashes[i] == keeper_hash &&
+            std::equal(sig, sig + k, keeper_sig.data())) {
+          continue;  // same as the undisturbed members: stays in x
+        }
+        std::vector<uint32_t>& candidates = groups_by_hash[hashes[i]];
+        uint32_t target = kDead;
+        for (uint32_t g : candidates) {
+          const uint32_t* other = &sigs[static_cast<size_t>(position[group_first[g]]) * k];
+          if (hashes[position[group_first[g]]] == hashes[i] && std::equal(sig, sig + k, other)) {
+            target = g;
+            break;
+          }
+        }
+        if (target == kDead) {
+          target = static_cast<uint32_t>(group_first.size());
+          group_first.push_back(m);
+          candidates.push_back(target);
+        }
+        // The first group keeps x when no undisturbed member does; others get new ids.
+        if (target == 0 && !x_taken) continue;
+        moves.emplace_back(m, target);
       }
-      next_class[s] = assigned;
+      // Translate group numbers into class ids for this class's moves.
+      const uint32_t first_new = static_cast<uint32_t>(members.size());
+      const uint32_t skip = x_taken ? 0 : 1;  // group 0 kept x
+      for (uint32_t g = skip; g < group_first.size(); ++g) members.emplace_back();
+      for (size_t i = moves_begin; i < moves.size(); ++i) {
+        moves[i].second = first_new + moves[i].second - skip;
+      }
     }
-    // Each round refines the previous partition, so an unchanged count means a fixed point.
-    const bool stable = first_state.size() == count;
-    count = static_cast<uint32_t>(first_state.size());
-    class_of.swap(next_class);
-    if (stable) break;
+    changed.clear();
+    for (const auto& [state, target] : moves) {
+      members[target].push_back(state);
+      class_of[state] = target;
+      changed.push_back(state);
+    }
+    // Rebuild the member lists of the classes that lost states.
+    for (uint32_t x : touched) {
+      auto& list = members[x];
+      list.erase(std::remove_if(list.begin(), list.end(),
+                                [&](uint32_t m) { return class_of[m] != x; }),
+                 list.end());
+    }
+    for (uint32_t s : dirty) is_dirty[s] = 0;
+    dirty.clear();
+    for (uint32_t t : changed) {
+      for (uint32_t i = pred_offsets[t]; i < pred_offsets[t + 1]; ++i) {
+        if (!is_dirty[preds[i]]) {
+          is_dirty[preds[i]] = 1;
+          dirty.push_back(preds[i]);
+        }
+      }
+    }
+  }
+  // Number classes by first state.
+  std::vector<uint32_t> renumber(members.size(), kDead);
+  uint32_t count = 0;
+  for (uint32_t s = 0; s < n; ++s) {
+    uint32_t& id = renumber[class_of[s]];
+    if (id == kDead) id = count++;
+    class_of[s] = id;
   }
   return count;
 }
