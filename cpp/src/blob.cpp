@@ -37,8 +37,11 @@ class VocabIndex {
  public:
   uint32_t vocab_size = 0, num_tokens = 0, words = 0;
   uint32_t max_text_length = 0;  // longest text token: how far a walk can read past a state
+  uint64_t text_count = 0;
   std::vector<uint32_t> text_bits;
   TokenTrie trie;
+  // Children of node n, ascending (so by byte): child_nodes[child_offsets[n] .. [n + 1]).
+  std::vector<uint32_t> child_offsets, child_nodes;
   std::string stored_trie;  // the trie arrays exactly as every blob stores them
 };
 
@@ -460,6 +463,12 @@ uint32_t state_classes(const std::vector<int32_t>& class_table, const std::vecto
   return count;
 }
 
+uint64_t differing_bits(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+  uint64_t count = 0;
+  for (size_t w = 0; w < a.size(); ++w) count += popcount32(a[w] ^ b[w]);
+  return count;
+}
+
 // An inside set on disk, in the smallest of four forms (ties go to the earlier one): dense
 // words, the ascending ids it holds, the ascending text-token ids it lacks, or an earlier set
 // (`base`, when given) with the ascending ids whose membership differs. Neighbouring states
@@ -467,11 +476,9 @@ uint32_t state_classes(const std::vector<int32_t>& class_table, const std::vecto
 void encode_inside_set(const std::vector<uint32_t>& bits, const std::vector<uint32_t>* base,
                        uint32_t base_id, const VocabIndex& v, std::vector<uint8_t>& kinds,
                        std::vector<uint32_t>& offsets, std::vector<uint32_t>& data) {
-  uint64_t present = 0, text = 0, differing = ~uint64_t{0};
-  for (uint32_t w = 0; w < v.words; ++w) {
-    present += static_cast<uint64_t>(popcount32(bits[w]));
-    text += static_cast<uint64_t>(popcount32(v.text_bits[w]));
-  }
+  uint64_t present = 0, differing = ~uint64_t{0};
+  const uint64_t text = v.text_count;
+  for (uint32_t w = 0; w < v.words; ++w) present += popcount32(bits[w]);
   if (base != nullptr) {
     differing = 0;
     for (uint32_t w = 0; w < v.words; ++w) {
@@ -505,13 +512,6 @@ void encode_inside_set(const std::vector<uint32_t>& bits, const std::vector<uint
   offsets.push_back(static_cast<uint32_t>(data.size()));
 }
 
-struct BitsHash {
-  size_t operator()(const std::vector<uint32_t>& bits) const {
-    uint64_t h = bits.size();
-    for (uint32_t w : bits) h = mix64(h ^ w);
-    return static_cast<size_t>(h);
-  }
-};
 
 // Decode and validate a blob's stored trie (see store_trie) into the tables the matcher reads.
 std::shared_ptr<const TrieTables> decode_trie(const Runtime& c, const ArrayView& trie_byte,
@@ -703,6 +703,16 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
   }
   index->trie = build_trie(v);
   index->stored_trie = store_trie(index->trie);
+  const TokenTrie& trie = index->trie;
+  const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
+  index->child_offsets.assign(num_nodes + 1, 0);
+  index->child_nodes.reserve(num_nodes);
+  for (uint32_t n = 0; n < num_nodes; ++n) {
+    index->child_offsets[n] = static_cast<uint32_t>(index->child_nodes.size());
+    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) index->child_nodes.push_back(c);
+  }
+  index->child_offsets[num_nodes] = static_cast<uint32_t>(index->child_nodes.size());
+  for (uint32_t w = 0; w < index->words; ++w) index->text_count += popcount32(index->text_bits[w]);
   return index;
 }
 
@@ -781,36 +791,79 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   std::unordered_map<uint64_t, uint32_t> part_ids;  // first-byte node << 32 | class -> part
   constexpr uint32_t kNoPart = 0xffffffffu;
   std::vector<uint32_t> roots;  // the depth-1 nodes, ascending
-  for (uint32_t c = 1; c < trie.byte.size(); c = trie.end[c]) roots.push_back(c);
+  std::vector<uint32_t> root_index(256, kNoPart);  // byte -> index in roots
+  for (uint32_t c = 1; c < trie.byte.size(); c = trie.end[c]) {
+    root_index[trie.byte[c]] = static_cast<uint32_t>(roots.size());
+    roots.push_back(c);
+  }
   const size_t num_roots = roots.size();
-  std::vector<int32_t> state_at(v.max_text_length + 2);  // DFA state after each depth
-  // Visits the subtree of `root` in node order (depth-first), skipping the subtree of any
-  // node whose byte is dead: one pass over contiguous arrays, no stack.
-  auto walk_part = [&](uint32_t root, int32_t from) {
-    Part part;
-    const uint32_t base_depth = trie.depth[root] - 1u;
-    state_at[0] = from;
-    const uint32_t stop = trie.end[root];
-    for (uint32_t node = root; node < stop;) {
-      const uint32_t d = trie.depth[node] - base_depth;
-      const int32_t next = g.dfa_table[static_cast<size_t>(state_at[d - 1]) * 256 + trie.byte[node]];
-      if (next < 0) {
-        node = trie.end[node];
-        continue;
-      }
-      state_at[d] = next;
+  // Live bytes of every state, ascending: a state with few (inside a literal) looks its
+  // children up by byte instead of testing every child of the node.
+  std::vector<uint32_t> live_offsets(num_states + 1, 0);
+  std::vector<uint8_t> live_bytes;
+  for (uint32_t q = 0; q < num_states; ++q) {
+    for (uint32_t b = 0; b < 256; ++b) {
+      if (g.dfa_table[static_cast<size_t>(q) * 256 + b] >= 0) live_bytes.push_back(static_cast<uint8_t>(b));
+    }
+    live_offsets[q + 1] = static_cast<uint32_t>(live_bytes.size());
+  }
+  // Depth-first from `node`, entered in state `state` (after the node's byte): children are
+  // visited in node order, so token ranges and exits come out ascending. Recursion depth is at
+  // most the longest token.
+  struct Walker {
+    const TokenTrie& trie;
+    const VocabIndex& vocab;
+    const GrammarSpec& grammar;
+    const std::vector<uint32_t>& live_offsets;
+    const std::vector<uint8_t>& live_bytes;
+    Part* part;
+    void visit(uint32_t node, int32_t state) const {
       const uint32_t first = trie.tok_offsets[node], last = trie.tok_offsets[node + 1];
       if (first != last) {
-        if (!part.token_ranges.empty() && part.token_ranges.back().second == first) {
-          part.token_ranges.back().second = last;
+        auto& ranges = part->token_ranges;
+        if (!ranges.empty() && ranges.back().second == first) {
+          ranges.back().second = last;
         } else {
-          part.token_ranges.emplace_back(first, last);
+          ranges.emplace_back(first, last);
         }
-        part.num_tokens += last - first;
+        part->num_tokens += last - first;
       }
-      if (trie.end[node] > node + 1 && g.dfa_accepting[next]) part.exit_nodes.push_back(node);
-      ++node;
+      const uint32_t c_begin = vocab.child_offsets[node], c_end = vocab.child_offsets[node + 1];
+      if (c_begin == c_end) return;
+      if (grammar.dfa_accepting[state]) part->exit_nodes.push_back(node);
+      const int32_t* row = &grammar.dfa_table[static_cast<size_t>(state) * 256];
+      const uint32_t l_begin = live_offsets[state], l_end = live_offsets[state + 1];
+      if ((l_end - l_begin) * 8 < c_end - c_begin) {
+        uint32_t low = c_begin;
+        for (uint32_t l = l_begin; l < l_end && low < c_end; ++l) {
+          const uint8_t byte = live_bytes[l];
+          uint32_t lo = low, hi = c_end;  // first child with a byte >= `byte`
+          while (lo < hi) {
+            const uint32_t mid = (lo + hi) / 2;
+            if (trie.byte[vocab.child_nodes[mid]] < byte) {
+              lo = mid + 1;
+            } else {
+              hi = mid;
+            }
+          }
+          low = lo;
+          if (lo < c_end && trie.byte[vocab.child_nodes[lo]] == byte) {
+            visit(vocab.child_nodes[lo], row[byte]);
+            ++low;
+          }
+        }
+      } else {
+        for (uint32_t i = c_begin; i < c_end; ++i) {
+          const uint32_t child = vocab.child_nodes[i];
+          const int32_t next = row[trie.byte[child]];
+          if (next >= 0) visit(child, next);
+        }
+      }
     }
+  };
+  auto walk_part = [&](uint32_t root, int32_t next) {
+    Part part;
+    Walker{trie, v, g, live_offsets, live_bytes, &part}.visit(root, next);
     return part;
   };
   auto set_part = [&](const Part& part, uint32_t* out) {
@@ -834,7 +887,7 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   std::vector<uint32_t> class_exit_offsets{0}, exit_entry_end, exit_children;
   std::vector<uint8_t> exit_entry_byte;
   std::vector<std::vector<uint32_t>> by_byte(256);
-  std::unordered_map<std::vector<uint32_t>, uint32_t, BitsHash> set_ids;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> sets_by_hash;  // hash -> set ids
   // Base candidates: the latest classes whose biggest part is a given part.
   constexpr size_t kBaseCandidates = 8;
   std::unordered_map<uint32_t, std::vector<uint32_t>> classes_by_big_part;
@@ -846,13 +899,14 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     uint32_t* own = &class_parts[static_cast<size_t>(cls) * num_roots];
     uint32_t big_part = kNoPart;
     size_t big_size = 0;
-    for (size_t i = 0; i < num_roots; ++i) {
+    for (uint32_t l = live_offsets[s]; l < live_offsets[s + 1]; ++l) {
+      const uint32_t i = root_index[live_bytes[l]];
+      if (i == kNoPart) continue;
       const uint32_t root = roots[i];
       const int32_t next = g.dfa_table[static_cast<size_t>(s) * 256 + trie.byte[root]];
-      if (next < 0) continue;
       const uint64_t key = static_cast<uint64_t>(root) << 32 | state_class[next];
       auto [found, added] = part_ids.emplace(key, static_cast<uint32_t>(parts.size()));
-      if (added) parts.push_back(walk_part(root, s));
+      if (added) parts.push_back(walk_part(root, next));
       own[i] = found->second;
       const size_t size = parts[own[i]].num_tokens;
       class_tokens[cls] += size;
@@ -903,15 +957,32 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
         set_part(parts[own[i]], bits.data());
       }
     }
-    auto [found, added] = set_ids.emplace(bits, static_cast<uint32_t>(set_ids.size()));
-    if (added) {
-      const bool has_base = base != kNoPart;
-      encode_inside_set(bits, has_base ? &set_bits[class_inside[base]] : nullptr,
-                        has_base ? class_inside[base] : 0, v, inside_kinds, inside_offsets,
-                        inside_data);
+    std::vector<uint32_t>& same_hash = sets_by_hash[hash_bytes(std::string_view(
+        reinterpret_cast<const char*>(bits.data()), bits.size() * sizeof(uint32_t)))];
+    uint32_t set_id = kNoPart;
+    for (uint32_t id : same_hash) {
+      if (set_bits[id] == bits) set_id = id;
+    }
+    if (set_id == kNoPart) {
+      set_id = static_cast<uint32_t>(set_bits.size());
+      same_hash.push_back(set_id);
+      // Delta candidates: the base class's set, and the previous set (classes come in state
+      // order, so a chain of string states yields neighbouring sets that differ in the tokens
+      // of one length only).
+      uint32_t delta_base = base != kNoPart ? class_inside[base] : kNoPart;
+      if (!set_bits.empty()) {
+        const uint32_t previous = static_cast<uint32_t>(set_bits.size() - 1);
+        if (delta_base == kNoPart ||
+            differing_bits(bits, set_bits[previous]) < differing_bits(bits, set_bits[delta_base])) {
+          delta_base = previous;
+        }
+      }
+      const bool has_base = delta_base != kNoPart;
+      encode_inside_set(bits, has_base ? &set_bits[delta_base] : nullptr, has_base ? delta_base : 0,
+                        v, inside_kinds, inside_offsets, inside_data);
       set_bits.push_back(bits);
     }
-    class_inside[cls] = found->second;
+    class_inside[cls] = set_id;
 
     // Exit children by byte, each run ascending (parts come in trie order, each sorted).
     for (auto& list : by_byte) list.clear();
@@ -951,7 +1022,16 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   w.array(g.prod_rhs);
   w.array(g.lexeme_start);
   w.array(byte_class);
-  w.array(class_table);
+  // Transitions in 16 bits when every state id fits (0xffff = dead), else in 32.
+  if (num_states < 0xffffu) {
+    std::vector<uint16_t> narrow(class_table.size());
+    for (size_t i = 0; i < class_table.size(); ++i) {
+      narrow[i] = class_table[i] < 0 ? 0xffffu : static_cast<uint16_t>(class_table[i]);
+    }
+    w.array(narrow);
+  } else {
+    w.array(class_table);
+  }
   w.array(g.dfa_accepting);
   w.array(g.dfa_lexeme);
   w.array(tokenset_bits);
@@ -1004,7 +1084,7 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   r.array(rt->prod_rhs, "prod_rhs");
   r.array(rt->lexeme_start, "lexeme_start");
   const ArrayView byte_class = r.view("dfa_byte_class", 1);
-  const ArrayView class_table = r.view("dfa_class_table", 4);
+  const ArrayView class_table = r.view("dfa_class_table", 2 | 4);
   r.array(rt->dfa_accepting, "dfa_accepting");
   r.array(rt->dfa_lexeme, "dfa_lexeme");
   r.array(rt->tokenset_bits, "tokenset_bits");
@@ -1061,23 +1141,21 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   }
   require(class_table.count == static_cast<uint64_t>(c.num_states) * num_byte_classes,
           "bad DFA table size");
-  for (uint32_t s = 0; s < c.num_states; ++s) {
-    require(c.dfa_lexeme[s] < c.num_lexemes, "DFA state lexeme out of range");
-    require(c.dfa_accepting[s] <= 1, "bad accepting flag");
-    for (uint32_t k = 0; k < num_byte_classes; ++k) {
-      const int32_t t =
-          static_cast<int32_t>(class_table[static_cast<size_t>(s) * num_byte_classes + k]);
-      require(t >= -1 && (t < 0 || static_cast<uint32_t>(t) < c.num_states),
-              "DFA transition out of range");
-      require(t < 0 || c.dfa_lexeme[t] == c.dfa_lexeme[s], "DFA transition leaves its lexeme");
-    }
-  }
   rt->dfa_table.resize(static_cast<size_t>(c.num_states) * 256);
   {
     std::vector<int32_t> row(num_byte_classes);
     for (uint32_t s = 0; s < c.num_states; ++s) {
-      std::memcpy(row.data(), class_table.data + static_cast<size_t>(s) * num_byte_classes * 4,
-                  static_cast<size_t>(num_byte_classes) * 4);
+      require(c.dfa_lexeme[s] < c.num_lexemes, "DFA state lexeme out of range");
+      require(c.dfa_accepting[s] <= 1, "bad accepting flag");
+      for (uint32_t k = 0; k < num_byte_classes; ++k) {
+        const uint32_t raw = class_table[static_cast<size_t>(s) * num_byte_classes + k];
+        const int32_t t = class_table.width == 2 ? (raw == 0xffffu ? -1 : static_cast<int32_t>(raw))
+                                                 : static_cast<int32_t>(raw);
+        require(t >= -1 && (t < 0 || static_cast<uint32_t>(t) < c.num_states),
+                "DFA transition out of range");
+        require(t < 0 || c.dfa_lexeme[t] == c.dfa_lexeme[s], "DFA transition leaves its lexeme");
+        row[k] = t;
+      }
       int32_t* out = &rt->dfa_table[static_cast<size_t>(s) * 256];
       for (uint32_t b = 0; b < 256; ++b) out[b] = row[byte_class.data[b]];
     }
