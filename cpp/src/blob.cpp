@@ -300,8 +300,9 @@ uint32_t byte_classes(const std::vector<int32_t>& table, uint32_t num_states,
 // successor that changed class in the previous round ("dirty") can move: the others keep the
 // signature they shared with their class, so each round costs the dirty states only (a long
 // chain of string states advances one state per round instead of rescanning all states).
-uint32_t state_classes(const std::vector<int32_t>& class_table, const std::vector<uint8_t>& accepting,
-                       uint32_t num_byte_classes, uint32_t depth, std::vector<uint32_t>& class_of) {
+uint32_t state_classes(const std::vector<int32_t>& class_table,
+                       const std::vector<uint8_t>& accepting, uint32_t num_byte_classes,
+                       uint32_t depth, std::vector<uint32_t>& class_of) {
   const uint32_t n = static_cast<uint32_t>(accepting.size());
   const uint32_t k = num_byte_classes;
   constexpr uint32_t kDead = 0xffffffffu;
@@ -437,9 +438,9 @@ uint32_t state_classes(const std::vector<int32_t>& class_table, const std::vecto
     // Rebuild the member lists of the classes that lost states.
     for (uint32_t x : touched) {
       auto& list = members[x];
-      list.erase(std::remove_if(list.begin(), list.end(),
-                                [&](uint32_t m) { return class_of[m] != x; }),
-                 list.end());
+      list.erase(
+          std::remove_if(list.begin(), list.end(), [&](uint32_t m) { return class_of[m] != x; }),
+          list.end());
     }
     for (uint32_t s : dirty) is_dirty[s] = 0;
     dirty.clear();
@@ -512,7 +513,6 @@ void encode_inside_set(const std::vector<uint32_t>& bits, const std::vector<uint
   offsets.push_back(static_cast<uint32_t>(data.size()));
 }
 
-
 // Decode and validate a blob's stored trie (see store_trie) into the tables the matcher reads.
 std::shared_ptr<const TrieTables> decode_trie(const Runtime& c, const ArrayView& trie_byte,
                                               const ArrayView& trie_depth,
@@ -525,9 +525,9 @@ std::shared_ptr<const TrieTables> decode_trie(const Runtime& c, const ArrayView&
   // than the previous). One pass rebuilds subtree ranges and token offsets from them, checks
   // every token id, and rebuilds token bytes (not stored: a text token's bytes are its path).
   const uint32_t M = trie_byte.count;
-  require(M >= 1 && trie_depth.count == M && token_flags.count == (M + 7ull) / 8 &&
-              trie_depth[0] == 0,
-          "bad trie root");
+  require(
+      M >= 1 && trie_depth.count == M && token_flags.count == (M + 7ull) / 8 && trie_depth[0] == 0,
+      "bad trie root");
   require((token_flags.data[0] & 1) == 0, "a token at the trie root");
   require(extra_tokens.count % 2 == 0, "bad trie extra tokens");
   {
@@ -594,9 +594,8 @@ std::shared_ptr<const TrieTables> decode_trie(const Runtime& c, const ArrayView&
         require(first < first_tokens.count, "bad trie token list");
         const uint32_t begin = static_cast<uint32_t>(path_start);
         add_token(first_tokens[first++], begin, depth);
-        for (; pending_extra_node == n; pending_extra_node = extra < extra_tokens.count
-                                                                  ? extra_tokens[extra]
-                                                                  : M) {
+        for (; pending_extra_node == n;
+             pending_extra_node = extra < extra_tokens.count ? extra_tokens[extra] : M) {
           add_token(extra_tokens[extra + 1], begin, depth);
           extra += 2;
         }
@@ -697,8 +696,7 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
     require(t.size() <= kMaxStoredToken, "a token is longer than 65536 bytes");
     if (v.is_text[id] && !t.empty()) {
       set_bit(index->text_bits.data(), id);
-      index->max_text_length =
-          std::max(index->max_text_length, static_cast<uint32_t>(t.size()));
+      index->max_text_length = std::max(index->max_text_length, static_cast<uint32_t>(t.size()));
     }
   }
   index->trie = build_trie(v);
@@ -766,8 +764,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     }
   }
   std::vector<uint32_t> state_class;
-  const uint32_t num_classes = state_classes(class_table, g.dfa_accepting, num_byte_classes,
-                                             v.max_text_length, state_class);
+  const uint32_t num_classes =
+      state_classes(class_table, g.dfa_accepting, num_byte_classes, v.max_text_length, state_class);
 
   // Per class of states (walked from its first state): the tokens that stay inside the lexeme
   // (deduplicated sets) and, by byte, the children of the trie nodes where the lexeme can end
@@ -790,7 +788,7 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   std::vector<Part> parts;
   std::unordered_map<uint64_t, uint32_t> part_ids;  // first-byte node << 32 | class -> part
   constexpr uint32_t kNoPart = 0xffffffffu;
-  std::vector<uint32_t> roots;  // the depth-1 nodes, ascending
+  std::vector<uint32_t> roots;                     // the depth-1 nodes, ascending
   std::vector<uint32_t> root_index(256, kNoPart);  // byte -> index in roots
   for (uint32_t c = 1; c < trie.byte.size(); c = trie.end[c]) {
     root_index[trie.byte[c]] = static_cast<uint32_t>(roots.size());
@@ -803,7 +801,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   std::vector<uint8_t> live_bytes;
   for (uint32_t q = 0; q < num_states; ++q) {
     for (uint32_t b = 0; b < 256; ++b) {
-      if (g.dfa_table[static_cast<size_t>(q) * 256 + b] >= 0) live_bytes.push_back(static_cast<uint8_t>(b));
+      if (g.dfa_table[static_cast<size_t>(q) * 256 + b] >= 0)
+        live_bytes.push_back(static_cast<uint8_t>(b));
     }
     live_offsets[q + 1] = static_cast<uint32_t>(live_bytes.size());
   }
@@ -935,10 +934,9 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       if (candidates.size() == kBaseCandidates) candidates.erase(candidates.begin());
       candidates.push_back(cls);
     }
-    const uint64_t base_cost =
-        base == kNoPart ? ~uint64_t{0}
-                        : words + (class_tokens[base] - base_shared) +
-                              (class_tokens[cls] - base_shared);
+    const uint64_t base_cost = base == kNoPart ? ~uint64_t{0}
+                                               : words + (class_tokens[base] - base_shared) +
+                                                     (class_tokens[cls] - base_shared);
     if (base_cost < class_tokens[cls] + words) {
       const uint32_t* theirs = &class_parts[static_cast<size_t>(base) * num_roots];
       bits = set_bits[class_inside[base]];
@@ -1005,16 +1003,15 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
 
   BlobWriter w;
   // One allocation for the whole blob (the stored trie alone is about a megabyte).
-  w.reserve(v.stored_trie.size() + 4 * (g.prod_lhs.size() + g.prod_offsets.size() +
-                                        g.prod_rhs.size() + class_table.size() +
-                                        tokenset_bits.size() + 2 * words + inside_data.size() +
-                                        exit_entry_end.size() + exit_children.size() +
-                                        4 * num_states + 2 * num_classes) +
+  w.reserve(v.stored_trie.size() +
+            4 * (g.prod_lhs.size() + g.prod_offsets.size() + g.prod_rhs.size() +
+                 class_table.size() + tokenset_bits.size() + 2 * words + inside_data.size() +
+                 exit_entry_end.size() + exit_children.size() + 4 * num_states + 2 * num_classes) +
             exit_entry_byte.size() + inside_kinds.size() + 1024);
   w.u32(kBlobMagic);
   w.u32(kBlobVersion);
-  std::vector<uint32_t> meta{v.vocab_size,   num_tokens, g.num_nonterminals, num_lexemes,
-                             num_tokensets,  g.start,    num_states,         words,
+  std::vector<uint32_t> meta{v.vocab_size,     num_tokens, g.num_nonterminals, num_lexemes,
+                             num_tokensets,    g.start,    num_states,         words,
                              num_byte_classes, num_classes};
   w.array(meta);
   w.array(g.prod_lhs);
@@ -1254,8 +1251,7 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   // byte; expanded per state into the dense 256-entries-per-state offsets the matcher reads.
   const uint32_t num_entries = exit_entry_byte.count;
   require(class_exit_offsets.count == num_classes + 1ull && class_exit_offsets[0] == 0 &&
-              class_exit_offsets[num_classes] == num_entries &&
-              exit_entry_end.count == num_entries,
+              class_exit_offsets[num_classes] == num_entries && exit_entry_end.count == num_entries,
           "bad exit offsets");
   for (uint32_t k = 0; k < num_classes; ++k) {
     require(class_exit_offsets[k] <= class_exit_offsets[k + 1], "bad exit offsets");
@@ -1300,7 +1296,8 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
         if (e < e_stop && exit_entry_byte.data[e] == b) {
           const uint32_t from = e == 0 ? 0 : exit_entry_end[e - 1];
           const uint32_t count = exit_entry_end[e] - from;
-          std::memcpy(&rt->exit_children[position], exit_children.data + static_cast<size_t>(from) * 4,
+          std::memcpy(&rt->exit_children[position],
+                      exit_children.data + static_cast<size_t>(from) * 4,
                       static_cast<size_t>(count) * 4);
           position += count;
           ++e;
