@@ -43,6 +43,9 @@ class VocabIndex {
   // Children of node n, ascending (so by byte): child_nodes[child_offsets[n] .. [n + 1]).
   std::vector<uint32_t> child_offsets, child_nodes;
   std::string stored_trie;  // the trie arrays exactly as every blob stores them
+  // The loader's decoded form of this vocabulary's trie, kept alive with the index so that
+  // loading any blob built from it (starting with the compile's own check) skips decoding.
+  std::shared_ptr<const TrieTables> decoded;
 };
 
 namespace {
@@ -711,6 +714,30 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
   }
   index->child_offsets[num_nodes] = static_cast<uint32_t>(index->child_nodes.size());
   for (uint32_t w = 0; w < index->words; ++w) index->text_count += popcount32(index->text_bits[w]);
+  {
+    // The loader's cache key: vocab_size, num_tokens, then the text-token array and the
+    // stored trie exactly as blobs lay them out.
+    std::string key(8, '\0');
+    std::memcpy(&key[0], &index->vocab_size, 4);
+    std::memcpy(&key[4], &index->num_tokens, 4);
+    BlobWriter text;
+    text.array(index->text_bits);
+    key += text.take();
+    key += index->stored_trie;
+    Runtime view;
+    view.num_tokens = index->num_tokens;
+    BlobReader r(std::string_view(key).substr(8));
+    r.array(view.text_bits, "text_bits");
+    const ArrayView trie_byte = r.view("trie_byte", 1);
+    const ArrayView trie_depth = r.view("trie_depth", 1 | 2);
+    const ArrayView token_flags = r.view("trie_token_flags", 1);
+    const ArrayView first_tokens = r.view("trie_first_tokens", 4);
+    const ArrayView extra_tokens = r.view("trie_extra_tokens", 4);
+    std::string stored = key;
+    index->decoded = decode_trie(view, trie_byte, trie_depth, token_flags, first_tokens,
+                                 extra_tokens, std::move(stored));
+    remember_trie_tables(index->decoded);
+  }
   return index;
 }
 
