@@ -230,6 +230,15 @@ class Vocab:
             self._by_bytes = index
         return list(self._by_bytes.get(text.encode("utf-8"), ()))
 
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        """Pickle the vocabulary itself; per-process caches (the C++ index) are rebuilt."""
+        return None, {name: getattr(self, name) for name in self.__slots__ if name != "_core_index"}
+
+    def __setstate__(self, state: tuple[None, dict[str, Any]]) -> None:
+        for name, value in state[1].items():
+            setattr(self, name, value)
+        self._core_index = None
+
     def core_index(self) -> Any:
         """The C++ build tables of this vocabulary (token trie, text-token set).
 

@@ -10,6 +10,7 @@ shared pieces never mix up two vocabularies.
 
 from __future__ import annotations
 
+import pickle
 import struct
 import threading
 
@@ -188,3 +189,13 @@ def test_loader_refuses_old_versions_and_bad_compact_tables() -> None:
     bad[state_class_at + 8 : state_class_at + 12] = struct.pack("<I", 1 << 30)
     with pytest.raises(ArtifactError, match="state class"):
         _core.load_runtime(bytes(bad))
+
+
+def test_vocab_with_an_index_pickles_without_it() -> None:
+    # Worker processes get vocabularies by pickle; the C++ index is per process.
+    vocab = make_vocab()
+    ir = Grammar.from_json_schema({"type": "string", "maxLength": 4}).ir
+    blob = compile_grammar(ir, vocab).to_bytes()
+    copy = pickle.loads(pickle.dumps(vocab))
+    assert copy == vocab and copy.tokens == vocab.tokens
+    assert compile_grammar(ir, copy).to_bytes() == blob
