@@ -199,3 +199,15 @@ def test_vocab_with_an_index_pickles_without_it() -> None:
     copy = pickle.loads(pickle.dumps(vocab))
     assert copy == vocab and copy.tokens == vocab.tokens
     assert compile_grammar(ir, copy).to_bytes() == blob
+
+
+def test_ir_hash_shortcut_matches_the_stripped_form() -> None:
+    from gramkiln.ir import ir_to_msgpack, strip_spans
+    from gramkiln.runtime.artifact import ir_hash
+
+    with_spans = Grammar.from_lark('start: "span" NAME\nNAME: /[a-z]+/\n').ir
+    without = strip_spans(with_spans)
+    schema = Grammar.from_json_schema({"type": "object", "properties": {"span": {}}}).ir
+    for ir in (with_spans, without, schema):
+        assert ir_hash(ir, ir_to_msgpack(ir)) == ir_hash(ir)
+    assert ir_hash(with_spans, ir_to_msgpack(with_spans)) == ir_hash(without)
