@@ -24,6 +24,11 @@ struct RuntimeHandle {
   std::shared_ptr<const Runtime> runtime;
 };
 
+// Opaque handle to a vocabulary's build tables, shared (read-only) by concurrent builds.
+struct VocabIndexHandle {
+  std::shared_ptr<const gramkiln::VocabIndex> index;
+};
+
 // A writable [rows, words] int32 view over a numpy array, a torch CPU tensor or any buffer.
 struct MaskBuffer {
   uint32_t* data = nullptr;
@@ -195,14 +200,51 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("blob"), "Validate runtime tables; raises ArtifactError when they are bad.");
 
+  py::class_<VocabIndexHandle>(
+      m, "VocabIndex",
+      "A vocabulary's token trie and per-token tables, built once and shared by every compile.")
+      .def_property_readonly("vocab_size", [](const VocabIndexHandle& h) {
+        return gramkiln::vocab_index_size(*h.index);
+      });
+
+  m.def(
+      "build_vocab_index",
+      [](int64_t vocab_size, const py::sequence& tokens, const std::vector<int64_t>& special_ids) {
+        gramkiln::VocabSpec v;
+        v.vocab_size = checked_u32(vocab_size, "vocab_size");
+        const size_t count = tokens.size();
+        v.tokens.reserve(count);
+        for (size_t i = 0; i < count; ++i) {
+          py::object token = tokens[i];
+          char* data = nullptr;
+          Py_ssize_t size = 0;
+          if (!PyBytes_Check(token.ptr())) throw py::type_error("tokens must be bytes");
+          if (PyBytes_AsStringAndSize(token.ptr(), &data, &size) != 0) {
+            throw py::error_already_set();
+          }
+          v.tokens.emplace_back(data, static_cast<size_t>(size));
+        }
+        v.is_text.assign(count, 1);
+        for (int64_t id : special_ids) {
+          if (id < 0 || static_cast<uint64_t>(id) >= count) {
+            throw py::value_error("special id " + std::to_string(id) + " is out of range");
+          }
+          v.is_text[static_cast<size_t>(id)] = 0;
+        }
+        py::gil_scoped_release release;
+        return VocabIndexHandle{gramkiln::build_vocab_index(v)};
+      },
+      py::arg("vocab_size"), py::arg("tokens"), py::arg("special_ids"),
+      "Build a vocabulary's token trie and text-token tables (GIL released for the build).");
+
   m.def(
       "build_runtime_blob",
       [](int64_t num_nonterminals, int64_t start, std::vector<uint32_t> prod_lhs,
          std::vector<uint32_t> prod_offsets, std::vector<uint32_t> prod_rhs,
          std::vector<uint32_t> lexeme_start, py::bytes dfa_table, py::bytes dfa_accepting,
          std::vector<uint32_t> dfa_lexeme, std::vector<uint32_t> tokenset_offsets,
-         std::vector<uint32_t> tokenset_ids, int64_t vocab_size, std::vector<py::bytes> tokens,
-         std::vector<uint8_t> is_text, std::vector<uint32_t> end_tokens) {
+         std::vector<uint32_t> tokenset_ids, const VocabIndexHandle& vocab,
+         std::vector<uint32_t> end_tokens) {
         gramkiln::GrammarSpec g;
         g.num_nonterminals = checked_u32(num_nonterminals, "num_nonterminals");
         g.start = checked_u32(start, "start");
@@ -213,26 +255,20 @@ PYBIND11_MODULE(_core, m) {
         std::string table = dfa_table;
         if (table.size() % 4) throw py::value_error("dfa_table must hold int32 values");
         g.dfa_table.resize(table.size() / 4);
-        std::memcpy(g.dfa_table.data(), table.data(), table.size());
+        if (!table.empty()) std::memcpy(g.dfa_table.data(), table.data(), table.size());
         std::string accepting = dfa_accepting;
         g.dfa_accepting.assign(accepting.begin(), accepting.end());
         g.dfa_lexeme = std::move(dfa_lexeme);
         g.tokenset_offsets = std::move(tokenset_offsets);
         g.tokenset_ids = std::move(tokenset_ids);
-        gramkiln::VocabSpec v;
-        v.vocab_size = checked_u32(vocab_size, "vocab_size");
-        v.tokens.reserve(tokens.size());
-        for (const py::bytes& t : tokens) v.tokens.emplace_back(t);
-        v.is_text = std::move(is_text);
-        v.end_tokens = std::move(end_tokens);
         std::string blob;
         {
           py::gil_scoped_release release;
-          blob = gramkiln::build_runtime_blob(g, v);
+          blob = gramkiln::build_runtime_blob(g, *vocab.index, end_tokens);
         }
         return py::bytes(blob);
       },
-      "Build runtime tables from a flattened grammar and a vocabulary (GIL released).");
+      "Build runtime tables from a flattened grammar and a vocabulary index (GIL released).");
 
   py::class_<PyMatcher>(m, "GrammarMatcher", "Incremental matcher producing next-token bitmasks.")
       .def(py::init<const RuntimeHandle&>(), py::arg("runtime"))

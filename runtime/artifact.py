@@ -60,27 +60,41 @@ CHECKSUM_KEY = "checksum"
 SECTION_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+# How msgpack writes the map key "span" (a 4-byte fixstr); spans are omitted when None.
+_SPAN_KEY = b"\xa4span"
 
 
 # --------------------------------------------------------------------------------------------
 # helpers for producers
 
 
-def ir_hash(ir: GrammarIR) -> str:
+def ir_hash(ir: GrammarIR, packed: bytes | None = None) -> str:
     """SHA-256 hex of the IR's canonical msgpack form with source spans removed.
 
     Spans only say where text came from, so reformatting a grammar file keeps its hash.
+    `packed`, when given, must be `ir_to_msgpack(ir)`: if no "span" key occurs in it the IR
+    has no spans, so it already is the canonical form and neither stripping (a walk over the
+    whole IR) nor a second encoding is needed. A false alarm (a literal "span" somewhere) only
+    takes the slow path.
     """
     from gramkiln.ir import ir_to_msgpack, strip_spans
 
+    if packed is not None and _SPAN_KEY not in packed:
+        return hashlib.sha256(packed).hexdigest()
     return hashlib.sha256(ir_to_msgpack(strip_spans(ir))).hexdigest()
 
 
 def make_header(
-    ir: GrammarIR, vocab: Vocab, options: Mapping[str, Any] | None = None, **extra: Any
+    ir: GrammarIR,
+    vocab: Vocab,
+    options: Mapping[str, Any] | None = None,
+    *,
+    packed_ir: bytes | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
     """The standard header: producer version, IR hash, vocabulary fingerprint, options.
 
+    `packed_ir` (`ir_to_msgpack(ir)`, when the caller has it) lets `ir_hash` skip work.
     `extra` adds producer-specific keys (e.g. table layout versions); values must be
     msgpack-encodable without floats that vary (see `write_artifact`).
     """
@@ -88,7 +102,7 @@ def make_header(
 
     header: dict[str, Any] = {
         "producer": f"gramkiln {__version__}",
-        "ir_hash": ir_hash(ir),
+        "ir_hash": ir_hash(ir, packed_ir),
         "vocab": vocab.fingerprint_info(),
         "options": dict(options or {}),
     }

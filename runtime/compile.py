@@ -315,7 +315,12 @@ def flatten_grammar(ir: GrammarIR, vocab: Any) -> FlatGrammar:
 
 
 def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> bytes:
-    """Run the C++ builder; returns the runtime blob."""
+    """Run the C++ builder; returns the runtime blob.
+
+    The vocabulary's trie and token tables come from `vocab.core_index()`, built once per
+    vocabulary; this call only converts the flattened grammar. The blob is validated when a
+    `CompiledGrammar` is made from it.
+    """
     from gramkiln.runtime import _core
 
     n = len(flat.nonterminal_names)
@@ -352,13 +357,6 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
     for ids in flat.tokensets:
         tokenset_ids.extend(ids)
         tokenset_offsets.append(len(tokenset_ids))
-    is_text = [0 if i in vocab.special_ids else 1 for i in range(len(vocab.tokens))]
-    for token_id, flag in enumerate(is_text):
-        if flag and len(vocab.tokens[token_id]) > MAX_TEXT_TOKEN_BYTES:
-            raise CompileError(
-                f"token {token_id} is {len(vocab.tokens[token_id])} bytes long; text tokens "
-                f"longer than {MAX_TEXT_TOKEN_BYTES} bytes are not supported"
-            )
     return _core.build_runtime_blob(
         n,
         flat.start,
@@ -371,9 +369,7 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         owner,
         tokenset_offsets,
         tokenset_ids,
-        vocab.vocab_size,
-        list(vocab.tokens),
-        is_text,
+        vocab.core_index(),
         list(end_tokens),
     )
 

@@ -59,8 +59,9 @@ class CompiledGrammar:
         cls, ir: GrammarIR, vocab: Any, runtime_blob: bytes, options: Mapping[str, Any]
     ) -> CompiledGrammar:
         """Assemble a compiled grammar from the compiler's outputs."""
-        header = make_header(ir, vocab, options, runtime_layout=RUNTIME_LAYOUT)
-        return cls(header, {"ir": ir_to_msgpack(ir), RUNTIME_SECTION: runtime_blob})
+        packed = ir_to_msgpack(ir)
+        header = make_header(ir, vocab, options, packed_ir=packed, runtime_layout=RUNTIME_LAYOUT)
+        return cls(header, {"ir": packed, RUNTIME_SECTION: runtime_blob})
 
     # -- persistence ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:

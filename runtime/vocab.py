@@ -26,6 +26,7 @@ import json
 import os
 import re
 import struct
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -66,6 +67,10 @@ _TEKKEN_LEGACY_SPECIALS: tuple[str, ...] = (
 MAX_VOCAB_SIZE = 16_777_216
 MAX_TOKEN_BYTES = 1 << 16
 
+# Guards the lazy build of `Vocab.core_index` (one build per vocabulary, whichever thread
+# asks first).
+_CORE_INDEX_LOCK = threading.Lock()
+
 _BYTE_FALLBACK_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 _SENTENCEPIECE_SPACE = "\u2581"
 
@@ -100,7 +105,15 @@ class Vocab:
     input so far is accepted); `special_ids` never match text.
     """
 
-    __slots__ = ("tokens", "vocab_size", "eos_ids", "special_ids", "_fingerprint", "_by_bytes")
+    __slots__ = (
+        "tokens",
+        "vocab_size",
+        "eos_ids",
+        "special_ids",
+        "_fingerprint",
+        "_by_bytes",
+        "_core_index",
+    )
 
     tokens: tuple[bytes, ...]
     vocab_size: int
@@ -156,6 +169,7 @@ class Vocab:
         self.special_ids = frozenset(specials)
         self._fingerprint: str | None = None
         self._by_bytes: dict[bytes, list[int]] | None = None
+        self._core_index: Any = None
 
     # -- identity --------------------------------------------------------------------------
     def fingerprint(self) -> str:
@@ -215,6 +229,46 @@ class Vocab:
                     index.setdefault(token, []).append(token_id)
             self._by_bytes = index
         return list(self._by_bytes.get(text.encode("utf-8"), ()))
+
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        """Pickle the vocabulary itself; per-process caches (the C++ index) are rebuilt."""
+        return None, {name: getattr(self, name) for name in self.__slots__ if name != "_core_index"}
+
+    def __setstate__(self, state: tuple[None, dict[str, Any]]) -> None:
+        for name, value in state[1].items():
+            setattr(self, name, value)
+        self._core_index = None
+
+    def core_index(self) -> Any:
+        """The C++ build tables of this vocabulary (token trie, text-token set).
+
+        Built on first use and then shared by every compile against this vocabulary, so a
+        compile never walks the token list in Python or rebuilds the trie. Thread-safe: the
+        first callers wait for one build. Raises CompileError when a text token is longer
+        than the runtime supports.
+        """
+        index = self._core_index
+        if index is None:
+            with _CORE_INDEX_LOCK:
+                index = self._core_index
+                if index is None:
+                    index = self._build_core_index()
+                    self._core_index = index
+        return index
+
+    def _build_core_index(self) -> Any:
+        from gramkiln.runtime import _core
+        from gramkiln.runtime.compile import MAX_TEXT_TOKEN_BYTES
+
+        from gramkiln.errors import CompileError
+
+        for token_id, token in enumerate(self.tokens):
+            if len(token) > MAX_TEXT_TOKEN_BYTES and token_id not in self.special_ids:
+                raise CompileError(
+                    f"token {token_id} is {len(token)} bytes long; text tokens longer than "
+                    f"{MAX_TEXT_TOKEN_BYTES} bytes are not supported"
+                )
+        return _core.build_vocab_index(self.vocab_size, self.tokens, sorted(self.special_ids))
 
     def decode(self, ids: Iterable[int]) -> bytes:
         """Concatenate the bytes of `ids` (special tokens contribute their own text)."""

@@ -1,18 +1,53 @@
-// The runtime blob: building it from a grammar and a vocabulary, and loading it with full
-// validation. Layout: magic, version, then a fixed sequence of arrays, each a u32 element count,
-// a u32 element width (1 or 4) and the little-endian elements padded to 4 bytes.
+// The runtime blob: building it from a grammar and a vocabulary index, and loading it with full
+// validation. Layout (docs/artifact-format.md, "Runtime tables"): magic, version, then a fixed
+// sequence of arrays, each a u32 element count, a u32 element width (1, 2 or 4) and the
+// little-endian elements padded to 4 bytes.
+//
+// On disk the tables are compact (DFA columns by byte class, per-state tables once per class of
+// states no token can tell apart, sparse exit lists, inside sets as id lists when smaller);
+// the loader expands them into the dense in-memory tables of `Runtime` that the matcher reads.
 #include <algorithm>
 #include <cstring>
-#include <map>
+#include <iterator>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "runtime_internal.hpp"
 
 namespace gramkiln {
+
+// Token trie in depth-first order: node 0 is the root; a node's descendants are the nodes
+// (n, end[n]). Children appear in increasing byte order, so the layout is deterministic.
+struct TokenTrie {
+  std::vector<uint8_t> byte{0};
+  std::vector<uint32_t> end{0};
+  std::vector<uint32_t> tok_offsets{0};
+  std::vector<uint32_t> tokens;
+  std::vector<uint16_t> depth;  // root 0
+};
+
+// Everything the builder needs from a vocabulary, computed once per vocabulary and shared by
+// every compile (immutable after construction, so any number of threads may read it).
+class VocabIndex {
+ public:
+  uint32_t vocab_size = 0, num_tokens = 0, words = 0;
+  uint32_t max_text_length = 0;  // longest text token: how far a walk can read past a state
+  uint64_t text_count = 0;
+  std::vector<uint32_t> text_bits;
+  TokenTrie trie;
+  // Children of node n, ascending (so by byte): child_nodes[child_offsets[n] .. [n + 1]).
+  std::vector<uint32_t> child_offsets, child_nodes;
+  std::string stored_trie;  // the trie arrays exactly as every blob stores them
+  // The loader's decoded form of this vocabulary's trie, kept alive with the index so that
+  // loading any blob built from it (starting with the compile's own check) skips decoding.
+  std::shared_ptr<const TrieTables> decoded;
+};
+
 namespace {
 
 // Mask walks recurse once per lexeme boundary inside a token, so token length bounds the
@@ -20,7 +55,22 @@ namespace {
 // under a few hundred bytes per token).
 constexpr uint32_t kMaxTokenLength = 4096;
 constexpr uint32_t kMaxStoredToken = 1u << 16;  // special tokens are never walked
-constexpr uint32_t kNoToken = 0xffffffffu;
+constexpr uint32_t kMetaSize = 10;
+// Inside-set encodings on disk (see encode_inside_set).
+constexpr uint8_t kInsideDense = 0, kInsideIds = 1, kInsideTextExcept = 2, kInsideDelta = 3;
+// The loader expands per-class exit lists into per-state lists (the matcher's layout). A
+// hostile blob could ask for a quadratic expansion, so the expanded size is capped relative to
+// the blob (valid blobs stay far below: the builder emits per-class lists of a few states each).
+constexpr uint64_t kMaxExitExpansion = 64;
+constexpr uint64_t kMinExitBudget = uint64_t{1} << 22;
+
+// Portable bit count (the generic x86-64 target has no POPCNT, and the builtin then calls a
+// slow library routine).
+inline uint32_t popcount32(uint32_t x) {
+  x = x - ((x >> 1) & 0x55555555u);
+  x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+  return (((x + (x >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24;
+}
 
 class BlobWriter {
  public:
@@ -33,17 +83,41 @@ class BlobWriter {
                   "arrays hold 1-, 2- or 4-byte elements");
     u32(static_cast<uint32_t>(values.size()));
     u32(sizeof(T));
-    for (const T& v : values) {
-      for (size_t i = 0; i < sizeof(T); ++i) {
-        out_.push_back(static_cast<char>((static_cast<uint32_t>(v) >> (8 * i)) & 0xff));
-      }
-    }
+    const size_t at = out_.size();
+    out_.resize(at + values.size() * sizeof(T));
+    // Little-endian host (checked by the loader and asserted at build): a bulk copy.
+    if (!values.empty()) std::memcpy(&out_[at], values.data(), values.size() * sizeof(T));
     while (out_.size() % 4) out_.push_back('\0');
   }
+  void raw(const std::string& bytes) { out_ += bytes; }
+  void reserve(size_t bytes) { out_.reserve(bytes); }
   std::string take() { return std::move(out_); }
 
  private:
   std::string out_;
+};
+
+// A validated array inside the blob, read in place (no copy).
+struct ArrayView {
+  const uint8_t* data = nullptr;
+  uint32_t count = 0;
+  uint32_t width = 0;
+  uint32_t operator[](size_t i) const {
+    if (width == 1) return data[i];
+    if (width == 2) {
+      uint16_t v;
+      std::memcpy(&v, data + 2 * i, 2);
+      return v;
+    }
+    uint32_t v;
+    std::memcpy(&v, data + 4 * i, 4);
+    return v;
+  }
+  template <typename T>
+  void copy_to(std::vector<T>& out) const {
+    out.resize(count);
+    if (count) std::memcpy(out.data(), data, static_cast<size_t>(count) * sizeof(T));
+  }
 };
 
 class BlobReader {
@@ -52,29 +126,36 @@ class BlobReader {
   uint32_t u32() {
     if (pos_ + 4 > data_.size()) throw FormatError("runtime tables are truncated");
     uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i) {
+      v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+    }
     pos_ += 4;
     return v;
   }
-  template <typename T>
-  void array(std::vector<T>& out, const char* what) {
-    uint32_t count = u32();
-    uint32_t width = u32();
-    if (width != sizeof(T)) throw FormatError(std::string("bad element width in ") + what);
-    uint64_t bytes = static_cast<uint64_t>(count) * width;
-    if (bytes > data_.size() - pos_) throw FormatError(std::string("truncated array ") + what);
-    out.resize(count);
-    if (count) {
-      // Little-endian host assumed (checked at load); memcpy keeps this a bulk copy.
-      std::memcpy(out.data(), data_.data() + pos_, bytes);
+  // The next array, whose element width must be one of the bits of `widths` (1, 2, 4).
+  ArrayView view(const char* what, uint32_t widths) {
+    ArrayView out;
+    out.count = u32();
+    out.width = u32();
+    if ((out.width != 1 && out.width != 2 && out.width != 4) || !(widths & out.width)) {
+      throw FormatError(std::string("bad element width in ") + what);
     }
+    const uint64_t bytes = static_cast<uint64_t>(out.count) * out.width;
+    if (bytes > data_.size() - pos_) throw FormatError(std::string("truncated array ") + what);
+    out.data = reinterpret_cast<const uint8_t*>(data_.data()) + pos_;
     pos_ += bytes;
     while (pos_ % 4) {
       if (pos_ >= data_.size()) throw FormatError("runtime tables are truncated");
       ++pos_;
     }
+    return out;
+  }
+  template <typename T>
+  void array(std::vector<T>& out, const char* what) {
+    view(what, sizeof(T)).copy_to(out);
   }
   bool at_end() const { return pos_ == data_.size(); }
+  size_t position() const { return pos_; }
 
  private:
   std::string_view data_;
@@ -86,23 +167,21 @@ void require(bool ok, const char* why) {
   if (!ok) throw FormatError(why);
 }
 
-// Token trie in depth-first order: node 0 is the root; a node's descendants are the nodes
-// (n, end[n]). Children appear in increasing byte order, so the layout is deterministic.
-struct Trie {
-  std::vector<uint8_t> byte{0};
-  std::vector<uint32_t> end{0};
-  std::vector<uint32_t> tok_offsets{0};
-  std::vector<uint32_t> tokens;
-};
+bool little_endian_host() {
+  const uint32_t probe = 1;
+  uint8_t first;
+  std::memcpy(&first, &probe, 1);
+  return first == 1;
+}
 
-Trie build_trie(const VocabSpec& vocab) {
+TokenTrie build_trie(const VocabSpec& vocab) {
   std::vector<uint32_t> ids;
   for (uint32_t id = 0; id < vocab.tokens.size(); ++id) {
     if (vocab.is_text[id] && !vocab.tokens[id].empty()) ids.push_back(id);
   }
   std::stable_sort(ids.begin(), ids.end(),
                    [&](uint32_t a, uint32_t b) { return vocab.tokens[a] < vocab.tokens[b]; });
-  Trie trie;
+  TokenTrie trie;
   std::vector<uint32_t> path{0};  // node ids along the current prefix; path[d] at depth d
   std::string prefix;
   auto close_to = [&](size_t depth) {
@@ -112,7 +191,8 @@ Trie build_trie(const VocabSpec& vocab) {
       prefix.pop_back();
     }
   };
-  std::vector<std::vector<uint32_t>> node_tokens(1);
+  std::vector<uint32_t> node_of_token;  // parallel to ids
+  node_of_token.reserve(ids.size());
   for (uint32_t id : ids) {
     const std::string& t = vocab.tokens[id];
     size_t common = 0;
@@ -122,32 +202,555 @@ Trie build_trie(const VocabSpec& vocab) {
       uint32_t node = static_cast<uint32_t>(trie.byte.size());
       trie.byte.push_back(static_cast<uint8_t>(t[d]));
       trie.end.push_back(0);
-      node_tokens.emplace_back();
       path.push_back(node);
       prefix.push_back(t[d]);
     }
-    node_tokens[path.back()].push_back(id);
+    node_of_token.push_back(path.back());
   }
   close_to(0);
   trie.end[0] = static_cast<uint32_t>(trie.byte.size());
-  for (auto& list : node_tokens) {
-    for (uint32_t id : list) trie.tokens.push_back(id);
-    trie.tok_offsets.push_back(static_cast<uint32_t>(trie.tokens.size()));
+  // Tokens are sorted by bytes, so the tokens of one node are adjacent and nodes ascend.
+  trie.tok_offsets.assign(trie.byte.size() + 1, 0);
+  for (uint32_t node : node_of_token) trie.tok_offsets[node + 1]++;
+  std::partial_sum(trie.tok_offsets.begin(), trie.tok_offsets.end(), trie.tok_offsets.begin());
+  trie.tokens = std::move(ids);
+  trie.depth.assign(trie.byte.size(), 0);
+  for (uint32_t n = 0; n < trie.byte.size(); ++n) {
+    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) {
+      trie.depth[c] = static_cast<uint16_t>(trie.depth[n] + 1);
+    }
   }
   return trie;
 }
 
+// The trie as blobs store it: bytes, depths (1 byte each when every token is under 256
+// bytes), a bitmap of the nodes that end a token, the first token of each such node in node
+// order, and the rare extra (node, id) pairs of nodes shared by several ids. The loader
+// rebuilds subtree ranges, token offsets and token bytes from these in one pass.
+std::string store_trie(const TokenTrie& trie) {
+  const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
+  const std::vector<uint16_t>& depth = trie.depth;
+  uint32_t max_depth = 0;
+  std::vector<uint8_t> flags((num_nodes + 7) / 8, 0);
+  std::vector<uint32_t> first_tokens, extra_tokens;
+  for (uint32_t n = 0; n < num_nodes; ++n) {
+    max_depth = std::max<uint32_t>(max_depth, depth[n]);
+    for (uint32_t i = trie.tok_offsets[n]; i < trie.tok_offsets[n + 1]; ++i) {
+      if (i == trie.tok_offsets[n]) {
+        flags[n / 8] |= static_cast<uint8_t>(1u << (n % 8));
+        first_tokens.push_back(trie.tokens[i]);
+      } else {
+        extra_tokens.push_back(n);
+        extra_tokens.push_back(trie.tokens[i]);
+      }
+    }
+  }
+  BlobWriter w;
+  w.array(trie.byte);
+  if (max_depth < 256) {
+    w.array(std::vector<uint8_t>(depth.begin(), depth.end()));
+  } else {
+    w.array(depth);
+  }
+  w.array(flags);
+  w.array(first_tokens);
+  w.array(extra_tokens);
+  return w.take();
+}
+
+// Bytes that every DFA state treats alike (identical columns of the transition table), so
+// tables can be stored and compared per byte class. Classes are numbered by first byte.
+uint32_t byte_classes(const std::vector<int32_t>& table, uint32_t num_states,
+                      std::vector<uint8_t>& class_of) {
+  std::vector<uint64_t> column_hash(256, 0x9e3779b97f4a7c15ull);
+  for (uint32_t s = 0; s < num_states; ++s) {
+    const int32_t* row = &table[static_cast<size_t>(s) * 256];
+    for (uint32_t b = 0; b < 256; ++b) {
+      column_hash[b] = mix64(column_hash[b] ^ static_cast<uint32_t>(row[b]));
+    }
+  }
+  class_of.assign(256, 0);
+  std::vector<uint32_t> representative;  // first byte of each class
+  for (uint32_t b = 0; b < 256; ++b) {
+    bool found = false;
+    for (uint32_t c = 0; c < representative.size() && !found; ++c) {
+      const uint32_t r = representative[c];
+      if (column_hash[r] != column_hash[b]) continue;
+      bool same = true;
+      for (uint32_t s = 0; s < num_states && same; ++s) {
+        same = table[static_cast<size_t>(s) * 256 + r] == table[static_cast<size_t>(s) * 256 + b];
+      }
+      if (same) {
+        class_of[b] = static_cast<uint8_t>(c);
+        found = true;
+      }
+    }
+    if (!found) {
+      class_of[b] = static_cast<uint8_t>(representative.size());
+      representative.push_back(b);
+    }
+  }
+  return static_cast<uint32_t>(representative.size());
+}
+
+// Classes of DFA states (of any lexemes) that agree on acceptance and on the dead/alive status
+// of every transition for every byte string of at most `depth` bytes: bounded Moore
+// refinement. A token walk from a state reads at most `depth` bytes and looks only at those,
+// so states of one class have identical inside sets and exit lists (exact). Classes are
+// numbered by their first state, so the result is deterministic.
+//
+// Round r splits each class by the classes of its members' successors. Only states with a
+// successor that changed class in the previous round ("dirty") can move: the others keep the
+// signature they shared with their class, so each round costs the dirty states only (a long
+// chain of string states advances one state per round instead of rescanning all states).
+uint32_t state_classes(const std::vector<int32_t>& class_table,
+                       const std::vector<uint8_t>& accepting, uint32_t num_byte_classes,
+                       uint32_t depth, std::vector<uint32_t>& class_of) {
+  const uint32_t n = static_cast<uint32_t>(accepting.size());
+  const uint32_t k = num_byte_classes;
+  constexpr uint32_t kDead = 0xffffffffu;
+  class_of.assign(n, 0);
+  std::vector<std::vector<uint32_t>> members;
+  {
+    int32_t id_of_flag[2] = {-1, -1};
+    for (uint32_t s = 0; s < n; ++s) {
+      int32_t& id = id_of_flag[accepting[s] ? 1 : 0];
+      if (id < 0) {
+        id = static_cast<int32_t>(members.size());
+        members.emplace_back();
+      }
+      class_of[s] = static_cast<uint32_t>(id);
+      members[id].push_back(s);
+    }
+  }
+  // Predecessors (each listed once per successor state), for finding the next dirty states.
+  std::vector<uint32_t> pred_offsets(n + 1, 0), preds, stamp(n, kDead);
+  for (uint32_t s = 0; s < n; ++s) {
+    for (uint32_t c = 0; c < k; ++c) {
+      const int32_t t = class_table[static_cast<size_t>(s) * k + c];
+      if (t >= 0 && stamp[t] != s) {
+        stamp[t] = s;
+        pred_offsets[t + 1]++;
+      }
+    }
+  }
+  std::partial_sum(pred_offsets.begin(), pred_offsets.end(), pred_offsets.begin());
+  preds.resize(pred_offsets[n]);
+  std::fill(stamp.begin(), stamp.end(), kDead);
+  {
+    std::vector<uint32_t> fill(pred_offsets.begin(), pred_offsets.end() - 1);
+    for (uint32_t s = 0; s < n; ++s) {
+      for (uint32_t c = 0; c < k; ++c) {
+        const int32_t t = class_table[static_cast<size_t>(s) * k + c];
+        if (t >= 0 && stamp[t] != s) {
+          stamp[t] = s;
+          preds[fill[t]++] = s;
+        }
+      }
+    }
+  }
+  auto signature = [&](uint32_t s, uint32_t* out) {
+    uint64_t hash = 0x9e3779b97f4a7c15ull;
+    for (uint32_t c = 0; c < k; ++c) {
+      const int32_t t = class_table[static_cast<size_t>(s) * k + c];
+      out[c] = t < 0 ? kDead : class_of[t];
+      hash = mix64(hash ^ out[c]);
+    }
+    return hash;
+  };
+  std::vector<uint32_t> dirty(n), changed;
+  std::iota(dirty.begin(), dirty.end(), 0u);
+  std::vector<uint8_t> is_dirty(n, 1);
+  std::vector<uint32_t> touched_round(n, kDead);  // by class: the last round that touched it
+  std::vector<uint32_t> touched, keeper_sig(k), sigs;
+  std::vector<uint64_t> hashes;
+  std::vector<uint32_t> position(n);  // index of a dirty state in `dirty`
+  std::vector<uint32_t> group_of, group_first;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> groups_by_hash;
+  for (uint32_t round = 0; round < depth && !dirty.empty(); ++round) {
+    std::sort(dirty.begin(), dirty.end());
+    sigs.resize(dirty.size() * static_cast<size_t>(k));
+    hashes.resize(dirty.size());
+    touched.clear();
+    for (uint32_t i = 0; i < dirty.size(); ++i) {
+      position[dirty[i]] = i;
+      hashes[i] = signature(dirty[i], &sigs[static_cast<size_t>(i) * k]);
+      const uint32_t x = class_of[dirty[i]];
+      if (touched_round[x] != round) {
+        touched_round[x] = round;
+        touched.push_back(x);
+      }
+    }
+    // Signatures are computed from this round's input partition before any class moves.
+    std::vector<std::pair<uint32_t, uint32_t>> moves;  // (state, new class)
+    std::sort(touched.begin(), touched.end());
+    for (uint32_t x : touched) {
+      uint32_t keeper = kDead;
+      for (uint32_t m : members[x]) {
+        if (!is_dirty[m]) {
+          keeper = m;
+          break;
+        }
+      }
+      uint64_t keeper_hash = 0;
+      if (keeper != kDead) keeper_hash = signature(keeper, keeper_sig.data());
+      groups_by_hash.clear();
+      group_first.clear();
+      const bool x_taken = keeper != kDead;
+      const size_t moves_begin = moves.size();
+      for (uint32_t m : members[x]) {
+        if (!is_dirty[m]) continue;
+        const uint32_t i = position[m];
+        const uint32_t* sig = &sigs[static_cast<size_t>(i) * k];
+        if (keeper != kDead && hashes[i] == keeper_hash &&
+            std::equal(sig, sig + k, keeper_sig.data())) {
+          continue;  // same as the undisturbed members: stays in x
+        }
+        std::vector<uint32_t>& candidates = groups_by_hash[hashes[i]];
+        uint32_t target = kDead;
+        for (uint32_t g : candidates) {
+          const uint32_t* other = &sigs[static_cast<size_t>(position[group_first[g]]) * k];
+          if (hashes[position[group_first[g]]] == hashes[i] && std::equal(sig, sig + k, other)) {
+            target = g;
+            break;
+          }
+        }
+        if (target == kDead) {
+          target = static_cast<uint32_t>(group_first.size());
+          group_first.push_back(m);
+          candidates.push_back(target);
+        }
+        // The first group keeps x when no undisturbed member does; others get new ids.
+        if (target == 0 && !x_taken) continue;
+        moves.emplace_back(m, target);
+      }
+      // Translate group numbers into class ids for this class's moves.
+      const uint32_t first_new = static_cast<uint32_t>(members.size());
+      const uint32_t skip = x_taken ? 0 : 1;  // group 0 kept x
+      for (uint32_t g = skip; g < group_first.size(); ++g) members.emplace_back();
+      for (size_t i = moves_begin; i < moves.size(); ++i) {
+        moves[i].second = first_new + moves[i].second - skip;
+      }
+    }
+    changed.clear();
+    for (const auto& [state, target] : moves) {
+      members[target].push_back(state);
+      class_of[state] = target;
+      changed.push_back(state);
+    }
+    // Rebuild the member lists of the classes that lost states.
+    for (uint32_t x : touched) {
+      auto& list = members[x];
+      list.erase(
+          std::remove_if(list.begin(), list.end(), [&](uint32_t m) { return class_of[m] != x; }),
+          list.end());
+    }
+    for (uint32_t s : dirty) is_dirty[s] = 0;
+    dirty.clear();
+    for (uint32_t t : changed) {
+      for (uint32_t i = pred_offsets[t]; i < pred_offsets[t + 1]; ++i) {
+        if (!is_dirty[preds[i]]) {
+          is_dirty[preds[i]] = 1;
+          dirty.push_back(preds[i]);
+        }
+      }
+    }
+  }
+  // Number classes by first state.
+  std::vector<uint32_t> renumber(members.size(), kDead);
+  uint32_t count = 0;
+  for (uint32_t s = 0; s < n; ++s) {
+    uint32_t& id = renumber[class_of[s]];
+    if (id == kDead) id = count++;
+    class_of[s] = id;
+  }
+  return count;
+}
+
+uint64_t differing_bits(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+  uint64_t count = 0;
+  for (size_t w = 0; w < a.size(); ++w) count += popcount32(a[w] ^ b[w]);
+  return count;
+}
+
+// An inside set on disk, in the smallest of four forms (ties go to the earlier one): dense
+// words, the ascending ids it holds, the ascending text-token ids it lacks, or an earlier set
+// (`base`, when given) with the ascending ids whose membership differs. Neighbouring states
+// often differ in a few first bytes only, which makes the last form small.
+void encode_inside_set(const std::vector<uint32_t>& bits, const std::vector<uint32_t>* base,
+                       uint32_t base_id, const VocabIndex& v, std::vector<uint8_t>& kinds,
+                       std::vector<uint32_t>& offsets, std::vector<uint32_t>& data) {
+  uint64_t present = 0, differing = ~uint64_t{0};
+  const uint64_t text = v.text_count;
+  for (uint32_t w = 0; w < v.words; ++w) present += popcount32(bits[w]);
+  if (base != nullptr) {
+    differing = 0;
+    for (uint32_t w = 0; w < v.words; ++w) {
+      differing += static_cast<uint64_t>(popcount32(bits[w] ^ (*base)[w]));
+    }
+  }
+  const uint64_t missing = text - present;  // inside sets only hold text tokens
+  const uint64_t delta = differing == ~uint64_t{0} ? differing : differing + 1;
+  auto append_ids = [&](auto word_at) {
+    for (uint32_t w = 0; w < v.words; ++w) {
+      for (uint32_t word = word_at(w); word; word &= word - 1) {
+        data.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(word)));
+      }
+    }
+  };
+  const uint64_t best = std::min({static_cast<uint64_t>(v.words), present, missing, delta});
+  if (best == v.words) {
+    kinds.push_back(kInsideDense);
+    data.insert(data.end(), bits.begin(), bits.end());
+  } else if (best == present) {
+    kinds.push_back(kInsideIds);
+    append_ids([&](uint32_t w) { return bits[w]; });
+  } else if (best == missing) {
+    kinds.push_back(kInsideTextExcept);
+    append_ids([&](uint32_t w) { return v.text_bits[w] & ~bits[w]; });
+  } else {
+    kinds.push_back(kInsideDelta);
+    data.push_back(base_id);
+    append_ids([&](uint32_t w) { return bits[w] ^ (*base)[w]; });
+  }
+  offsets.push_back(static_cast<uint32_t>(data.size()));
+}
+
+// Decode and validate a blob's stored trie (see store_trie) into the tables the matcher reads.
+std::shared_ptr<const TrieTables> decode_trie(const Runtime& c, const ArrayView& trie_byte,
+                                              const ArrayView& trie_depth,
+                                              const ArrayView& token_flags,
+                                              const ArrayView& first_tokens,
+                                              const ArrayView& extra_tokens, std::string key) {
+  auto out = std::make_shared<TrieTables>();
+  out->stored = std::move(key);
+  // Trie: depths must describe a depth-first order (root at 0, each node at most one deeper
+  // than the previous). One pass rebuilds subtree ranges and token offsets from them, checks
+  // every token id, and rebuilds token bytes (not stored: a text token's bytes are its path).
+  const uint32_t M = trie_byte.count;
+  require(
+      M >= 1 && trie_depth.count == M && token_flags.count == (M + 7ull) / 8 && trie_depth[0] == 0,
+      "bad trie root");
+  require((token_flags.data[0] & 1) == 0, "a token at the trie root");
+  require(extra_tokens.count % 2 == 0, "bad trie extra tokens");
+  {
+    const uint32_t* text = c.text_bits.data();
+    const uint64_t stored_tokens = first_tokens.count + extra_tokens.count / 2ull;
+    require(stored_tokens <= c.num_tokens, "bad trie token list");
+    // Raw pointers into presized tables: this loop runs once per trie node (hundreds of
+    // thousands) and dominates the load.
+    out->trie_end.assign(M, M);
+    out->trie_tok_offsets.resize(M + 1);
+    out->trie_tokens.resize(stored_tokens);
+    out->token_begin.assign(c.num_tokens, 0);
+    out->token_length.assign(c.num_tokens, 0);
+    uint32_t* end = out->trie_end.data();
+    uint32_t* offsets = out->trie_tok_offsets.data();
+    uint32_t* tokens = out->trie_tokens.data();
+    uint32_t* token_begin = out->token_begin.data();
+    uint32_t* token_length = out->token_length.data();
+    std::vector<uint8_t>& token_bytes = out->token_bytes;
+    token_bytes.resize(static_cast<size_t>(M) + kMaxTokenLength);
+    size_t bytes_used = 0, path_start = 0;
+    uint32_t path_length = 0;
+    std::vector<uint8_t> seen(c.num_tokens, 0);
+    std::vector<uint32_t> open(kMaxTokenLength + 2);
+    uint32_t open_size = 1;  // open[0] = root
+    open[0] = 0;
+    uint32_t stored = 0, first = 0, extra = 0;
+    auto add_token = [&](uint32_t id, uint32_t begin, uint32_t depth) {
+      require(id < c.num_tokens && test_bit(text, id), "bad trie token id");
+      require(!seen[id], "a token appears twice in the trie");
+      seen[id] = 1;
+      tokens[stored++] = id;
+      token_begin[id] = begin;
+      token_length[id] = depth;
+    };
+    const uint8_t* flags = token_flags.data;
+    const uint8_t* trie_bytes = trie_byte.data;
+    const uint32_t next_extra_node = extra_tokens.count ? extra_tokens[0] : M;
+    uint32_t pending_extra_node = next_extra_node;
+    uint32_t previous_depth = 0;
+    offsets[0] = 0;
+    for (uint32_t n = 1; n < M; ++n) {
+      const uint32_t depth = trie_depth.width == 1 ? trie_depth.data[n] : trie_depth[n];
+      require(depth >= 1 && depth <= previous_depth + 1u && depth <= kMaxTokenLength,
+              "bad trie depth");
+      previous_depth = depth;
+      while (open_size > depth) end[open[--open_size]] = n;
+      open[open_size++] = n;
+      // Token bytes are paths: the current path lives at the end of token_bytes, so going one
+      // deeper appends one byte and every token on it points into it. Only a step back up
+      // starts a new copy of the shared prefix.
+      if (depth != path_length + 1) {
+        if (bytes_used + depth > token_bytes.size()) token_bytes.resize(2 * token_bytes.size());
+        std::memmove(token_bytes.data() + bytes_used, token_bytes.data() + path_start, depth - 1);
+        path_start = bytes_used;
+        bytes_used += depth - 1;
+      } else if (bytes_used + 1 > token_bytes.size()) {
+        token_bytes.resize(2 * token_bytes.size());
+      }
+      token_bytes[bytes_used++] = trie_bytes[n];
+      path_length = depth;
+      offsets[n] = stored;
+      if ((flags[n >> 3] >> (n & 7)) & 1) {
+        require(first < first_tokens.count, "bad trie token list");
+        const uint32_t begin = static_cast<uint32_t>(path_start);
+        add_token(first_tokens[first++], begin, depth);
+        for (; pending_extra_node == n;
+             pending_extra_node = extra < extra_tokens.count ? extra_tokens[extra] : M) {
+          add_token(extra_tokens[extra + 1], begin, depth);
+          extra += 2;
+        }
+      }
+      require(pending_extra_node > n, "bad or unsorted trie extra tokens");
+    }
+    offsets[M] = stored;
+    token_bytes.resize(bytes_used);
+    require(first == first_tokens.count, "bad trie token list");
+    require(extra == extra_tokens.count, "bad trie extra tokens");
+    require(M % 8 == 0 || (flags[M / 8] >> (M % 8)) == 0, "bad trie token flags");
+    for (uint32_t id = 0; id < c.num_tokens; ++id) {
+      require(test_bit(text, id) == (seen[id] != 0), "text token not in trie");
+    }
+  }
+  trie_byte.copy_to(out->trie_byte);
+  return out;
+}
+
+// Decoded trie tables by the bytes they came from. Entries are weak, so tables live exactly as
+// long as some runtime uses them; the map only grows with the number of distinct live
+// vocabularies. Leaked on purpose: runtimes may outlive static destruction at exit.
+struct TrieCache {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, std::vector<std::weak_ptr<const TrieTables>>> by_hash;
+};
+
+TrieCache& trie_cache() {
+  static TrieCache* cache = new TrieCache;
+  return *cache;
+}
+
+// A fast 64-bit hash for cache lookups (equality is always confirmed byte by byte): four
+// independent multiply-xorshift lanes over 32-byte blocks, then the tail, then splitmix.
+uint64_t hash_bytes(std::string_view bytes) {
+  const char* data = bytes.data();
+  const size_t size = bytes.size();
+  uint64_t lanes[4] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull, 0xa4093822299f31d0ull,
+                       0x082efa98ec4e6c89ull};
+  size_t i = 0;
+  for (; i + 32 <= size; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      uint64_t word;
+      std::memcpy(&word, data + i + 8 * j, 8);
+      lanes[j] = (lanes[j] ^ word) * 0x9e3779b97f4a7c15ull;
+      lanes[j] ^= lanes[j] >> 29;
+    }
+  }
+  uint64_t hash = mix64(size);
+  for (; i < size; ++i) hash = (hash ^ static_cast<uint8_t>(data[i])) * 0x100000001b3ull;
+  for (uint64_t lane : lanes) hash = mix64(hash ^ mix64(lane));
+  return hash;
+}
+
+std::shared_ptr<const TrieTables> find_trie_tables(const std::string& key) {
+  TrieCache& cache = trie_cache();
+  const uint64_t hash = hash_bytes(key);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto found = cache.by_hash.find(hash);
+  if (found == cache.by_hash.end()) return nullptr;
+  for (const auto& weak : found->second) {
+    std::shared_ptr<const TrieTables> tables = weak.lock();
+    if (tables && tables->stored == key) return tables;
+  }
+  return nullptr;
+}
+
+void remember_trie_tables(const std::shared_ptr<const TrieTables>& tables) {
+  TrieCache& cache = trie_cache();
+  const uint64_t hash = hash_bytes(tables->stored);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  // Drop dead entries everywhere now and then, so the map tracks live vocabularies only.
+  for (auto it = cache.by_hash.begin(); it != cache.by_hash.end();) {
+    auto& list = it->second;
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const std::weak_ptr<const TrieTables>& w) { return w.expired(); }),
+               list.end());
+    it = list.empty() ? cache.by_hash.erase(it) : std::next(it);
+  }
+  cache.by_hash[hash].push_back(tables);
+}
+
 }  // namespace
 
-std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
+std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
+  require(little_endian_host(), "the runtime needs a little-endian machine");
+  require(v.tokens.size() <= v.vocab_size, "vocab_size is smaller than the token list");
+  require(v.is_text.size() == v.tokens.size(), "is_text must have one flag per token");
+  auto index = std::make_shared<VocabIndex>();
+  index->vocab_size = v.vocab_size;
+  index->num_tokens = static_cast<uint32_t>(v.tokens.size());
+  index->words = (v.vocab_size + 31) / 32;
+  index->text_bits.assign(index->words, 0);
+  for (uint32_t id = 0; id < index->num_tokens; ++id) {
+    const std::string& t = v.tokens[id];
+    require(!v.is_text[id] || t.size() <= kMaxTokenLength,
+            "a text token is longer than 4096 bytes");
+    require(t.size() <= kMaxStoredToken, "a token is longer than 65536 bytes");
+    if (v.is_text[id] && !t.empty()) {
+      set_bit(index->text_bits.data(), id);
+      index->max_text_length = std::max(index->max_text_length, static_cast<uint32_t>(t.size()));
+    }
+  }
+  index->trie = build_trie(v);
+  index->stored_trie = store_trie(index->trie);
+  const TokenTrie& trie = index->trie;
+  const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
+  index->child_offsets.assign(num_nodes + 1, 0);
+  index->child_nodes.reserve(num_nodes);
+  for (uint32_t n = 0; n < num_nodes; ++n) {
+    index->child_offsets[n] = static_cast<uint32_t>(index->child_nodes.size());
+    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) index->child_nodes.push_back(c);
+  }
+  index->child_offsets[num_nodes] = static_cast<uint32_t>(index->child_nodes.size());
+  for (uint32_t w = 0; w < index->words; ++w) index->text_count += popcount32(index->text_bits[w]);
+  {
+    // The loader's cache key: vocab_size, num_tokens, then the text-token array and the
+    // stored trie exactly as blobs lay them out.
+    std::string key(8, '\0');
+    std::memcpy(&key[0], &index->vocab_size, 4);
+    std::memcpy(&key[4], &index->num_tokens, 4);
+    BlobWriter text;
+    text.array(index->text_bits);
+    key += text.take();
+    key += index->stored_trie;
+    Runtime view;
+    view.num_tokens = index->num_tokens;
+    BlobReader r(std::string_view(key).substr(8));
+    r.array(view.text_bits, "text_bits");
+    const ArrayView trie_byte = r.view("trie_byte", 1);
+    const ArrayView trie_depth = r.view("trie_depth", 1 | 2);
+    const ArrayView token_flags = r.view("trie_token_flags", 1);
+    const ArrayView first_tokens = r.view("trie_first_tokens", 4);
+    const ArrayView extra_tokens = r.view("trie_extra_tokens", 4);
+    std::string stored = key;
+    index->decoded = decode_trie(view, trie_byte, trie_depth, token_flags, first_tokens,
+                                 extra_tokens, std::move(stored));
+    remember_trie_tables(index->decoded);
+  }
+  return index;
+}
+
+uint32_t vocab_index_size(const VocabIndex& index) { return index.vocab_size; }
+
+std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
+                               const std::vector<uint32_t>& end_tokens) {
   const uint32_t num_states = static_cast<uint32_t>(g.dfa_accepting.size());
   const uint32_t num_lexemes = static_cast<uint32_t>(g.lexeme_start.size());
   require(!g.tokenset_offsets.empty(), "tokenset_offsets needs a leading 0");
   const uint32_t num_tokensets = static_cast<uint32_t>(g.tokenset_offsets.size() - 1);
-  require(v.tokens.size() <= v.vocab_size, "vocab_size is smaller than the token list");
-  require(v.is_text.size() == v.tokens.size(), "is_text must have one flag per token");
-  const uint32_t words = (v.vocab_size + 31) / 32;
-  const uint32_t num_tokens = static_cast<uint32_t>(v.tokens.size());
+  const uint32_t words = v.words;
+  const uint32_t num_tokens = v.num_tokens;
 
   std::vector<uint32_t> tokenset_bits(static_cast<size_t>(num_tokensets) * words, 0);
   for (uint32_t s = 0; s < num_tokensets; ++s) {
@@ -160,125 +763,325 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
       set_bit(&tokenset_bits[static_cast<size_t>(s) * words], id);
     }
   }
-  std::vector<uint32_t> end_bits(words, 0), text_bits(words, 0);
-  for (uint32_t id : v.end_tokens) {
+  std::vector<uint32_t> end_bits(words, 0);
+  for (uint32_t id : end_tokens) {
     require(id < num_tokens, "end token id out of range");
     set_bit(end_bits.data(), id);
   }
-  for (uint32_t id = 0; id < num_tokens; ++id) {
-    const std::string& t = v.tokens[id];
-    require(!v.is_text[id] || t.size() <= kMaxTokenLength, "a text token is longer than 4096 bytes");
-    require(t.size() <= kMaxStoredToken, "a token is longer than 65536 bytes");
-    if (v.is_text[id] && !t.empty()) set_bit(text_bits.data(), id);
-  }
+  // The walks below follow transitions, so they are checked first.
   require(g.dfa_table.size() == static_cast<size_t>(num_states) * 256, "bad DFA table size");
+  require(g.dfa_lexeme.size() == num_states, "bad DFA lexeme array");
+  for (int32_t t : g.dfa_table) {
+    require(t >= -1 && (t < 0 || static_cast<uint32_t>(t) < num_states),
+            "DFA transition out of range");
+  }
 
-  // Per DFA state: the tokens that stay inside the lexeme (deduplicated bitsets) and the trie
-  // nodes where the lexeme can end with more token bytes to follow (decided at run time).
-  Trie trie = build_trie(v);
-  const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
-  std::vector<uint32_t> inside_index(num_states), inside_bits, exit_offsets{0}, exit_nodes;
-  // Children of exit nodes, grouped by state then byte, so the run time only visits children
-  // whose byte can start a lexeme expected after the exit.
-  std::vector<uint32_t> exit_child_offsets{0}, exit_children;
-  std::vector<std::vector<uint32_t>> by_byte(256);
-  std::map<std::vector<uint32_t>, uint32_t> bitset_ids;
-  std::vector<uint32_t> bits(words);
-  std::vector<std::pair<uint32_t, int32_t>> stack;  // (node, state after the node's byte)
-  for (uint32_t s = 0; s < num_states; ++s) {
-    std::fill(bits.begin(), bits.end(), 0);
-    stack.clear();
-    for (uint32_t c = 1; c < num_nodes; c = trie.end[c]) stack.emplace_back(c, s);
-    while (!stack.empty()) {
-      auto [node, from] = stack.back();
-      stack.pop_back();
-      int32_t next = g.dfa_table[static_cast<size_t>(from) * 256 + trie.byte[node]];
-      if (next < 0) continue;
-      for (uint32_t i = trie.tok_offsets[node]; i < trie.tok_offsets[node + 1]; ++i) {
-        set_bit(bits.data(), trie.tokens[i]);
+  // DFA columns by byte class.
+  std::vector<uint8_t> byte_class;
+  const uint32_t num_byte_classes = byte_classes(g.dfa_table, num_states, byte_class);
+  std::vector<int32_t> class_table(static_cast<size_t>(num_states) * num_byte_classes);
+  {
+    std::vector<uint32_t> representative(num_byte_classes);
+    for (int b = 255; b >= 0; --b) representative[byte_class[b]] = static_cast<uint32_t>(b);
+    for (uint32_t s = 0; s < num_states; ++s) {
+      for (uint32_t c = 0; c < num_byte_classes; ++c) {
+        class_table[static_cast<size_t>(s) * num_byte_classes + c] =
+            g.dfa_table[static_cast<size_t>(s) * 256 + representative[c]];
       }
-      bool has_children = trie.end[node] > node + 1;
-      if (has_children && g.dfa_accepting[next]) exit_nodes.push_back(node);
-      for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) stack.emplace_back(c, next);
     }
-    // The stack visits nodes in reverse order; sort so the list is canonical.
-    std::sort(exit_nodes.begin() + exit_offsets.back(), exit_nodes.end());
-    for (auto& list : by_byte) list.clear();
-    for (uint32_t e = exit_offsets.back(); e < exit_nodes.size(); ++e) {
-      const uint32_t node = exit_nodes[e];
-      for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) by_byte[trie.byte[c]].push_back(c);
+  }
+  std::vector<uint32_t> state_class;
+  const uint32_t num_classes =
+      state_classes(class_table, g.dfa_accepting, num_byte_classes, v.max_text_length, state_class);
+
+  // Per class of states (walked from its first state): the tokens that stay inside the lexeme
+  // (deduplicated sets) and, by byte, the children of the trie nodes where the lexeme can end
+  // with more token bytes to follow (what follows is decided at run time).
+  //
+  // A walk is the union of its first-byte subtrees, and the walk of the subtree of first byte b
+  // depends only on that node and on the class of the state after b. Those "parts" are walked
+  // once and shared: states that agree on most first bytes (a string state and the key states
+  // that differ from it on a few letters) only walk their own few subtrees. A class's inside
+  // set is then built from the most similar earlier class's set by swapping the differing
+  // parts.
+  const TokenTrie& trie = v.trie;
+  struct Part {
+    // Tokens reached, as ranges [first, second) of positions in trie.tokens: the tokens of a
+    // run of consecutive trie nodes are contiguous, so a wide walk is a handful of ranges.
+    std::vector<std::pair<uint32_t, uint32_t>> token_ranges;
+    uint64_t num_tokens = 0;
+    std::vector<uint32_t> exit_nodes;  // ascending
+  };
+  std::vector<Part> parts;
+  std::unordered_map<uint64_t, uint32_t> part_ids;  // first-byte node << 32 | class -> part
+  constexpr uint32_t kNoPart = 0xffffffffu;
+  std::vector<uint32_t> roots;                     // the depth-1 nodes, ascending
+  std::vector<uint32_t> root_index(256, kNoPart);  // byte -> index in roots
+  for (uint32_t c = 1; c < trie.byte.size(); c = trie.end[c]) {
+    root_index[trie.byte[c]] = static_cast<uint32_t>(roots.size());
+    roots.push_back(c);
+  }
+  const size_t num_roots = roots.size();
+  // Live bytes of every state, ascending: a state with few (inside a literal) looks its
+  // children up by byte instead of testing every child of the node.
+  std::vector<uint32_t> live_offsets(num_states + 1, 0);
+  std::vector<uint8_t> live_bytes;
+  for (uint32_t q = 0; q < num_states; ++q) {
+    for (uint32_t b = 0; b < 256; ++b) {
+      if (g.dfa_table[static_cast<size_t>(q) * 256 + b] >= 0)
+        live_bytes.push_back(static_cast<uint8_t>(b));
     }
-    for (const auto& list : by_byte) {
-      exit_children.insert(exit_children.end(), list.begin(), list.end());
-      exit_child_offsets.push_back(static_cast<uint32_t>(exit_children.size()));
+    live_offsets[q + 1] = static_cast<uint32_t>(live_bytes.size());
+  }
+  // Depth-first from `node`, entered in state `state` (after the node's byte): children are
+  // visited in node order, so token ranges and exits come out ascending. Recursion depth is at
+  // most the longest token.
+  struct Walker {
+    const TokenTrie& trie;
+    const VocabIndex& vocab;
+    const GrammarSpec& grammar;
+    const std::vector<uint32_t>& live_offsets;
+    const std::vector<uint8_t>& live_bytes;
+    Part* part;
+    void visit(uint32_t node, int32_t state) const {
+      const uint32_t first = trie.tok_offsets[node], last = trie.tok_offsets[node + 1];
+      if (first != last) {
+        auto& ranges = part->token_ranges;
+        if (!ranges.empty() && ranges.back().second == first) {
+          ranges.back().second = last;
+        } else {
+          ranges.emplace_back(first, last);
+        }
+        part->num_tokens += last - first;
+      }
+      const uint32_t c_begin = vocab.child_offsets[node], c_end = vocab.child_offsets[node + 1];
+      if (c_begin == c_end) return;
+      if (grammar.dfa_accepting[state]) part->exit_nodes.push_back(node);
+      const int32_t* row = &grammar.dfa_table[static_cast<size_t>(state) * 256];
+      const uint32_t l_begin = live_offsets[state], l_end = live_offsets[state + 1];
+      if ((l_end - l_begin) * 8 < c_end - c_begin) {
+        uint32_t low = c_begin;
+        for (uint32_t l = l_begin; l < l_end && low < c_end; ++l) {
+          const uint8_t byte = live_bytes[l];
+          uint32_t lo = low, hi = c_end;  // first child with a byte >= `byte`
+          while (lo < hi) {
+            const uint32_t mid = (lo + hi) / 2;
+            if (trie.byte[vocab.child_nodes[mid]] < byte) {
+              lo = mid + 1;
+            } else {
+              hi = mid;
+            }
+          }
+          low = lo;
+          if (lo < c_end && trie.byte[vocab.child_nodes[lo]] == byte) {
+            visit(vocab.child_nodes[lo], row[byte]);
+            ++low;
+          }
+        }
+      } else {
+        for (uint32_t i = c_begin; i < c_end; ++i) {
+          const uint32_t child = vocab.child_nodes[i];
+          const int32_t next = row[trie.byte[child]];
+          if (next >= 0) visit(child, next);
+        }
+      }
     }
-    exit_nodes.resize(exit_offsets.back());
-    auto found = bitset_ids.find(bits);
-    if (found == bitset_ids.end()) {
-      uint32_t id = static_cast<uint32_t>(bitset_ids.size());
-      bitset_ids.emplace(bits, id);
-      inside_bits.insert(inside_bits.end(), bits.begin(), bits.end());
-      inside_index[s] = id;
+  };
+  auto walk_part = [&](uint32_t root, int32_t next) {
+    Part part;
+    Walker{trie, v, g, live_offsets, live_bytes, &part}.visit(root, next);
+    return part;
+  };
+  auto set_part = [&](const Part& part, uint32_t* out) {
+    for (auto [first, last] : part.token_ranges) {
+      for (uint32_t i = first; i < last; ++i) set_bit(out, trie.tokens[i]);
+    }
+  };
+  auto clear_part = [&](const Part& part, uint32_t* out) {
+    for (auto [first, last] : part.token_ranges) {
+      for (uint32_t i = first; i < last; ++i) {
+        out[trie.tokens[i] >> 5] &= ~(1u << (trie.tokens[i] & 31));
+      }
+    }
+  };
+
+  std::vector<uint32_t> class_parts(static_cast<size_t>(num_classes) * num_roots, kNoPart);
+  std::vector<uint64_t> class_tokens(num_classes, 0);
+  std::vector<uint32_t> class_inside(num_classes), inside_offsets{0}, inside_data;
+  std::vector<uint8_t> inside_kinds;
+  std::vector<std::vector<uint32_t>> set_bits;  // every distinct inside set, dense
+  std::vector<uint32_t> class_exit_offsets{0}, exit_entry_end, exit_children;
+  std::vector<uint8_t> exit_entry_byte;
+  std::vector<std::vector<uint32_t>> by_byte(256);
+  std::unordered_map<uint64_t, std::vector<uint32_t>> sets_by_hash;  // hash -> set ids
+  // Base candidates: the latest classes whose biggest part is a given part.
+  constexpr size_t kBaseCandidates = 8;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> classes_by_big_part;
+  std::vector<uint32_t> bits(words);
+  std::vector<uint32_t> representative(num_classes, 0xffffffffu);
+  for (uint32_t s = num_states; s-- > 0;) representative[state_class[s]] = s;
+  for (uint32_t cls = 0; cls < num_classes; ++cls) {
+    const uint32_t s = representative[cls];
+    uint32_t* own = &class_parts[static_cast<size_t>(cls) * num_roots];
+    uint32_t big_part = kNoPart;
+    size_t big_size = 0;
+    for (uint32_t l = live_offsets[s]; l < live_offsets[s + 1]; ++l) {
+      const uint32_t i = root_index[live_bytes[l]];
+      if (i == kNoPart) continue;
+      const uint32_t root = roots[i];
+      const int32_t next = g.dfa_table[static_cast<size_t>(s) * 256 + trie.byte[root]];
+      const uint64_t key = static_cast<uint64_t>(root) << 32 | state_class[next];
+      auto [found, added] = part_ids.emplace(key, static_cast<uint32_t>(parts.size()));
+      if (added) parts.push_back(walk_part(root, next));
+      own[i] = found->second;
+      const size_t size = parts[own[i]].num_tokens;
+      class_tokens[cls] += size;
+      if (size > big_size) {
+        big_size = size;
+        big_part = own[i];
+      }
+    }
+    // The earlier class sharing the most tokens through identical parts, if that beats
+    // building the set from nothing.
+    uint32_t base = kNoPart;
+    uint64_t base_shared = 0;
+    if (big_part != kNoPart) {
+      auto& candidates = classes_by_big_part[big_part];
+      for (uint32_t other : candidates) {
+        const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
+        uint64_t shared = 0;
+        for (size_t i = 0; i < num_roots; ++i) {
+          if (own[i] != kNoPart && own[i] == theirs[i]) shared += parts[own[i]].num_tokens;
+        }
+        if (shared > base_shared) {
+          base_shared = shared;
+          base = other;
+        }
+      }
+      if (candidates.size() == kBaseCandidates) candidates.erase(candidates.begin());
+      candidates.push_back(cls);
+    }
+    const uint64_t base_cost = base == kNoPart ? ~uint64_t{0}
+                                               : words + (class_tokens[base] - base_shared) +
+                                                     (class_tokens[cls] - base_shared);
+    if (base_cost < class_tokens[cls] + words) {
+      const uint32_t* theirs = &class_parts[static_cast<size_t>(base) * num_roots];
+      bits = set_bits[class_inside[base]];
+      for (size_t i = 0; i < num_roots; ++i) {
+        if (theirs[i] == own[i] || theirs[i] == kNoPart) continue;
+        clear_part(parts[theirs[i]], bits.data());
+      }
+      for (size_t i = 0; i < num_roots; ++i) {
+        if (theirs[i] == own[i] || own[i] == kNoPart) continue;
+        set_part(parts[own[i]], bits.data());
+      }
     } else {
-      inside_index[s] = found->second;
+      std::fill(bits.begin(), bits.end(), 0);
+      for (size_t i = 0; i < num_roots; ++i) {
+        if (own[i] == kNoPart) continue;
+        set_part(parts[own[i]], bits.data());
+      }
     }
+    std::vector<uint32_t>& same_hash = sets_by_hash[hash_bytes(std::string_view(
+        reinterpret_cast<const char*>(bits.data()), bits.size() * sizeof(uint32_t)))];
+    uint32_t set_id = kNoPart;
+    for (uint32_t id : same_hash) {
+      if (set_bits[id] == bits) set_id = id;
+    }
+    if (set_id == kNoPart) {
+      set_id = static_cast<uint32_t>(set_bits.size());
+      same_hash.push_back(set_id);
+      // Delta candidates: the base class's set, and the previous set (classes come in state
+      // order, so a chain of string states yields neighbouring sets that differ in the tokens
+      // of one length only).
+      uint32_t delta_base = base != kNoPart ? class_inside[base] : kNoPart;
+      if (!set_bits.empty()) {
+        const uint32_t previous = static_cast<uint32_t>(set_bits.size() - 1);
+        if (delta_base == kNoPart ||
+            differing_bits(bits, set_bits[previous]) < differing_bits(bits, set_bits[delta_base])) {
+          delta_base = previous;
+        }
+      }
+      const bool has_base = delta_base != kNoPart;
+      encode_inside_set(bits, has_base ? &set_bits[delta_base] : nullptr, has_base ? delta_base : 0,
+                        v, inside_kinds, inside_offsets, inside_data);
+      set_bits.push_back(bits);
+    }
+    class_inside[cls] = set_id;
+
+    // Exit children by byte, each run ascending (parts come in trie order, each sorted).
+    for (auto& list : by_byte) list.clear();
+    for (size_t i = 0; i < num_roots; ++i) {
+      if (own[i] == kNoPart) continue;
+      for (uint32_t node : parts[own[i]].exit_nodes) {
+        for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) {
+          by_byte[trie.byte[c]].push_back(c);
+        }
+      }
+    }
+    for (uint32_t b = 0; b < 256; ++b) {
+      if (by_byte[b].empty()) continue;
+      exit_children.insert(exit_children.end(), by_byte[b].begin(), by_byte[b].end());
+      exit_entry_byte.push_back(static_cast<uint8_t>(b));
+      exit_entry_end.push_back(static_cast<uint32_t>(exit_children.size()));
+    }
+    class_exit_offsets.push_back(static_cast<uint32_t>(exit_entry_byte.size()));
   }
 
   BlobWriter w;
+  // One allocation for the whole blob (the stored trie alone is about a megabyte).
+  w.reserve(v.stored_trie.size() +
+            4 * (g.prod_lhs.size() + g.prod_offsets.size() + g.prod_rhs.size() +
+                 class_table.size() + tokenset_bits.size() + 2 * words + inside_data.size() +
+                 exit_entry_end.size() + exit_children.size() + 4 * num_states + 2 * num_classes) +
+            exit_entry_byte.size() + inside_kinds.size() + 1024);
   w.u32(kBlobMagic);
   w.u32(kBlobVersion);
-  std::vector<uint32_t> meta{v.vocab_size,   num_tokens, g.num_nonterminals, num_lexemes,
-                             num_tokensets,  g.start,    num_states,         words};
+  std::vector<uint32_t> meta{v.vocab_size,     num_tokens, g.num_nonterminals, num_lexemes,
+                             num_tokensets,    g.start,    num_states,         words,
+                             num_byte_classes, num_classes};
   w.array(meta);
   w.array(g.prod_lhs);
   w.array(g.prod_offsets);
   w.array(g.prod_rhs);
   w.array(g.lexeme_start);
-  w.array(g.dfa_table);
+  w.array(byte_class);
+  // Transitions in 16 bits when every state id fits (0xffff = dead), else in 32.
+  if (num_states < 0xffffu) {
+    std::vector<uint16_t> narrow(class_table.size());
+    for (size_t i = 0; i < class_table.size(); ++i) {
+      narrow[i] = class_table[i] < 0 ? 0xffffu : static_cast<uint16_t>(class_table[i]);
+    }
+    w.array(narrow);
+  } else {
+    w.array(class_table);
+  }
   w.array(g.dfa_accepting);
   w.array(g.dfa_lexeme);
   w.array(tokenset_bits);
   w.array(end_bits);
-  w.array(text_bits);
-  // The trie is stored compactly: bytes, depths, the first token of each node and the rare
-  // extra tokens of nodes shared by several ids; the loader rebuilds ranges and offsets.
-  std::vector<uint16_t> depth(num_nodes, 0);
-  std::vector<uint32_t> node_token(num_nodes, kNoToken), extra_tokens;
-  for (uint32_t n = 0; n < num_nodes; ++n) {
-    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) {
-      depth[c] = static_cast<uint16_t>(depth[n] + 1);
-    }
-    for (uint32_t i = trie.tok_offsets[n]; i < trie.tok_offsets[n + 1]; ++i) {
-      if (i == trie.tok_offsets[n]) {
-        node_token[n] = trie.tokens[i];
-      } else {
-        extra_tokens.push_back(n);
-        extra_tokens.push_back(trie.tokens[i]);
-      }
-    }
-  }
-  w.array(trie.byte);
-  w.array(depth);
-  w.array(node_token);
-  w.array(extra_tokens);
-  w.array(inside_index);
-  w.array(inside_bits);
-  w.array(exit_child_offsets);
+  w.array(v.text_bits);
+  w.raw(v.stored_trie);
+  w.array(state_class);
+  w.array(class_inside);
+  w.array(inside_kinds);
+  w.array(inside_offsets);
+  w.array(inside_data);
+  w.array(class_exit_offsets);
+  w.array(exit_entry_byte);
+  w.array(exit_entry_end);
   w.array(exit_children);
-  std::string blob = w.take();
-  // Validate what we wrote with the loader, so the builder can never emit a blob the runtime
-  // would refuse.
-  load_runtime(blob);
-  return blob;
+  // Not loaded here: CompiledGrammar.from_parts validates every blob with the loader before
+  // anything can use it, and loading twice would double that cost per compile.
+  return w.take();
+}
+
+std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
+  return build_runtime_blob(g, *build_vocab_index(v), v.end_tokens);
 }
 
 std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
-  {
-    const uint32_t probe = 1;
-    uint8_t first;
-    std::memcpy(&first, &probe, 1);
-    require(first == 1, "the runtime needs a little-endian machine");
-  }
+  require(little_endian_host(), "the runtime needs a little-endian machine");
   auto rt = std::make_shared<Runtime>();
   BlobReader r(blob);
   require(r.u32() == kBlobMagic, "runtime tables have a bad magic number");
@@ -289,7 +1092,7 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   }
   std::vector<uint32_t> meta;
   r.array(meta, "meta");
-  require(meta.size() == 8, "bad meta block");
+  require(meta.size() == kMetaSize, "bad meta block");
   rt->vocab_size = meta[0];
   rt->num_tokens = meta[1];
   rt->num_nonterminals = meta[2];
@@ -298,26 +1101,35 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   rt->start = meta[5];
   rt->num_states = meta[6];
   rt->words = meta[7];
+  const uint32_t num_byte_classes = meta[8];
+  const uint32_t num_classes = meta[9];
   r.array(rt->prod_lhs, "prod_lhs");
   r.array(rt->prod_offsets, "prod_offsets");
   r.array(rt->prod_rhs, "prod_rhs");
   r.array(rt->lexeme_start, "lexeme_start");
-  r.array(rt->dfa_table, "dfa_table");
+  const ArrayView byte_class = r.view("dfa_byte_class", 1);
+  const ArrayView class_table = r.view("dfa_class_table", 2 | 4);
   r.array(rt->dfa_accepting, "dfa_accepting");
   r.array(rt->dfa_lexeme, "dfa_lexeme");
   r.array(rt->tokenset_bits, "tokenset_bits");
   r.array(rt->end_bits, "end_bits");
+  const size_t trie_key_begin = r.position();
   r.array(rt->text_bits, "text_bits");
-  std::vector<uint16_t> trie_depth;
-  std::vector<uint32_t> node_token, extra_tokens;
-  r.array(rt->trie_byte, "trie_byte");
-  r.array(trie_depth, "trie_depth");
-  r.array(node_token, "trie_node_token");
-  r.array(extra_tokens, "trie_extra_tokens");
-  r.array(rt->inside_index, "inside_index");
-  r.array(rt->inside_bits, "inside_bits");
-  r.array(rt->exit_child_offsets, "exit_child_offsets");
-  r.array(rt->exit_children, "exit_children");
+  const ArrayView trie_byte = r.view("trie_byte", 1);
+  const ArrayView trie_depth = r.view("trie_depth", 1 | 2);
+  const ArrayView token_flags = r.view("trie_token_flags", 1);
+  const ArrayView first_tokens = r.view("trie_first_tokens", 4);
+  const ArrayView extra_tokens = r.view("trie_extra_tokens", 4);
+  const size_t trie_key_end = r.position();
+  const ArrayView state_class = r.view("state_class", 4);
+  const ArrayView class_inside = r.view("class_inside", 4);
+  const ArrayView inside_kinds = r.view("inside_kinds", 1);
+  const ArrayView inside_offsets = r.view("inside_offsets", 4);
+  const ArrayView inside_data = r.view("inside_data", 4);
+  const ArrayView class_exit_offsets = r.view("class_exit_offsets", 4);
+  const ArrayView exit_entry_byte = r.view("exit_entry_byte", 1);
+  const ArrayView exit_entry_end = r.view("exit_entry_end", 4);
+  const ArrayView exit_children = r.view("exit_children", 4);
   require(r.at_end(), "trailing bytes after the runtime tables");
 
   // Sizes.
@@ -325,7 +1137,8 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   require(c.vocab_size >= c.num_tokens, "vocab_size below the number of tokens");
   require(c.words == (static_cast<uint64_t>(c.vocab_size) + 31) / 32, "bad mask width");
   require(c.num_nonterminals >= 1 && c.start < c.num_nonterminals, "bad start symbol");
-  const uint64_t symbols = static_cast<uint64_t>(c.num_nonterminals) + c.num_lexemes + c.num_tokensets;
+  const uint64_t symbols =
+      static_cast<uint64_t>(c.num_nonterminals) + c.num_lexemes + c.num_tokensets;
   require(symbols < (1ull << 31), "too many symbols");
   const size_t P = c.prod_lhs.size();
   require(c.prod_offsets.size() == P + 1 && c.prod_offsets[0] == 0 &&
@@ -338,21 +1151,37 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   require(c.prod_rhs.size() + P < (1ull << 31), "too many productions");
   for (uint32_t s : c.prod_rhs) require(s < symbols, "production symbol out of range");
   require(c.lexeme_start.size() == c.num_lexemes, "bad lexeme count");
-  require(c.dfa_table.size() == static_cast<uint64_t>(c.num_states) * 256, "bad DFA table size");
   require(c.dfa_accepting.size() == c.num_states && c.dfa_lexeme.size() == c.num_states,
           "bad DFA state arrays");
   for (uint32_t l = 0; l < c.num_lexemes; ++l) {
     require(c.lexeme_start[l] < c.num_states, "lexeme start state out of range");
     require(c.dfa_lexeme[c.lexeme_start[l]] == l, "lexeme start state owned by another lexeme");
   }
-  for (uint32_t s = 0; s < c.num_states; ++s) {
-    require(c.dfa_lexeme[s] < c.num_lexemes, "DFA state lexeme out of range");
-    require(c.dfa_accepting[s] <= 1, "bad accepting flag");
-    for (uint32_t b = 0; b < 256; ++b) {
-      int32_t t = c.dfa_table[static_cast<size_t>(s) * 256 + b];
-      require(t >= -1 && (t < 0 || static_cast<uint32_t>(t) < c.num_states),
-              "DFA transition out of range");
-      require(t < 0 || c.dfa_lexeme[t] == c.dfa_lexeme[s], "DFA transition leaves its lexeme");
+  // DFA: validated per byte class, then expanded into the dense table the matcher reads.
+  require(num_byte_classes >= 1 && num_byte_classes <= 256 && byte_class.count == 256,
+          "bad DFA byte classes");
+  for (uint32_t b = 0; b < 256; ++b) {
+    require(byte_class[b] < num_byte_classes, "DFA byte class out of range");
+  }
+  require(class_table.count == static_cast<uint64_t>(c.num_states) * num_byte_classes,
+          "bad DFA table size");
+  rt->dfa_table.resize(static_cast<size_t>(c.num_states) * 256);
+  {
+    std::vector<int32_t> row(num_byte_classes);
+    for (uint32_t s = 0; s < c.num_states; ++s) {
+      require(c.dfa_lexeme[s] < c.num_lexemes, "DFA state lexeme out of range");
+      require(c.dfa_accepting[s] <= 1, "bad accepting flag");
+      for (uint32_t k = 0; k < num_byte_classes; ++k) {
+        const uint32_t raw = class_table[static_cast<size_t>(s) * num_byte_classes + k];
+        const int32_t t = class_table.width == 2 ? (raw == 0xffffu ? -1 : static_cast<int32_t>(raw))
+                                                 : static_cast<int32_t>(raw);
+        require(t >= -1 && (t < 0 || static_cast<uint32_t>(t) < c.num_states),
+                "DFA transition out of range");
+        require(t < 0 || c.dfa_lexeme[t] == c.dfa_lexeme[s], "DFA transition leaves its lexeme");
+        row[k] = t;
+      }
+      int32_t* out = &rt->dfa_table[static_cast<size_t>(s) * 256];
+      for (uint32_t b = 0; b < 256; ++b) out[b] = row[byte_class.data[b]];
     }
   }
   require(c.tokenset_bits.size() == static_cast<uint64_t>(c.num_tokensets) * c.words,
@@ -369,85 +1198,140 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   }
   check_bits(c.end_bits.data(), "the end-token set");
   check_bits(c.text_bits.data(), "the text-token set");
-  // Trie: depths must describe a depth-first order (root at 0, each node at most one deeper
-  // than the previous). One pass rebuilds subtree ranges and token offsets from them, checks
-  // every token id, and rebuilds token bytes (not stored: a text token's bytes are its path).
+  // The trie tables depend only on the vocabulary: reuse the copy of an earlier blob that
+  // stored the very same bytes (already validated), else decode and validate them.
+  std::string key(8, '\0');
+  std::memcpy(&key[0], &meta[0], 4);
+  std::memcpy(&key[4], &meta[1], 4);
+  key.append(blob.data() + trie_key_begin, trie_key_end - trie_key_begin);
+  std::shared_ptr<const TrieTables> tables = find_trie_tables(key);
+  if (!tables) {
+    tables = decode_trie(c, trie_byte, trie_depth, token_flags, first_tokens, extra_tokens,
+                         std::move(key));
+    remember_trie_tables(tables);
+  }
+  rt->trie_tables = tables;
+  rt->token_bytes = SharedTable<uint8_t>(tables, tables->token_bytes);
+  rt->token_begin = SharedTable<uint32_t>(tables, tables->token_begin);
+  rt->token_length = SharedTable<uint32_t>(tables, tables->token_length);
+  rt->trie_byte = SharedTable<uint8_t>(tables, tables->trie_byte);
+  rt->trie_end = SharedTable<uint32_t>(tables, tables->trie_end);
+  rt->trie_tok_offsets = SharedTable<uint32_t>(tables, tables->trie_tok_offsets);
+  rt->trie_tokens = SharedTable<uint32_t>(tables, tables->trie_tokens);
   const uint32_t M = static_cast<uint32_t>(c.trie_byte.size());
-  require(M >= 1 && trie_depth.size() == M && node_token.size() == M && trie_depth[0] == 0,
-          "bad trie root");
-  require(node_token[0] == kNoToken, "a token at the trie root");
-  require(extra_tokens.size() % 2 == 0, "bad trie extra tokens");
-  {
-    const uint32_t* text = c.text_bits.data();
-    std::vector<uint32_t>& end = rt->trie_end;
-    std::vector<uint32_t>& offsets = rt->trie_tok_offsets;
-    std::vector<uint32_t>& tokens = rt->trie_tokens;
-    end.assign(M, M);
-    offsets.assign(M + 1, 0);
-    tokens.clear();
-    tokens.reserve(c.num_tokens);
-    rt->token_begin.assign(c.num_tokens, 0);
-    rt->token_length.assign(c.num_tokens, 0);
-    std::vector<uint8_t> seen(c.num_tokens, 0);
-    std::vector<uint8_t> path(kMaxTokenLength + 1);
-    std::vector<uint32_t> open{0};
-    size_t extra = 0;
-    auto add_token = [&](uint32_t id, uint32_t begin, uint32_t depth) {
-      require(id < c.num_tokens && test_bit(text, id), "bad trie token id");
-      require(!seen[id], "a token appears twice in the trie");
-      seen[id] = 1;
-      tokens.push_back(id);
-      rt->token_begin[id] = begin;
-      rt->token_length[id] = depth;
-    };
-    for (uint32_t n = 1; n < M; ++n) {
-      const uint32_t depth = trie_depth[n];
-      require(depth >= 1 && depth <= trie_depth[n - 1] + 1u && depth <= kMaxTokenLength,
-              "bad trie depth");
-      while (open.size() > depth) {
-        end[open.back()] = n;
-        open.pop_back();
+  // Per-state tables through the classes of states.
+  require(state_class.count == c.num_states, "bad state classes");
+  for (uint32_t s = 0; s < c.num_states; ++s) {
+    require(state_class[s] < num_classes, "state class out of range");
+  }
+  // Inside sets: decoded into the dense bitsets the matcher ORs into masks.
+  const uint32_t num_sets = inside_kinds.count;
+  require(class_inside.count == num_classes, "bad inside index");
+  for (uint32_t k = 0; k < num_classes; ++k) {
+    require(class_inside[k] < num_sets, "inside index out of range");
+  }
+  require(inside_offsets.count == num_sets + 1ull && inside_offsets[0] == 0 &&
+              inside_offsets[num_sets] == inside_data.count,
+          "bad inside set offsets");
+  rt->inside_bits.assign(static_cast<size_t>(num_sets) * c.words, 0);
+  for (uint32_t set = 0; set < num_sets; ++set) {
+    const uint32_t begin = inside_offsets[set], stop = inside_offsets[set + 1];
+    require(begin <= stop, "bad inside set offsets");
+    uint32_t* bits = &rt->inside_bits[static_cast<size_t>(set) * c.words];
+    const uint8_t kind = inside_kinds.data[set];
+    if (kind == kInsideDense) {
+      require(stop - begin == c.words, "bad dense inside set");
+      std::memcpy(bits, inside_data.data + static_cast<size_t>(begin) * 4,
+                  static_cast<size_t>(c.words) * 4);
+      check_bits(bits, "an inside set");
+      continue;
+    }
+    require(kind == kInsideIds || kind == kInsideTextExcept || kind == kInsideDelta,
+            "bad inside set kind");
+    uint32_t first_id = begin;
+    if (kind == kInsideTextExcept) std::memcpy(bits, c.text_bits.data(), c.words * 4ull);
+    if (kind == kInsideDelta) {
+      // An earlier (already expanded) set, then the ids whose membership flips.
+      require(begin < stop && inside_data[begin] < set, "bad inside set base");
+      std::memcpy(bits, &rt->inside_bits[static_cast<size_t>(inside_data[begin]) * c.words],
+                  c.words * 4ull);
+      first_id = begin + 1;
+    }
+    uint64_t previous = 0;  // ids are strictly ascending: previous holds the last id + 1
+    for (uint32_t i = first_id; i < stop; ++i) {
+      const uint32_t id = inside_data[i];
+      require(id >= previous && id < c.num_tokens, "inside set ids out of order or range");
+      previous = static_cast<uint64_t>(id) + 1;
+      if (kind == kInsideIds) {
+        set_bit(bits, id);
+      } else if (kind == kInsideDelta) {
+        bits[id >> 5] ^= 1u << (id & 31);
+      } else {
+        require(test_bit(c.text_bits.data(), id), "inside set excludes a non-text token");
+        bits[id >> 5] &= ~(1u << (id & 31));
       }
-      open.push_back(n);
-      path[depth - 1] = c.trie_byte[n];
-      offsets[n] = static_cast<uint32_t>(tokens.size());
-      if (node_token[n] != kNoToken) {
-        const uint32_t begin = static_cast<uint32_t>(rt->token_bytes.size());
-        rt->token_bytes.insert(rt->token_bytes.end(), path.begin(), path.begin() + depth);
-        add_token(node_token[n], begin, depth);
-        for (; extra < extra_tokens.size() && extra_tokens[extra] == n; extra += 2) {
-          add_token(extra_tokens[extra + 1], begin, depth);
+    }
+  }
+  rt->inside_index.resize(c.num_states);
+  for (uint32_t s = 0; s < c.num_states; ++s) rt->inside_index[s] = class_inside[state_class[s]];
+  // Exit lists: per class, ascending bytes each with a non-empty run of trie children of that
+  // byte; expanded per state into the dense 256-entries-per-state offsets the matcher reads.
+  const uint32_t num_entries = exit_entry_byte.count;
+  require(class_exit_offsets.count == num_classes + 1ull && class_exit_offsets[0] == 0 &&
+              class_exit_offsets[num_classes] == num_entries && exit_entry_end.count == num_entries,
+          "bad exit offsets");
+  for (uint32_t k = 0; k < num_classes; ++k) {
+    require(class_exit_offsets[k] <= class_exit_offsets[k + 1], "bad exit offsets");
+  }
+  std::vector<uint64_t> class_children(num_classes, 0);
+  {
+    uint32_t previous_end = 0;
+    for (uint32_t k = 0; k < num_classes; ++k) {
+      const uint32_t class_begin = previous_end;
+      for (uint32_t e = class_exit_offsets[k]; e < class_exit_offsets[k + 1]; ++e) {
+        require(e == class_exit_offsets[k] || exit_entry_byte.data[e] > exit_entry_byte.data[e - 1],
+                "exit bytes not ascending");
+        const uint32_t entry_end = exit_entry_end[e];
+        require(entry_end > previous_end && entry_end <= exit_children.count, "bad exit entry");
+        for (uint32_t i = previous_end; i < entry_end; ++i) {
+          const uint32_t node = exit_children[i];
+          require(node >= 1 && node < M && c.trie_byte[node] == exit_entry_byte.data[e],
+                  "exit child out of range");
+        }
+        previous_end = entry_end;
+      }
+      class_children[k] = previous_end - class_begin;
+    }
+    require(previous_end == exit_children.count, "bad exit offsets");
+  }
+  uint64_t expanded = 0;
+  for (uint32_t s = 0; s < c.num_states; ++s) expanded += class_children[state_class[s]];
+  require(expanded <= std::max(kMinExitBudget, kMaxExitExpansion * blob.size()) &&
+              expanded < (1ull << 32),
+          "exit tables expand too large");
+  rt->exit_child_offsets.resize(static_cast<size_t>(c.num_states) * 256 + 1);
+  rt->exit_children.resize(expanded);
+  {
+    uint32_t position = 0;
+    for (uint32_t s = 0; s < c.num_states; ++s) {
+      const uint32_t k = state_class[s];
+      uint32_t e = class_exit_offsets[k];
+      const uint32_t e_stop = class_exit_offsets[k + 1];
+      uint32_t* offsets = &rt->exit_child_offsets[static_cast<size_t>(s) * 256];
+      for (uint32_t b = 0; b < 256; ++b) {
+        offsets[b] = position;
+        if (e < e_stop && exit_entry_byte.data[e] == b) {
+          const uint32_t from = e == 0 ? 0 : exit_entry_end[e - 1];
+          const uint32_t count = exit_entry_end[e] - from;
+          std::memcpy(&rt->exit_children[position],
+                      exit_children.data + static_cast<size_t>(from) * 4,
+                      static_cast<size_t>(count) * 4);
+          position += count;
+          ++e;
         }
       }
-      require(extra >= extra_tokens.size() || extra_tokens[extra] > n,
-              "bad or unsorted trie extra tokens");
     }
-    offsets[M] = static_cast<uint32_t>(tokens.size());
-    require(extra == extra_tokens.size(), "bad trie extra tokens");
-    for (uint32_t id = 0; id < c.num_tokens; ++id) {
-      require(test_bit(text, id) == (seen[id] != 0), "text token not in trie");
-    }
-  }
-  require(c.inside_index.size() == c.num_states, "bad inside index");
-  require(c.words == 0 || c.inside_bits.size() % c.words == 0, "bad inside bitsets");
-  const uint64_t num_bitsets = c.words ? c.inside_bits.size() / c.words : 0;
-  for (uint32_t i : c.inside_index) require(i < num_bitsets, "inside index out of range");
-  for (uint64_t b = 0; b < num_bitsets; ++b) {
-    check_bits(&c.inside_bits[b * c.words], "an inside set");
-  }
-  require(c.exit_child_offsets.size() == static_cast<uint64_t>(c.num_states) * 256 + 1 &&
-              c.exit_child_offsets[0] == 0 &&
-              c.exit_child_offsets.back() == c.exit_children.size(),
-          "bad exit offsets");
-  // All offsets must be checked monotone (hence in range) before any range is read.
-  for (uint64_t k = 0; k + 1 < c.exit_child_offsets.size(); ++k) {
-    require(c.exit_child_offsets[k] <= c.exit_child_offsets[k + 1], "bad exit offsets");
-  }
-  for (uint64_t k = 0; k + 1 < c.exit_child_offsets.size(); ++k) {
-    for (uint32_t e = c.exit_child_offsets[k]; e < c.exit_child_offsets[k + 1]; ++e) {
-      const uint32_t n = c.exit_children[e];
-      require(n >= 1 && n < M && c.trie_byte[n] == k % 256, "exit child out of range");
-    }
+    rt->exit_child_offsets[static_cast<size_t>(c.num_states) * 256] = position;
   }
 
   // Derived tables.

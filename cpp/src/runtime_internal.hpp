@@ -14,7 +14,7 @@
 namespace gramkiln {
 
 constexpr uint32_t kBlobMagic = 0x54524b47;  // "GKRT" little-endian
-constexpr uint32_t kBlobVersion = 3;
+constexpr uint32_t kBlobVersion = 4;
 constexpr uint32_t kComplete = 0xffffffffu;  // dotted_next value of a completed production
 
 // The context-free part of the mask work after a lexeme ends inside a token. A group is a set
@@ -105,6 +105,36 @@ struct GroupCache {
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
 };
 
+// A read-only array that several runtimes may share; it reads like a const std::vector.
+template <typename T>
+class SharedTable {
+ public:
+  SharedTable() = default;
+  // `owner` keeps `values` alive (values usually lives inside it).
+  SharedTable(std::shared_ptr<const void> owner, const std::vector<T>& values)
+      : owner_(std::move(owner)), data_(values.data()), size_(values.size()) {}
+  const T& operator[](size_t i) const { return data_[i]; }
+  const T* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+
+ private:
+  std::shared_ptr<const void> owner_;
+  const T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// The vocabulary-dependent tables decoded from a blob's stored trie (see load_runtime), kept
+// with the exact bytes they were decoded from so that a later blob storing the same bytes
+// reuses them instead of decoding and validating again.
+struct TrieTables {
+  std::string stored;  // vocab_size, num_tokens, text bits and stored trie arrays, verbatim
+  std::vector<uint8_t> token_bytes, trie_byte;
+  std::vector<uint32_t> token_begin, token_length, trie_end, trie_tok_offsets, trie_tokens;
+};
+
 // Everything a matcher reads. Built once by load_runtime and never modified afterwards, so any
 // number of matchers and threads may share it.
 class Runtime {
@@ -117,10 +147,13 @@ class Runtime {
   std::vector<uint8_t> dfa_accepting;
   std::vector<uint32_t> dfa_lexeme;
   std::vector<uint32_t> tokenset_bits, end_bits, text_bits;
-  std::vector<uint8_t> token_bytes;  // derived at load from the trie (text tokens only)
-  std::vector<uint32_t> token_begin, token_length;
-  std::vector<uint8_t> trie_byte;
-  std::vector<uint32_t> trie_end, trie_tok_offsets, trie_tokens;
+  // The token trie and token bytes, derived at load from the stored trie. They depend only on
+  // the vocabulary, so every runtime loaded for one vocabulary shares one copy (TrieTables).
+  SharedTable<uint8_t> token_bytes;  // text tokens only
+  SharedTable<uint32_t> token_begin, token_length;
+  SharedTable<uint8_t> trie_byte;
+  SharedTable<uint32_t> trie_end, trie_tok_offsets, trie_tokens;
+  std::shared_ptr<const TrieTables> trie_tables;  // owner of the tables above
   std::vector<uint32_t> inside_index, inside_bits;
   // Children of the trie nodes where a lexeme can end mid-token ("exits"), per DFA state and
   // byte: state s, byte b -> exit_children[exit_child_offsets[s*256+b] .. [s*256+b+1]).

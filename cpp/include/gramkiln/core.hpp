@@ -52,6 +52,15 @@ struct VocabSpec {
 // spec is inconsistent. Heavy: walks the token trie from every DFA state.
 std::string build_runtime_blob(const GrammarSpec& grammar, const VocabSpec& vocab);
 
+// The per-vocabulary part of the build (token trie, text-token set, the trie as blobs store
+// it), computed once and shared, read-only, by any number of concurrent builds.
+class VocabIndex;
+std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& vocab);
+uint32_t vocab_index_size(const VocabIndex& index);
+// Same blob as the VocabSpec overload, without rebuilding the vocabulary's tables.
+std::string build_runtime_blob(const GrammarSpec& grammar, const VocabIndex& vocab,
+                               const std::vector<uint32_t>& end_tokens);
+
 class Runtime;
 struct Scratch;
 

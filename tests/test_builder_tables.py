@@ -1,0 +1,213 @@
+"""The table builder and loader: shared per-vocabulary index, classes of states, compact blobs.
+
+The builder walks the token trie once per class of DFA states that no token can tell apart and
+shares first-byte subtree walks between classes; the loader expands the compact tables and
+shares decoded trie tables between runtimes of one vocabulary. These tests check that all of
+that is invisible: masks equal the reference matcher's brute force on grammars made of many
+near-identical states (bounded strings, object keys), artifacts stay byte-identical, and the
+shared pieces never mix up two vocabularies.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import threading
+
+import pytest
+from gramkiln.ir import GrammarIR, parse_grammar
+from gramkiln.runtime import _core
+from gramkiln.runtime.compile import compile_grammar
+from gramkiln.runtime.compiled import CompiledGrammar, allocate_token_bitmask, bitmask_to_ids
+from gramkiln.runtime.vocab import Vocab
+
+from gramkiln import Grammar
+from gramkiln.errors import ArtifactError
+from gramkiln.testing import ReferenceMatcher
+
+# Short and long tokens over the bytes of small JSON documents, so that tokens end at every
+# distance from the end of a bounded string and cross key/value boundaries.
+TEXT_TOKENS = [
+    *(b"a" * length for length in range(1, 10)),
+    b"b",
+    b"ab",
+    b"ba",
+    b"abab",
+    b"bbbbbb",
+    b'"',
+    b'"a',
+    b'a"',
+    b'aa"',
+    b'"aa"',
+    b'":',
+    b'":"',
+    b'",',
+    b'"}',
+    b'{"',
+    b'{"a',
+    b"{",
+    b"}",
+    b":",
+    b",",
+    b" ",
+    b"1",
+    b"12",
+    b"true",
+    b"tr",
+]
+EOS = b"</s>"
+TOKENS = [*TEXT_TOKENS, EOS]
+EOS_ID = len(TEXT_TOKENS)
+
+
+def make_vocab(tokens: list[bytes] = TOKENS) -> Vocab:
+    """A fresh vocabulary object (so nothing is cached on it yet)."""
+    return Vocab(tokens, eos_ids=[len(tokens) - 1], special_ids=[len(tokens) - 1], vocab_size=64)
+
+
+def brute_force(ir: GrammarIR, vocab: Vocab, prefix: bytes) -> list[int]:
+    oracle = ReferenceMatcher(ir)
+    allowed = oracle.allowed_tokens(prefix, list(vocab.tokens), vocab.special_ids, vocab.eos_ids)
+    return [i for i, ok in enumerate(allowed) if ok]
+
+
+def mask_ids(matcher, vocab_size: int) -> list[int]:
+    bitmask = allocate_token_bitmask(1, vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return bitmask_to_ids(bitmask[0], vocab_size)
+
+
+def check_prefixes(ir: GrammarIR, vocab: Vocab, texts: list[bytes], compiled=None) -> None:
+    """Masks equal brute force at every viable prefix of every text."""
+    compiled = compiled if compiled is not None else compile_grammar(ir, vocab)
+    oracle = ReferenceMatcher(ir)
+    for text in texts:
+        matcher = compiled.matcher()
+        assert mask_ids(matcher, compiled.vocab_size) == brute_force(ir, vocab, b"")
+        for end in range(1, len(text) + 1):
+            if not oracle.is_prefix(text[:end]):
+                assert not matcher.accept_string(text[end - 1 : end])
+                break
+            assert matcher.accept_string(text[end - 1 : end])
+            assert mask_ids(matcher, compiled.vocab_size) == brute_force(ir, vocab, text[:end]), (
+                text[:end]
+            )
+
+
+def test_bounded_string_states_are_exact() -> None:
+    # A chain of string states, each a different distance from maxLength: states far from the
+    # end share a class, the last ones (closer than the longest token) do not.
+    ir = Grammar.from_json_schema({"type": "string", "minLength": 2, "maxLength": 12}).ir
+    check_prefixes(
+        ir, make_vocab(), [b'"aaaaaaaaaaaa"', b'"abababababab"', b'"a"', b'"bbbbbbbbbbbbb"']
+    )
+
+
+def test_near_identical_key_states_are_exact() -> None:
+    # Known keys next to free-form keys: the key states differ from the generic string state
+    # on a few bytes only, so they share most first-byte walks and build their token sets from
+    # one another.
+    schema = {
+        "type": "object",
+        "properties": {
+            "aa": {"type": "string", "maxLength": 3},
+            "ab": {"type": "boolean"},
+            "ba": {"type": "integer"},
+        },
+        "required": ["aa"],
+    }
+    ir = Grammar.from_json_schema(schema).ir
+    check_prefixes(
+        ir,
+        make_vocab(),
+        [b'{"aa":"aaa"}', b'{"aa":"a","ab":true}', b'{"aa":"","ba":12}', b'{"aab":1}'],
+    )
+
+
+def test_same_bytes_from_fresh_vocabularies_and_threads() -> None:
+    ir = Grammar.from_json_schema({"type": "string", "maxLength": 5}).ir
+    vocab = make_vocab()
+    indexes: list[object] = []
+    workers = [
+        threading.Thread(target=lambda: indexes.append(vocab.core_index())) for _ in range(8)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    # One index per vocabulary, whichever thread asked first.
+    assert len(indexes) == 8 and all(index is indexes[0] for index in indexes)
+    first = compile_grammar(ir, vocab).to_bytes()
+    assert compile_grammar(ir, vocab).to_bytes() == first
+    assert compile_grammar(ir, make_vocab()).to_bytes() == first
+
+
+def test_runtimes_of_different_vocabularies_never_share_trie_tables() -> None:
+    # Same size, same special ids, different token bytes: loading both in one process must
+    # give each its own token trie.
+    ir = parse_grammar('%ir 1\n%start start\nrule start = "ab" ("a" | "b")*\n')
+    first = make_vocab()
+    swapped = [
+        token.replace(b"a", b"#").replace(b"b", b"a").replace(b"#", b"b") for token in TOKENS
+    ]
+    second = make_vocab(swapped)
+    blobs = [compile_grammar(ir, vocab).to_bytes() for vocab in (first, second)]
+    loaded = [CompiledGrammar.load(blob) for blob in blobs]
+    again = CompiledGrammar.load(blobs[0])  # shares the first one's tables
+    for vocab, compiled in [(first, loaded[0]), (second, loaded[1]), (first, again)]:
+        matcher = compiled.matcher()
+        assert matcher.accept_string(b"a")
+        assert mask_ids(matcher, compiled.vocab_size) == brute_force(ir, vocab, b"a")
+
+
+def runtime_arrays(blob: bytes) -> list[tuple[int, int, int]]:
+    """(offset of the count word, count, width) of every array in a runtime blob."""
+    arrays, position = [], 8
+    while position < len(blob):
+        count, width = struct.unpack_from("<II", blob, position)
+        arrays.append((position, count, width))
+        position += 8 + (count * width + 3) // 4 * 4
+    return arrays
+
+
+def test_loader_refuses_old_versions_and_bad_compact_tables() -> None:
+    ir = Grammar.from_json_schema({"type": "string", "maxLength": 6}).ir
+    blob = compile_grammar(ir, make_vocab())._sections["runtime"]  # noqa: SLF001
+    old = blob[:4] + struct.pack("<I", 3) + blob[8:]
+    with pytest.raises(ArtifactError, match="version 3 is not the supported version 4"):
+        _core.load_runtime(old)
+    arrays = runtime_arrays(blob)
+    byte_class_at = arrays[5][0]  # the 256 DFA byte classes follow the lexeme starts
+    assert arrays[5][1:] == (256, 1)
+    bad = bytearray(blob)
+    bad[byte_class_at + 8] = 0xFF  # a byte class beyond the class count
+    with pytest.raises(ArtifactError, match="byte class"):
+        _core.load_runtime(bytes(bad))
+    state_class_at, count, _ = arrays[17]  # one class per DFA state
+    assert count == struct.unpack_from("<10I", blob, 16)[6]
+    bad = bytearray(blob)
+    bad[state_class_at + 8 : state_class_at + 12] = struct.pack("<I", 1 << 30)
+    with pytest.raises(ArtifactError, match="state class"):
+        _core.load_runtime(bytes(bad))
+
+
+def test_vocab_with_an_index_pickles_without_it() -> None:
+    # Worker processes get vocabularies by pickle; the C++ index is per process.
+    vocab = make_vocab()
+    ir = Grammar.from_json_schema({"type": "string", "maxLength": 4}).ir
+    blob = compile_grammar(ir, vocab).to_bytes()
+    copy = pickle.loads(pickle.dumps(vocab))
+    assert copy == vocab and copy.tokens == vocab.tokens
+    assert compile_grammar(ir, copy).to_bytes() == blob
+
+
+def test_ir_hash_shortcut_matches_the_stripped_form() -> None:
+    from gramkiln.ir import ir_to_msgpack, strip_spans
+    from gramkiln.runtime.artifact import ir_hash
+
+    with_spans = Grammar.from_lark('start: "span" NAME\nNAME: /[a-z]+/\n').ir
+    without = strip_spans(with_spans)
+    schema = Grammar.from_json_schema({"type": "object", "properties": {"span": {}}}).ir
+    for ir in (with_spans, without, schema):
+        assert ir_hash(ir, ir_to_msgpack(ir)) == ir_hash(ir)
+    assert ir_hash(with_spans, ir_to_msgpack(with_spans)) == ir_hash(without)
