@@ -7,6 +7,8 @@ special token and EOS. Plus the non-greedy, ignore, lazy and special-token cases
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from gramkiln.ir import GrammarIR, parse_grammar
@@ -194,3 +196,44 @@ def test_padding_ids_never_allowed_and_out_of_range_raises() -> None:
     with pytest.raises(IndexError):
         matcher.accept_token(-1)
     assert np.all(bitmask[0][len(TOKENS) // 32 + 1 :] == 0)
+
+
+DEEP_TOKENS = [b"(", b")", b"a", b"b", b",", b"a)", b"a))", b"a)))", b"))", b")))", b"),"]
+DEEP_TOKENS += [b")),", b"a,", b"(a", b"((", b"</s>"]
+DEEP_VOCAB = Vocab(DEEP_TOKENS, eos_ids=[len(DEEP_TOKENS) - 1], vocab_size=len(DEEP_TOKENS))
+
+
+def random_nested_item(rng: random.Random, depth: int) -> str:
+    """A random `item` of NESTED, at most six brackets deep."""
+    roll = rng.random()
+    if depth > 5 or roll < 0.3:
+        return rng.choice(["a", "ba", "b"])
+    if roll < 0.6:
+        return "(" + random_nested_item(rng, depth + 1) + ")"
+    if roll < 0.8:
+        inner = random_nested_item(rng, depth + 1) + "," + random_nested_item(rng, depth + 1)
+        return "(" + inner + ")"
+    return "a(" + random_nested_item(rng, depth + 1) + ")"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_walk_cache_parents_of_cached_nested_walks(seed: int) -> None:
+    """Tokens such as `a)))` cross several lexemes, so their exit walks nest; a walk whose nested
+    walk came from the cache depends on everything that cached result depends on (the stack
+    down to its depth). Many strings nesting at varying depths share one compiled grammar, so
+    parents are computed on top of cached nested results and looked up under other stacks.
+    (Fails if a cache hit does not pass its dependencies up: checked by mutation.)"""
+    ir = grammar(NESTED)
+    compiled = compile_grammar(ir, DEEP_VOCAB)
+    oracle = ReferenceMatcher(ir)
+    rng = random.Random(seed)
+    for _ in range(30):
+        count = rng.randint(1, 2)
+        text = ",".join(random_nested_item(rng, 0) for _ in range(count)).encode()
+        matcher = compiled.matcher()
+        for end in range(len(text) + 1):
+            if end:
+                assert matcher.accept_string(text[end - 1 : end])
+            allowed = oracle.allowed_tokens(text[:end], DEEP_TOKENS, [], DEEP_VOCAB.eos_ids)
+            expected = [i for i, ok in enumerate(allowed) if ok]
+            assert mask_ids(matcher, compiled.vocab_size) == expected, text[:end]

@@ -305,8 +305,17 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
   for (size_t i = 0; i < with_exits.size();) {
     size_t j = i;
     while (j < with_exits.size() && with_exits[j]->lexeme == with_exits[i]->lexeme) ++j;
+    const uint32_t merged_lexeme = with_exits[i]->lexeme;
+    const ExitGroup* shared = nullptr;
+    if (j - i > 1) {
+      std::lock_guard<std::mutex> lock(parent.mutex);
+      auto found = parent.merged_by_lexeme.find(merged_lexeme);
+      if (found != parent.merged_by_lexeme.end()) shared = found->second.get();
+    }
     if (j - i == 1) {
       level->deeper.push_back(with_exits[i]);
+    } else if (shared) {
+      level->deeper.push_back(shared);
     } else {
       auto merged = std::make_unique<ExitGroup>();
       merged->lexeme = with_exits[i]->lexeme;
@@ -331,8 +340,20 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
           merged->child_bytes.push_back(static_cast<uint8_t>(b));
         }
       }
-      level->deeper.push_back(merged.get());
-      level->merged.push_back(std::move(merged));
+      // Kept in the parent, so that every level of `group` that expects this lexeme shares
+      // one deeper group (and so its walk-cache entries) whatever else the table holds.
+      GroupCache& cache = *rt.groups;
+      const size_t size = merged->footprint();
+      if (cache.used.load(std::memory_order_relaxed) + size <= GroupCache::kBudgetBytes) {
+        std::lock_guard<std::mutex> lock(parent.mutex);
+        auto [it, inserted] = parent.merged_by_lexeme.emplace(merged_lexeme, std::move(merged));
+        if (inserted) cache.used.fetch_add(size, std::memory_order_relaxed);
+        level->deeper.push_back(it->second.get());
+      } else {
+        merged->persistent = false;
+        level->deeper.push_back(merged.get());
+        level->merged.push_back(std::move(merged));
+      }
     }
     i = j;
   }
@@ -387,6 +408,31 @@ uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
     }
   }
   return found == touched.size() ? deepest + 1 : 0;
+}
+
+// Append to `out` every set within `max_hops` origin hops of `root` (over pending items, as
+// H_d sees them), `root` included. False when the neighbourhood is too wide to be worth it.
+bool collect_within_hops(const ChartView& view, Scratch& sc, uint32_t root, uint32_t max_hops,
+                         std::vector<uint32_t>& out) {
+  constexpr size_t kMaxHopSearch = 128;
+  sc.hops.clear();
+  sc.hop_frontier.clear();
+  sc.hops.emplace(root, 0);
+  sc.hop_frontier.emplace_back(root, 0);
+  for (size_t next = 0; next < sc.hop_frontier.size(); ++next) {
+    const auto [set, hops] = sc.hop_frontier[next];
+    out.push_back(set);
+    if (hops == max_hops) continue;
+    uint32_t local;
+    const Chart& chart = view.chart_of(set, &local);
+    for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
+      const uint32_t origin = chart.items[static_cast<uint32_t>(chart.waits[w])].origin;
+      if (!sc.hops.emplace(origin, hops + 1).second) continue;
+      if (sc.hop_frontier.size() >= kMaxHopSearch) return false;
+      sc.hop_frontier.emplace_back(origin, hops + 1);
+    }
+  }
+  return true;
 }
 
 // Cache key of the exit walk of `group` (its nodes reached in `lexeme`) from a set whose
@@ -444,7 +490,7 @@ Scratch::WalkFrame& frame_at(Scratch& sc, uint32_t level) {
   Scratch::WalkFrame& frame = *sc.frames[level];
   frame.built.clear();
   frame.reads.clear();
-  frame.used_cached = false;
+  frame.deps_unknown = false;
   frame.dense = false;
   frame.tokens.clear();
   return frame;
@@ -501,7 +547,9 @@ void emit_result(const GroupCache::WalkResult& result, Scratch::WalkFrame* frame
 // those). When all of them lie within d-1 origin hops of `set`, the result is a function of
 // the group, the lexeme and H_d(set), and is stored under that key, so it is reused wherever
 // the same structure recurs (other positions, matchers, requests), whatever the stack below.
-// A walk that used a cached nested result does not know all its reads, so it is not stored.
+// A nested result taken from the cache stands for every set within its depth of the set it
+// starts from: those count as reads of the enclosing walk (a walk is left uncached only when
+// that neighbourhood is too wide to collect).
 // The tokens go to `parent` (the enclosing walk) when given, else into `words` (the mask).
 void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
                 uint32_t lexeme, uint32_t set, uint32_t* words, uint32_t level,
@@ -515,12 +563,23 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
   std::copy_n(&set_chart.depth_hash[static_cast<size_t>(local) * Chart::kDepthHashes * 2],
               Chart::kDepthHashes * 2, hashes);
   if (group.persistent) {
-    std::lock_guard<std::mutex> lock(cache.walk_mutex);
-    for (uint32_t d = 1; d <= Chart::kDepthHashes; ++d) {
-      auto found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
-      if (found == cache.walks.end()) continue;
-      emit_result(*found->second, parent, words, rt.words);
-      if (parent) parent->used_cached = true;
+    uint32_t hit_depth = 0;
+    {
+      std::lock_guard<std::mutex> lock(cache.walk_mutex);
+      for (uint32_t d = 1; d <= Chart::kDepthHashes && hit_depth == 0; ++d) {
+        auto found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
+        if (found == cache.walks.end()) continue;
+        emit_result(*found->second, parent, words, rt.words);
+        hit_depth = d;
+      }
+    }
+    if (hit_depth > 0) {
+      // The cached result is a function of H_d(set), i.e. of the sets within d-1 hops of `set`:
+      // the enclosing walk depends on all of them (a superset of what this walk read, so its
+      // own key stays exact). Too wide a neighbourhood leaves the enclosing walk uncached.
+      if (parent && !collect_within_hops(view, sc, set, hit_depth - 1, parent->reads)) {
+        parent->deps_unknown = true;
+      }
       return;
     }
   }
@@ -550,7 +609,7 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
   } else {
     emit_tokens(parent, words, frame.tokens.data(), frame.tokens.size(), rt.words);
   }
-  if (!frame.used_cached && group.persistent) {
+  if (!frame.deps_unknown && group.persistent) {
     std::sort(frame.built.begin(), frame.built.end());
     sc.walk_touched.clear();
     std::sort(frame.reads.begin(), frame.reads.end());
@@ -567,7 +626,7 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
   if (parent) {
     parent->built.insert(parent->built.end(), frame.built.begin(), frame.built.end());
     parent->reads.insert(parent->reads.end(), frame.reads.begin(), frame.reads.end());
-    parent->used_cached = parent->used_cached || frame.used_cached;
+    parent->deps_unknown = parent->deps_unknown || frame.deps_unknown;
   }
 }
 

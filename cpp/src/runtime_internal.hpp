@@ -40,7 +40,9 @@ struct LevelCache {
   std::vector<const ExitGroup*> deeper;
   std::vector<std::unique_ptr<ExitGroup>> transient;  // children not kept by the cache
   // Children with exits that share a lexeme continue from the same Earley set, so they are
-  // merged into one group (one visit per following lexeme instead of one per child).
+  // merged into one group (one visit per following lexeme instead of one per child). Merged
+  // groups normally live in the parent's merged_by_lexeme; only those built past the memory
+  // budget are owned here.
   std::vector<std::unique_ptr<ExitGroup>> merged;
   size_t footprint() const;
 };
@@ -59,6 +61,9 @@ struct ExitGroup {
   mutable std::mutex mutex;
   mutable std::unordered_map<uint64_t, std::unique_ptr<ExitGroup>> children;  // state << 8 | byte
   mutable std::unordered_map<const FollowTable*, std::unique_ptr<LevelCache>> levels;
+  // Children with exits merged by lexeme (see LevelCache::merged): which children a lexeme
+  // enters does not depend on the follow table, so one merged group per lexeme serves all.
+  mutable std::unordered_map<uint32_t, std::unique_ptr<ExitGroup>> merged_by_lexeme;
   size_t footprint() const {
     return 4 * (tokens.size() + bits.size() + child_offsets.size() + child_nodes.size()) + 128;
   }
@@ -197,7 +202,7 @@ struct Scratch {
   struct WalkFrame {
     std::vector<uint32_t> built;  // hypothetical sets this walk built or reused as its own
     std::vector<uint32_t> reads;  // sets those read
-    bool used_cached = false;     // a nested result came from the cache
+    bool deps_unknown = false;    // a nested hit whose dependencies were too wide to collect
     // The walk's tokens: a list (duplicates allowed) while short, a bitset once `dense`, so
     // that walks reaching few tokens never touch a whole mask.
     bool dense = false;
