@@ -32,6 +32,18 @@ struct FollowTable {
 
 struct ExitGroup;
 
+// The trie below one node entered in one DFA state: the tokens at or below it that stay inside
+// the lexeme, and the nodes where the lexeme can end with token bytes left over. Independent of
+// the parent group the node was reached from, so shared by all of them (see build_groups).
+struct NodeWalk {
+  std::vector<uint32_t> tokens;
+  std::vector<uint32_t> exits;
+  static uint64_t key(uint32_t node, int32_t state) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) | node;
+  }
+  size_t footprint() const { return 4 * (tokens.size() + exits.size()) + 96; }
+};
+
 // For one group and one follow table: the union of the tokens of every child group entered
 // (so a fill ORs one set instead of many), and the children that have exits of their own.
 struct LevelCache {
@@ -106,6 +118,8 @@ struct GroupCache {
       walks;
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<const WalkResult>>> walk_contents;
   size_t walk_bytes = 0;
+  std::mutex node_mutex;  // guards `node_walks`
+  std::unordered_map<uint64_t, std::unique_ptr<NodeWalk>> node_walks;  // by NodeWalk::key
   std::mutex follow_mutex;  // guards `follows`
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
 };
