@@ -69,6 +69,9 @@ struct ExitGroup {
   // False for groups built for one use (past the memory budget): their address may be reused,
   // so walk results must not be cached under it.
   mutable bool persistent = true;
+  // Bit d set once a walk of this group was stored at depth d (see walk_level): lookups skip
+  // the depths never stored. Never cleared, so stale bits only cost a probe.
+  mutable std::atomic<uint32_t> stored_depths{0};
   // Memo members: filled lazily through const references, always under `mutex`.
   mutable std::mutex mutex;
   mutable std::unordered_map<uint64_t, std::unique_ptr<ExitGroup>> children;  // state << 8 | byte
