@@ -80,6 +80,7 @@ uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t s
   std::vector<uint32_t>& lexemes = sc.overlay_lexemes.back();
   expected_lexemes(rt, view, next, lexemes);
   sc.overlay_follow.push_back(&follow_table(rt, sc, lexemes));
+  sc.overlay_depths_done.push_back(0);
   sc.next_set.emplace(key, next);
   return next;
 }
@@ -651,17 +652,21 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
                 Scratch::WalkFrame* parent) {
   if (group.child_nodes.empty()) return;
   GroupCache& cache = *rt.groups;
-  uint32_t local;
-  const Chart& set_chart = view.chart_of(set, &local);
   // Copied: building hypothetical sets below may reallocate the overlay's hashes.
   uint64_t hashes[Chart::kDepthHashes * 2];
-  std::copy_n(&set_chart.depth_hash[static_cast<size_t>(local) * Chart::kDepthHashes * 2],
-              Chart::kDepthHashes * 2, hashes);
+  auto fetch_hash = [&](uint32_t d) {
+    const uint64_t* hash = overlay_depth_hash(rt, view, sc.overlay_depths_done, set, d);
+    hashes[(d - 1) * 2] = hash[0];
+    hashes[(d - 1) * 2 + 1] = hash[1];
+  };
   if (group.persistent) {
     uint32_t hit_depth = 0;
+    const uint32_t stored = group.stored_depths.load(std::memory_order_relaxed);
+    for (uint32_t d = 1; d <= Chart::kDepthHashes; ++d) {
+      if ((stored >> d) & 1u) fetch_hash(d);
+    }
     {
       std::lock_guard<std::mutex> lock(cache.walk_mutex);
-      const uint32_t stored = group.stored_depths.load(std::memory_order_relaxed);
       for (uint32_t d = 1; d <= Chart::kDepthHashes && hit_depth == 0; ++d) {
         if (!((stored >> d) & 1u)) continue;
         auto found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
@@ -719,6 +724,7 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
     }
     const uint32_t depth = depth_needed(view, sc, set, sc.walk_touched);
     if (depth > 0) {
+      fetch_hash(depth);
       group.stored_depths.fetch_or(1u << depth, std::memory_order_relaxed);
       store_walk(rt, walk_key(group, lexeme, depth, hashes + (depth - 1) * 2), frame);
     }
@@ -980,6 +986,7 @@ void Matcher::fill_mask_uncached(uint32_t* words) const {
   sc.next_set.clear();
   sc.overlay_lexemes.clear();
   sc.overlay_follow.clear();
+  sc.overlay_depths_done.clear();
   sc.overlay_reads.clear();
   sc.overlay.depth_hash.clear();
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};

@@ -210,6 +210,7 @@ struct Scratch {
   std::unordered_map<uint64_t, uint32_t> next_set;
   std::vector<std::vector<uint32_t>> overlay_lexemes;
   std::vector<const FollowTable*> overlay_follow;  // per overlay set
+  std::vector<uint32_t> overlay_depths_done;       // per overlay set; see overlay_depth_hash
   // Per overlay set, the sets (main chart or overlay) whose pending items were read to build
   // it, sorted and distinct.
   std::vector<std::vector<uint32_t>> overlay_reads;
@@ -239,11 +240,17 @@ Scratch& thread_scratch();
 // Append to view.top a new Earley set: the items of the given (origin set, symbol) scans moved
 // past the symbol, closed under prediction and completion. Returns its index.
 // When `reads` is given, every set whose pending items the build consults is appended to it
-// (possibly repeatedly): the sets the new one depends on. Every build fills the depth hashes
-// of the new set (Chart::depth_hash of view.top).
+// (possibly repeatedly): the sets the new one depends on. A build on the matcher's own chart
+// (view.base null) fills the new set's hashes; a hypothetical one leaves its depth hashes to
+// overlay_depth_hash and its whole-stack hash zero (never read).
 uint32_t build_earley_set(const Runtime& rt, ChartView& view,
                           const std::vector<std::pair<uint32_t, uint32_t>>& scans, KeySet& seen,
                           std::vector<uint32_t>* reads = nullptr);
+// H_depth of `set` (see Chart::depth_hash) as {lo, hi}. Sets of view.base have theirs already;
+// hypothetical sets of view.top get each depth computed on first request (most walks need one
+// or two of the eight), recorded as bit `depth` of done[local index].
+const uint64_t* overlay_depth_hash(const Runtime& rt, const ChartView& view,
+                                   std::vector<uint32_t>& done, uint32_t set, uint32_t depth);
 // The initial set (prediction of the start symbol).
 void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen);
 // Distinct lexeme symbols (as lexeme indices) expected by a set, in first-seen order.
