@@ -72,14 +72,12 @@ uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t s
   sc.scans.assign(1, {set, rt.lexeme_base() + lexeme});
   sc.reads.clear();
   const uint32_t next = build_earley_set(rt, view, sc.scans, sc.seen, &sc.reads);
-  std::vector<uint32_t> reads(sc.reads);
-  std::sort(reads.begin(), reads.end());
-  reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
-  sc.overlay_reads.push_back(std::move(reads));
-  sc.overlay_lexemes.emplace_back();
-  std::vector<uint32_t>& lexemes = sc.overlay_lexemes.back();
-  expected_lexemes(rt, view, next, lexemes);
-  sc.overlay_follow.push_back(&follow_table(rt, sc, lexemes));
+  std::sort(sc.reads.begin(), sc.reads.end());
+  sc.reads.erase(std::unique(sc.reads.begin(), sc.reads.end()), sc.reads.end());
+  sc.overlay_read_sets.insert(sc.overlay_read_sets.end(), sc.reads.begin(), sc.reads.end());
+  sc.overlay_read_offsets.push_back(static_cast<uint32_t>(sc.overlay_read_sets.size()));
+  expected_lexemes(rt, view, next, sc.next_lexemes);
+  sc.overlay_follow.push_back(&follow_table(rt, sc, sc.next_lexemes));
   sc.overlay_depths_done.push_back(0);
   sc.next_set.emplace(key, next);
   return next;
@@ -689,8 +687,9 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
   const uint32_t after = advance_set(rt, view, sc, set, lexeme);
   const uint32_t after_local = after - view.base_sets;
   frame.built.push_back(after);
-  frame.reads.insert(frame.reads.end(), sc.overlay_reads[after_local].begin(),
-                     sc.overlay_reads[after_local].end());
+  frame.reads.insert(frame.reads.end(),
+                     sc.overlay_read_sets.begin() + sc.overlay_read_offsets[after_local],
+                     sc.overlay_read_sets.begin() + sc.overlay_read_offsets[after_local + 1]);
   const FollowTable& table = *sc.overlay_follow[after_local];
   std::unique_ptr<LevelCache> transient;
   const LevelCache& tokens = level_of(rt, group, table, transient);
@@ -984,10 +983,10 @@ void Matcher::fill_mask_uncached(uint32_t* words) const {
   sc.overlay.wait_begin.assign(1, 0);
   sc.overlay.waits.clear();
   sc.next_set.clear();
-  sc.overlay_lexemes.clear();
   sc.overlay_follow.clear();
   sc.overlay_depths_done.clear();
-  sc.overlay_reads.clear();
+  sc.overlay_read_offsets.assign(1, 0);
+  sc.overlay_read_sets.clear();
   sc.overlay.depth_hash.clear();
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   or_inside_sets(rt, sc, threads_, words);

@@ -205,15 +205,16 @@ struct Scratch {
   std::vector<uint32_t> lexemes;
   std::vector<std::pair<uint32_t, uint32_t>> scans;
   // Per mask fill: (set << 32 | lexeme) -> the hypothetical set after scanning that lexeme,
-  // and the lexemes each overlay set expects. Many tokens cross the same lexeme boundary, so
+  // and the follow table of each overlay set. Many tokens cross the same lexeme boundary, so
   // each hypothetical set is built once per fill.
   std::unordered_map<uint64_t, uint32_t> next_set;
-  std::vector<std::vector<uint32_t>> overlay_lexemes;
+  std::vector<uint32_t> next_lexemes;  // the lexemes the overlay set being built expects
   std::vector<const FollowTable*> overlay_follow;  // per overlay set
   std::vector<uint32_t> overlay_depths_done;       // per overlay set; see overlay_depth_hash
   // Per overlay set, the sets (main chart or overlay) whose pending items were read to build
-  // it, sorted and distinct.
-  std::vector<std::vector<uint32_t>> overlay_reads;
+  // it, sorted and distinct: overlay set i read overlay_read_sets[overlay_read_offsets[i] ..
+  // overlay_read_offsets[i + 1]). Flat, so that a warm fill allocates nothing for them.
+  std::vector<uint32_t> overlay_read_offsets, overlay_read_sets;
   std::vector<uint32_t> reads;  // build_earley_set's record for one build
   // One frame per nesting level of exit walks (see walk_level in matcher.cpp); owned through
   // pointers so that growing the list never moves a frame in use.
