@@ -237,3 +237,30 @@ def test_walk_cache_parents_of_cached_nested_walks(seed: int) -> None:
             allowed = oracle.allowed_tokens(text[:end], DEEP_TOKENS, [], DEEP_VOCAB.eos_ids)
             expected = [i for i, ok in enumerate(allowed) if ok]
             assert mask_ids(matcher, compiled.vocab_size) == expected, text[:end]
+
+
+# "a " followed by every two-letter word over a-q: the trie node "a " has 290 descendants, more
+# than the size from which subtree walks are memoised per (node, state) (kMemoMinNodes in
+# matcher.cpp), so the exit groups entered there are assembled from a memo entry.
+LETTERS = "abcdefghijklmnopq"
+WIDE_TOKENS = [b"a", b"b", b"1", b" ", b"a ", b"ab", b" a", b" ab", b"1 a"]
+WIDE_TOKENS += [f"a {x}{y}".encode() for x in LETTERS for y in LETTERS]
+WIDE_TOKENS += [b"</s>"]
+WIDE_VOCAB = Vocab(WIDE_TOKENS, eos_ids=[len(WIDE_TOKENS) - 1], vocab_size=len(WIDE_TOKENS))
+
+
+def test_memoised_subtree_walks() -> None:
+    """Masks stay exact when exit groups are assembled from memoised subtree walks, at every
+    position of several strings on one compiled grammar. (Reuse of one memo entry by a second
+    parent group is exercised by the real-vocabulary tests, where such subtrees abound.)"""
+    ir = grammar('term WORD = [a-q][0-9a-q]*\nrule start = WORD (" " WORD)*\n')
+    compiled = compile_grammar(ir, WIDE_VOCAB)
+    oracle = ReferenceMatcher(ir)
+    for text in [b"a ab a", b"ba1 a abq a", b"qa b1 a", b"a a1 a ab"]:
+        matcher = compiled.matcher()
+        for end in range(len(text) + 1):
+            if end:
+                assert matcher.accept_string(text[end - 1 : end])
+            allowed = oracle.allowed_tokens(text[:end], WIDE_TOKENS, [], WIDE_VOCAB.eos_ids)
+            expected = [i for i, ok in enumerate(allowed) if ok]
+            assert mask_ids(matcher, compiled.vocab_size) == expected, text[:end]
