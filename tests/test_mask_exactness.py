@@ -7,6 +7,8 @@ special token and EOS. Plus the non-greedy, ignore, lazy and special-token cases
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from gramkiln.ir import GrammarIR, parse_grammar
@@ -194,3 +196,71 @@ def test_padding_ids_never_allowed_and_out_of_range_raises() -> None:
     with pytest.raises(IndexError):
         matcher.accept_token(-1)
     assert np.all(bitmask[0][len(TOKENS) // 32 + 1 :] == 0)
+
+
+DEEP_TOKENS = [b"(", b")", b"a", b"b", b",", b"a)", b"a))", b"a)))", b"))", b")))", b"),"]
+DEEP_TOKENS += [b")),", b"a,", b"(a", b"((", b"</s>"]
+DEEP_VOCAB = Vocab(DEEP_TOKENS, eos_ids=[len(DEEP_TOKENS) - 1], vocab_size=len(DEEP_TOKENS))
+
+
+def random_nested_item(rng: random.Random, depth: int) -> str:
+    """A random `item` of NESTED, at most six brackets deep."""
+    roll = rng.random()
+    if depth > 5 or roll < 0.3:
+        return rng.choice(["a", "ba", "b"])
+    if roll < 0.6:
+        return "(" + random_nested_item(rng, depth + 1) + ")"
+    if roll < 0.8:
+        inner = random_nested_item(rng, depth + 1) + "," + random_nested_item(rng, depth + 1)
+        return "(" + inner + ")"
+    return "a(" + random_nested_item(rng, depth + 1) + ")"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_walk_cache_parents_of_cached_nested_walks(seed: int) -> None:
+    """Tokens such as `a)))` cross several lexemes, so their exit walks nest; a walk whose nested
+    walk came from the cache depends on everything that cached result depends on (the stack
+    down to its depth). Many strings nesting at varying depths share one compiled grammar, so
+    parents are computed on top of cached nested results and looked up under other stacks.
+    (Fails if a cache hit does not pass its dependencies up: checked by mutation.)"""
+    ir = grammar(NESTED)
+    compiled = compile_grammar(ir, DEEP_VOCAB)
+    oracle = ReferenceMatcher(ir)
+    rng = random.Random(seed)
+    for _ in range(30):
+        count = rng.randint(1, 2)
+        text = ",".join(random_nested_item(rng, 0) for _ in range(count)).encode()
+        matcher = compiled.matcher()
+        for end in range(len(text) + 1):
+            if end:
+                assert matcher.accept_string(text[end - 1 : end])
+            allowed = oracle.allowed_tokens(text[:end], DEEP_TOKENS, [], DEEP_VOCAB.eos_ids)
+            expected = [i for i, ok in enumerate(allowed) if ok]
+            assert mask_ids(matcher, compiled.vocab_size) == expected, text[:end]
+
+
+# "a " followed by every two-letter word over a-q: the trie node "a " has 290 descendants, more
+# than the size from which subtree walks are memoised per (node, state) (kMemoMinNodes in
+# matcher.cpp), so the exit groups entered there are assembled from a memo entry.
+LETTERS = "abcdefghijklmnopq"
+WIDE_TOKENS = [b"a", b"b", b"1", b" ", b"a ", b"ab", b" a", b" ab", b"1 a"]
+WIDE_TOKENS += [f"a {x}{y}".encode() for x in LETTERS for y in LETTERS]
+WIDE_TOKENS += [b"</s>"]
+WIDE_VOCAB = Vocab(WIDE_TOKENS, eos_ids=[len(WIDE_TOKENS) - 1], vocab_size=len(WIDE_TOKENS))
+
+
+def test_memoised_subtree_walks() -> None:
+    """Masks stay exact when exit groups are assembled from memoised subtree walks, at every
+    position of several strings on one compiled grammar. (Reuse of one memo entry by a second
+    parent group is exercised by the real-vocabulary tests, where such subtrees abound.)"""
+    ir = grammar('term WORD = [a-q][0-9a-q]*\nrule start = WORD (" " WORD)*\n')
+    compiled = compile_grammar(ir, WIDE_VOCAB)
+    oracle = ReferenceMatcher(ir)
+    for text in [b"a ab a", b"ba1 a abq a", b"qa b1 a", b"a a1 a ab"]:
+        matcher = compiled.matcher()
+        for end in range(len(text) + 1):
+            if end:
+                assert matcher.accept_string(text[end - 1 : end])
+            allowed = oracle.allowed_tokens(text[:end], WIDE_TOKENS, [], WIDE_VOCAB.eos_ids)
+            expected = [i for i, ok in enumerate(allowed) if ok]
+            assert mask_ids(matcher, compiled.vocab_size) == expected, text[:end]

@@ -184,8 +184,17 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
     });
   }
   close_set(rt, view, chart, begin, self, seen, reads);
-  hash_new_set(rt, view, chart, self, begin);
-  hash_set_depths(rt, view, self, begin);
+  if (view.base == nullptr) {
+    hash_new_set(rt, view, chart, self, begin);
+    hash_set_depths(rt, view, self, begin);
+  } else {
+    // Hypothetical sets: nothing reads their whole-stack hash (mask keys are built from the
+    // matcher's own chart), and their depth hashes are filled on demand by overlay_depth_hash.
+    chart.hash_lo.push_back(0);
+    chart.hash_hi.push_back(0);
+    const size_t sets = static_cast<size_t>(self - view.base_sets) + 1;
+    chart.depth_hash.resize(sets * Chart::kDepthHashes * 2);
+  }
   index_new_set(rt, chart, begin);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
   return self;
@@ -211,6 +220,36 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   hash_set_depths(rt, view, 0, 0);
   index_new_set(rt, chart, 0);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
+}
+
+const uint64_t* overlay_depth_hash(const Runtime& rt, const ChartView& view,
+                                   std::vector<uint32_t>& done, uint32_t set, uint32_t depth) {
+  constexpr uint32_t depths = Chart::kDepthHashes;
+  uint32_t local;
+  const Chart& chart = view.chart_of(set, &local);
+  const size_t at = (static_cast<size_t>(local) * depths + (depth - 1)) * 2;
+  if (&chart != view.top || ((done[local] >> depth) & 1u)) return &chart.depth_hash[at];
+  // The same sum as hash_set_depths, for one depth, over the set's pending items (its waits).
+  uint64_t lo = 0x452821e638d01377ull + depth, hi = 0xbe5466cf34e90c6cull ^ depth;
+  for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
+    const Item item = chart.items[static_cast<uint32_t>(chart.waits[w])];
+    uint64_t origin_lo = 0xc0ac29b7c97c50ddull, origin_hi = 0x3f84d5b5b5470917ull;  // H_0
+    if (item.origin == set) {
+      origin_lo = 0x9216d5d98979fb1bull;  // the set itself
+      origin_hi = 0xd1310ba698dfb5acull;
+    } else if (depth > 1) {
+      const uint64_t* origin = overlay_depth_hash(rt, view, done, item.origin, depth - 1);
+      origin_lo = origin[0];
+      origin_hi = origin[1];
+    }
+    lo += mix64(mix64(item.dotted + 0x7654321ull) ^ origin_lo);
+    hi += mix64(mix64(item.dotted ^ 0x3210fedcbaull) + origin_hi * 0x2545f4914f6cdd1dull);
+  }
+  Chart& top = *view.top;
+  top.depth_hash[at] = mix64(lo);
+  top.depth_hash[at + 1] = mix64(hi ^ lo);
+  done[local] |= 1u << depth;
+  return &top.depth_hash[at];
 }
 
 void expected_lexemes(const Runtime& rt, const ChartView& view, uint32_t set,

@@ -32,6 +32,18 @@ struct FollowTable {
 
 struct ExitGroup;
 
+// The trie below one node entered in one DFA state: the tokens at or below it that stay inside
+// the lexeme, and the nodes where the lexeme can end with token bytes left over. Independent of
+// the parent group the node was reached from, so shared by all of them (see build_groups).
+struct NodeWalk {
+  std::vector<uint32_t> tokens;
+  std::vector<uint32_t> exits;
+  static uint64_t key(uint32_t node, int32_t state) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) | node;
+  }
+  size_t footprint() const { return 4 * (tokens.size() + exits.size()) + 96; }
+};
+
 // For one group and one follow table: the union of the tokens of every child group entered
 // (so a fill ORs one set instead of many), and the children that have exits of their own.
 struct LevelCache {
@@ -40,7 +52,9 @@ struct LevelCache {
   std::vector<const ExitGroup*> deeper;
   std::vector<std::unique_ptr<ExitGroup>> transient;  // children not kept by the cache
   // Children with exits that share a lexeme continue from the same Earley set, so they are
-  // merged into one group (one visit per following lexeme instead of one per child).
+  // merged into one group (one visit per following lexeme instead of one per child). Merged
+  // groups normally live in the parent's merged_by_lexeme; only those built past the memory
+  // budget are owned here.
   std::vector<std::unique_ptr<ExitGroup>> merged;
   size_t footprint() const;
 };
@@ -55,10 +69,16 @@ struct ExitGroup {
   // False for groups built for one use (past the memory budget): their address may be reused,
   // so walk results must not be cached under it.
   mutable bool persistent = true;
+  // Bit d set once a walk of this group was stored at depth d (see walk_level): lookups skip
+  // the depths never stored. Never cleared, so stale bits only cost a probe.
+  mutable std::atomic<uint32_t> stored_depths{0};
   // Memo members: filled lazily through const references, always under `mutex`.
   mutable std::mutex mutex;
   mutable std::unordered_map<uint64_t, std::unique_ptr<ExitGroup>> children;  // state << 8 | byte
   mutable std::unordered_map<const FollowTable*, std::unique_ptr<LevelCache>> levels;
+  // Children with exits merged by lexeme (see LevelCache::merged): which children a lexeme
+  // enters does not depend on the follow table, so one merged group per lexeme serves all.
+  mutable std::unordered_map<uint32_t, std::unique_ptr<ExitGroup>> merged_by_lexeme;
   size_t footprint() const {
     return 4 * (tokens.size() + bits.size() + child_offsets.size() + child_nodes.size()) + 128;
   }
@@ -101,6 +121,8 @@ struct GroupCache {
       walks;
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<const WalkResult>>> walk_contents;
   size_t walk_bytes = 0;
+  std::mutex node_mutex;  // guards `node_walks`
+  std::unordered_map<uint64_t, std::unique_ptr<NodeWalk>> node_walks;  // by NodeWalk::key
   std::mutex follow_mutex;  // guards `follows`
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
 };
@@ -216,21 +238,23 @@ struct Scratch {
   std::vector<uint32_t> lexemes;
   std::vector<std::pair<uint32_t, uint32_t>> scans;
   // Per mask fill: (set << 32 | lexeme) -> the hypothetical set after scanning that lexeme,
-  // and the lexemes each overlay set expects. Many tokens cross the same lexeme boundary, so
+  // and the follow table of each overlay set. Many tokens cross the same lexeme boundary, so
   // each hypothetical set is built once per fill.
   std::unordered_map<uint64_t, uint32_t> next_set;
-  std::vector<std::vector<uint32_t>> overlay_lexemes;
+  std::vector<uint32_t> next_lexemes;  // the lexemes the overlay set being built expects
   std::vector<const FollowTable*> overlay_follow;  // per overlay set
+  std::vector<uint32_t> overlay_depths_done;       // per overlay set; see overlay_depth_hash
   // Per overlay set, the sets (main chart or overlay) whose pending items were read to build
-  // it, sorted and distinct.
-  std::vector<std::vector<uint32_t>> overlay_reads;
+  // it, sorted and distinct: overlay set i read overlay_read_sets[overlay_read_offsets[i] ..
+  // overlay_read_offsets[i + 1]). Flat, so that a warm fill allocates nothing for them.
+  std::vector<uint32_t> overlay_read_offsets, overlay_read_sets;
   std::vector<uint32_t> reads;  // build_earley_set's record for one build
   // One frame per nesting level of exit walks (see walk_level in matcher.cpp); owned through
   // pointers so that growing the list never moves a frame in use.
   struct WalkFrame {
     std::vector<uint32_t> built;  // hypothetical sets this walk built or reused as its own
     std::vector<uint32_t> reads;  // sets those read
-    bool used_cached = false;     // a nested result came from the cache
+    bool deps_unknown = false;    // a nested hit whose dependencies were too wide to collect
     // The walk's tokens: a list (duplicates allowed) while short, a bitset once `dense`, so
     // that walks reaching few tokens never touch a whole mask.
     bool dense = false;
@@ -250,11 +274,17 @@ Scratch& thread_scratch();
 // Append to view.top a new Earley set: the items of the given (origin set, symbol) scans moved
 // past the symbol, closed under prediction and completion. Returns its index.
 // When `reads` is given, every set whose pending items the build consults is appended to it
-// (possibly repeatedly): the sets the new one depends on. Every build fills the depth hashes
-// of the new set (Chart::depth_hash of view.top).
+// (possibly repeatedly): the sets the new one depends on. A build on the matcher's own chart
+// (view.base null) fills the new set's hashes; a hypothetical one leaves its depth hashes to
+// overlay_depth_hash and its whole-stack hash zero (never read).
 uint32_t build_earley_set(const Runtime& rt, ChartView& view,
                           const std::vector<std::pair<uint32_t, uint32_t>>& scans, KeySet& seen,
                           std::vector<uint32_t>* reads = nullptr);
+// H_depth of `set` (see Chart::depth_hash) as {lo, hi}. Sets of view.base have theirs already;
+// hypothetical sets of view.top get each depth computed on first request (most walks need one
+// or two of the eight), recorded as bit `depth` of done[local index].
+const uint64_t* overlay_depth_hash(const Runtime& rt, const ChartView& view,
+                                   std::vector<uint32_t>& done, uint32_t set, uint32_t depth);
 // The initial set (prediction of the start symbol).
 void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen);
 // Distinct lexeme symbols (as lexeme indices) expected by a set, in first-seen order.
