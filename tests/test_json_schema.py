@@ -760,7 +760,7 @@ def test_custom_meta_schema_is_reported_and_lenient_warns() -> None:
         assert _grammar({"$schema": official, "minimum": 10}).accepts("12")
 
 
-NEGATED_CONTAINS = [
+COUNTED_CONTAINS = [
     {"type": "array", "not": {"contains": {"const": 1}}},
     {"not": {"contains": {"const": 1}, "minContains": 2}},
     {"not": {"contains": {"const": 1}, "maxContains": 1}},
@@ -769,12 +769,43 @@ NEGATED_CONTAINS = [
     {"type": "array", "oneOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]},
     {"not": {"contains": {"const": 1}, "minContains": 0}},
     {"not": {"items": {"const": 1}, "contains": {"const": 2}}},
+    {
+        "type": "array",
+        "oneOf": [{"items": {"type": "integer", "maximum": 3}}, {"contains": {"const": 2}}],
+    },
+    # several different contains on one array: one count each
+    {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]},
+    {
+        "allOf": [
+            {"contains": {"const": 1}, "minContains": 2},
+            {"contains": {"type": "string"}, "maxContains": 1},
+        ]
+    },
+    {
+        "allOf": [
+            {"contains": {"const": 1}},
+            {"contains": {"const": 2}},
+            {"contains": {"const": 3}, "maxContains": 1},
+        ]
+    },
+    {"not": {"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}},
+    {
+        "items": {"enum": [1, 2, 3]},
+        "uniqueItems": True,
+        "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 3}}],
+    },
+    {"oneOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}, {"contains": {"const": 3}}]},
+    {
+        "prefixItems": [{"const": 2}],
+        "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}, "minContains": 2}],
+    },
 ]
 
 
-@pytest.mark.parametrize("schema", NEGATED_CONTAINS, ids=[json.dumps(s) for s in NEGATED_CONTAINS])
-def test_negated_contains_agrees_with_jsonschema(schema: dict[str, Any]) -> None:
-    """not/oneOf over contains: fewer than minContains or more than maxContains matches."""
+@pytest.mark.parametrize("schema", COUNTED_CONTAINS, ids=[json.dumps(s) for s in COUNTED_CONTAINS])
+def test_counted_contains_agrees_with_jsonschema(schema: dict[str, Any]) -> None:
+    """not/oneOf over contains (fewer than minContains or more than maxContains matches) and
+    several different contains schemas counted on one array."""
     import random
 
     jsonschema = pytest.importorskip("jsonschema")

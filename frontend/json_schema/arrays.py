@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gramkiln.frontend.json_schema.combinators import NotNegatable, canonical, negate, type_set
+from gramkiln.frontend.json_schema.combinators import (
+    NotNegatable,
+    Unmergeable,
+    canonical,
+    contains_constraints,
+    merge,
+    negate,
+    type_set,
+)
 from gramkiln.frontend.json_schema.exprs import NEVER, choice, is_never, lit, repeat, seq
 from gramkiln.frontend.json_schema.validate import flat_is_valid, is_valid
 from gramkiln.frontend.json_schema.values import value_expr
@@ -20,6 +28,9 @@ if TYPE_CHECKING:
     from gramkiln.frontend.json_schema.compiler import Compiler
 
 MAX_UNIQUE_DOMAIN = 8
+# Distinct contains schemas counted on one array, and the item kinds they split items into.
+MAX_CONTAINS_CONSTRAINTS = 4
+MAX_CONTAINS_VARIANTS = 64
 
 
 def array_expr(
@@ -45,11 +56,18 @@ def array_expr(
         max_items = len(prefix) if max_items is None else min(max_items, len(prefix))
     if max_items is not None and max_items < min_items:
         return NEVER
-    contains = flat.get("contains")
-    min_contains = int(flat.get("minContains", 1)) if contains is not None else 0
-    max_contains = flat.get("maxContains") if contains is not None else None
-    if contains is None or (min_contains == 0 and max_contains is None):
-        contains = None
+    # Count constraints (one per distinct "contains" merged into this schema); those that
+    # assert nothing (minContains 0, no maximum) are dropped.
+    counts = [
+        (schema, low, None if high is None else int(high))
+        for schema, low, high in contains_constraints(flat)
+        if low > 0 or high is not None
+    ]
+    if len(counts) > MAX_CONTAINS_CONSTRAINTS:
+        compiler.unsupported(
+            pointer, ["contains"], f"more than {MAX_CONTAINS_CONSTRAINTS} contains schemas"
+        )
+        counts = counts[:MAX_CONTAINS_CONSTRAINTS]
     unique = bool(flat.get("uniqueItems")) and (max_items is None or max_items > 1)
 
     domains: dict[int, list[Any]] = {}
@@ -74,7 +92,7 @@ def array_expr(
         where = f"{pointer}/prefixItems/{index}" if index < len(prefix) else f"{pointer}/items"
         return compiler.value_ref(schema, where, base, depth + 1)
 
-    if contains is None and not unique and not prefix:
+    if not counts and not unique and not prefix:
         item = ref(items, len(prefix))
         empty = layout.close_empty("]", depth) if min_items == 0 else NEVER
         if is_never(item):
@@ -89,50 +107,72 @@ def array_expr(
         nonempty = seq(layout.open_first(depth), item, rest, layout.close_nonempty("]", depth))
         return seq(lit("["), choice(empty, nonempty))
 
-    # Item variants per position: (expression, counts towards contains?, fixed value or None)
-    variants_cache: dict[int, list[tuple[Expr, bool, str | None]]] = {}
+    # Item variants per position: (expression, which count constraints the item meets, fixed
+    # value or None). With count constraints an item is split by which contains schemas it
+    # matches: each constraint's schema or one alternative of its negation, merged.
+    variants_cache: dict[int, list[tuple[Expr, tuple[bool, ...], str | None]]] = {}
 
-    def variants(index: int) -> list[tuple[Expr, bool, str | None]]:
-        key = min(index, len(prefix))
-        if key in variants_cache:
-            return variants_cache[key]
-        schema = position_schema(index)
-        out: list[tuple[Expr, bool, str | None]] = []
-        if unique:
-            for value in domains[key]:
-                matches = contains is not None and _value_matches(
-                    compiler, value, contains, pointer, base
-                )
-                out.append((value_expr(value, layout, depth + 1), matches, canonical(value)))
-        elif contains is None:
-            out.append((ref(schema, index), False, None))
-        else:
-            schema_flat = (
-                schema if isinstance(schema, bool) else compiler.flatten(schema, pointer, base, 0)
-            )
-            contains_flat = compiler.flatten(contains, f"{pointer}/contains", base, 0)
-            both = compiler.merge_at(_as_flat(schema_flat), contains_flat, pointer)
-            out.append((compiler.branch(both, f"{pointer}/contains", base, depth + 1), True, None))
+    def split_by_counts(schema_flat: Any) -> list[tuple[dict[str, Any], tuple[bool, ...]]]:
+        combos: list[tuple[dict[str, Any], tuple[bool, ...]]] = [(_as_flat(schema_flat), ())]
+        for matching, _, _ in counts:
+            where = f"{pointer}/contains"
+            matching_flat = compiler.flatten(matching, where, base, 0)
             try:
                 negated = negate(
-                    compiler.flatten_for_negation(contains, f"{pointer}/contains", base),
-                    compiler.negation_preparer(f"{pointer}/contains", base),
+                    compiler.flatten_for_negation(matching, where, base),
+                    compiler.negation_preparer(where, base),
                 )
             except NotNegatable as exc:
                 compiler.unsupported(pointer, ["contains"], str(exc))
                 negated = [True]
-            for alternative in negated:
-                if alternative is False:
-                    continue
-                other = compiler.merge_at(_as_flat(schema_flat), alternative, pointer)
-                out.append(
-                    (compiler.branch(other, f"{pointer}/items", base, depth + 1), False, None)
+            options = [(matching_flat, True)] + [
+                (_as_flat(alt), False) for alt in negated if alt is not False
+            ]
+            grown = []
+            for partial, flags in combos:
+                for option, matches in options:
+                    try:
+                        merged = merge(partial, option) if option else partial
+                    except Unmergeable as exc:
+                        compiler.unsupported(pointer, [exc.keyword], exc.reason)
+                        continue
+                    if not merged.get("__false"):
+                        grown.append((merged, (*flags, matches)))
+            combos = grown
+            if len(combos) > MAX_CONTAINS_VARIANTS:
+                raise compiler.error(
+                    pointer,
+                    f"contains constraints need more than {MAX_CONTAINS_VARIANTS} item kinds",
                 )
+        return combos
+
+    def variants(index: int) -> list[tuple[Expr, tuple[bool, ...], str | None]]:
+        key = min(index, len(prefix))
+        if key in variants_cache:
+            return variants_cache[key]
+        schema = position_schema(index)
+        out: list[tuple[Expr, tuple[bool, ...], str | None]] = []
+        if unique:
+            for value in domains[key]:
+                flags = tuple(
+                    _value_matches(compiler, value, matching, pointer, base)
+                    for matching, _, _ in counts
+                )
+                out.append((value_expr(value, layout, depth + 1), flags, canonical(value)))
+        elif not counts:
+            out.append((ref(schema, index), (), None))
+        else:
+            schema_flat = (
+                schema if isinstance(schema, bool) else compiler.flatten(schema, pointer, base, 0)
+            )
+            for merged, flags in split_by_counts(schema_flat):
+                where = f"{pointer}/contains" if any(flags) else f"{pointer}/items"
+                out.append((compiler.branch(merged, where, base, depth + 1), flags, None))
         variants_cache[key] = out
         return out
 
     count_cap = max_items if max_items is not None else max(min_items, len(prefix), 1)
-    contains_cap = (max_contains + 1) if max_contains is not None else max(min_contains, 0)
+    caps = tuple((high + 1) if high is not None else max(low, 0) for _, low, high in counts)
 
     def moves(state: Any) -> list[tuple[Expr, Any]]:
         count, matched, used = state
@@ -140,24 +180,28 @@ def array_expr(
             return []
         separator = layout.open_first(depth) if count == 0 else layout.item_separator(depth)
         out = []
-        for expr, matches, value_key in variants(count):
+        for expr, flags, value_key in variants(count):
             if value_key is not None and value_key in used:
                 continue
-            new_matched = min(matched + 1, contains_cap) if matches else matched
+            new_matched = tuple(
+                min(seen + 1, cap) if hit else seen
+                for seen, hit, cap in zip(matched, flags, caps, strict=True)
+            )
             new_used = used | {value_key} if value_key is not None else used
             out.append((seq(separator, expr), (min(count + 1, count_cap), new_matched, new_used)))
         return out
 
     def end(state: Any) -> Expr | None:
         count, matched, _ = state
-        if count < min_items or matched < min_contains:
+        if count < min_items:
             return None
-        if max_contains is not None and matched > max_contains:
-            return None
+        for seen, (_, low, high) in zip(matched, counts, strict=True):
+            if seen < low or (high is not None and seen > high):
+                return None
         return layout.close_nonempty("]", depth) if count else layout.close_empty("]", depth)
 
     try:
-        body = compiler.chain(f"{pointer}/array", (0, 0, frozenset()), moves, end)
+        body = compiler.chain(f"{pointer}/array", (0, (0,) * len(counts), frozenset()), moves, end)
     except Unsupported as exc:
         raise compiler.error(pointer, exc.reason) from None
     return seq(lit("["), body)

@@ -176,13 +176,39 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         out["propertyNames"] = {"allOf": [a["propertyNames"], b["propertyNames"]]}
     elif "propertyNames" in a or "propertyNames" in b:
         out["propertyNames"] = a.get("propertyNames", b.get("propertyNames"))
-    if "contains" in a and "contains" in b:
-        if canonical(a["contains"]) != canonical(b["contains"]):
-            raise Unmergeable("contains", "two different 'contains' schemas apply to one array")
+    if "contains" in a and "contains" in b and canonical(a["contains"]) != canonical(b["contains"]):
+        # Two different counts on one array: a's stays in "contains"/"minContains"/
+        # "maxContains", b's joins the extra constraints (each item is counted for each).
+        for keyword in ("minContains", "maxContains"):
+            out.pop(keyword, None)
+            if keyword in a:
+                out[keyword] = a[keyword]
+        out["contains"] = a["contains"]
+        out["__more_contains"] = [
+            *a.get("__more_contains", ()),
+            contains_constraint(b),
+            *b.get("__more_contains", ()),
+        ]
+        return out
     for keyword in ("contains",):
         if keyword in a or keyword in b:
             out[keyword] = a.get(keyword, b.get(keyword))
+    more = [*a.get("__more_contains", ()), *b.get("__more_contains", ())]
+    if more:
+        out["__more_contains"] = more
     return out
+
+
+def contains_constraint(schema: dict[str, Any]) -> tuple[Any, int, int | None]:
+    """``(contains schema, minContains, maxContains)`` of a schema that has "contains"."""
+    return (schema["contains"], int(schema.get("minContains", 1)), schema.get("maxContains"))
+
+
+def contains_constraints(flat: dict[str, Any]) -> list[tuple[Any, int, int | None]]:
+    """Every count constraint on an array's items: "contains" and the merged extra ones."""
+    if "contains" not in flat:
+        return []
+    return [contains_constraint(flat), *flat.get("__more_contains", ())]
 
 
 def _all_of(*schemas: Any) -> Any:
@@ -450,12 +476,9 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
             ]
         )
         handled.add("items")
-    if "contains" in schema:
+    for matching, low, high in contains_constraints(schema):
         # The number of matching items falls outside [minContains, maxContains]. Arrays only
         # (other values satisfy "contains"); minContains 0 is always met below.
-        matching = schema["contains"]
-        low = schema.get("minContains", 1)
-        high = schema.get("maxContains")
         alternatives = []
         if low == 1:
             alternatives.append({"type": ["array"], "items": {"not": matching}})
@@ -467,7 +490,7 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
             alternatives.append({"type": ["array"], "contains": matching, "minContains": high + 1})
         pieces.append(alternatives or [False])
     # Without "contains" the two bounds assert nothing.
-    handled |= {"contains", "minContains", "maxContains"}
+    handled |= {"contains", "minContains", "maxContains", "__more_contains"}
     for group in schema.get("__negated_anyof", ()):
         # not(A or B) = not A and not B: every combination of the alternatives' negations.
         combined: list[Any] = [{}]

@@ -510,7 +510,7 @@ class Compiler:
         if any(k in flat for k in blocking):
             raise NotNegatable("cannot negate conditionals, patterns or formats")
         out = {k: v for k, v in flat.items() if not k.startswith("__")}
-        for key in ("__exclude", "__non_integer", "__patterns", "__formats"):
+        for key in ("__exclude", "__non_integer", "__patterns", "__formats", "__more_contains"):
             if key in flat:
                 out[key] = flat[key]
         for kind, alternatives, location, group_base in flat.get("__groups", ()):

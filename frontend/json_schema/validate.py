@@ -13,7 +13,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from gramkiln.frontend.json_schema.automaton import accepts, dfa_from_expr
-from gramkiln.frontend.json_schema.combinators import canonical, json_type_of, type_set
+from gramkiln.frontend.json_schema.combinators import (
+    canonical,
+    contains_constraints,
+    json_type_of,
+    type_set,
+)
 from gramkiln.frontend.json_schema.formats import format_expr
 from gramkiln.frontend.json_schema.keys import pattern_matches
 
@@ -145,11 +150,9 @@ def _array_ok(value: list[Any], flat: dict[str, Any], check: Any, pointer: str) 
         schema = prefix[index] if index < len(prefix) else rest
         if not check(schema, item, f"{pointer}/items"):
             return False
-    if "contains" in flat:
-        matches = sum(1 for item in value if check(flat["contains"], item, f"{pointer}/contains"))
-        low = flat.get("minContains", 1)
-        high = flat.get("maxContains", math.inf)
-        if not low <= matches <= high:
+    for matching, low, high in contains_constraints(flat):
+        matches = sum(1 for item in value if check(matching, item, f"{pointer}/contains"))
+        if not low <= matches <= (math.inf if high is None else high):
             return False
     return True
 
