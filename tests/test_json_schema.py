@@ -799,6 +799,11 @@ COUNTED_CONTAINS = [
         "prefixItems": [{"const": 2}],
         "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}, "minContains": 2}],
     },
+    # negations of "not multipleOf" (double negation, inside contains)
+    {"type": "array", "not": {"contains": {"not": {"multipleOf": 3}}}},
+    {"type": "array", "oneOf": [{"contains": {"multipleOf": 2}}, {"contains": {"multipleOf": 3}}]},
+    {"items": {"type": "integer"}, "not": {"contains": {"multipleOf": 4, "minimum": 3}}},
+    {"items": {"enum": [2, 3, 4]}, "uniqueItems": True, "contains": {"not": {"multipleOf": 2}}},
 ]
 
 
@@ -813,7 +818,7 @@ def test_counted_contains_agrees_with_jsonschema(schema: dict[str, Any]) -> None
     grammar = _grammar(full)
     validator = jsonschema.Draft202012Validator(full)
     rnd = random.Random(0)
-    values = [0, 1, 2, 3, 4, "a", None, [1]]
+    values = [0, 1, 2, 3, 4, 6, 9, 2.5, "a", None, [1]]
     instances: list[Any] = [[], 1, "x", {"a": 1}]
     instances += [[rnd.choice(values) for _ in range(rnd.randint(1, 5))] for _ in range(150)]
     for instance in instances:

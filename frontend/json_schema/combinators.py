@@ -466,6 +466,10 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
     if "multipleOf" in schema:
         pieces.append([{"type": ["number"], "__not_multiples": [schema["multipleOf"]]}])
         handled.add("multipleOf")
+    if "__not_multiples" in schema:
+        # A number that is a multiple of one of them (other values have no multiples).
+        pieces.append([{"type": ["number"], "multipleOf": m} for m in schema["__not_multiples"]])
+        handled.add("__not_multiples")
     if "items" in schema and not schema.get("prefixItems"):
         # Some item violates the item schema: contains(not items).
         pieces.append(

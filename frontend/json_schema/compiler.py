@@ -502,7 +502,6 @@ class Compiler:
             return False
         blocking = (
             "__conds",
-            "__not_multiples",
             "__witnesses",
             "__anti_patterns",
             "__anti_formats",
@@ -510,7 +509,8 @@ class Compiler:
         if any(k in flat for k in blocking):
             raise NotNegatable("cannot negate conditionals, patterns or formats")
         out = {k: v for k, v in flat.items() if not k.startswith("__")}
-        for key in ("__exclude", "__non_integer", "__patterns", "__formats", "__more_contains"):
+        kept = ("__exclude", "__non_integer", "__patterns", "__formats", "__more_contains")
+        for key in (*kept, "__not_multiples"):
             if key in flat:
                 out[key] = flat[key]
         for kind, alternatives, location, group_base in flat.get("__groups", ()):

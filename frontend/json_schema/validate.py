@@ -114,6 +114,8 @@ def _number_ok(value: Any, flat: dict[str, Any]) -> bool:
             return False
     if "multipleOf" in flat and number % _decimal(flat["multipleOf"]) != 0:
         return False
+    if any(number % _decimal(m) == 0 for m in flat.get("__not_multiples", ())):
+        return False
     if flat.get("__non_integer") and number == number.to_integral_value():
         return False
     return True
