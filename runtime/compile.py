@@ -234,7 +234,7 @@ class _Flattener:
         count = len(self.vocab.tokens)
         if expr.wildcard:
             return list(range(count))
-        chosen = set()
+        chosen: set[int] = set()
         for lo, hi in expr.ranges:
             chosen.update(range(lo, min(hi, count - 1) + 1))
         if expr.negated:
@@ -330,7 +330,9 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         kind, index = symbol
         return index if kind == "N" else n + index if kind == "L" else n + lexeme_count + index
 
-    prod_lhs, prod_offsets, prod_rhs = [], [0], []
+    prod_lhs: list[int] = []
+    prod_offsets: list[int] = [0]
+    prod_rhs: list[int] = []
     for lhs, rhs in flat.productions:
         prod_lhs.append(lhs)
         prod_rhs.extend(number(s) for s in rhs)
@@ -353,7 +355,8 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         starts.append(base + int(dfa.start))
         base += count
     table_bytes = np.concatenate(tables).astype("<i4").tobytes() if tables else b""
-    tokenset_offsets, tokenset_ids = [0], []
+    tokenset_offsets: list[int] = [0]
+    tokenset_ids: list[int] = []
     for ids in flat.tokensets:
         tokenset_ids.extend(ids)
         tokenset_offsets.append(len(tokenset_ids))

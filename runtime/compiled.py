@@ -91,7 +91,7 @@ class CompiledGrammar:
         return cls(header, sections)
 
     # -- use --------------------------------------------------------------------------------
-    def matcher(self) -> GrammarMatcher:
+    def matcher(self) -> Any:
         """A fresh matcher at the start of the grammar."""
         return GrammarMatcher(self._runtime)
 
@@ -156,7 +156,7 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any) -> None:
 
 
 def fill_next_token_bitmask_batch(
-    matchers: Sequence[GrammarMatcher],
+    matchers: Sequence[Any],
     bitmask: Any,
     indices: Sequence[int] | None = None,
     threads: int | None = None,

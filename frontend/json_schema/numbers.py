@@ -190,6 +190,7 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                     continue  # every magnitude exceeds a negative constant
                 constraints = None  # no magnitude is below a negative constant
                 break
+            assert constraints is not None  # reset to None only right before a break
             constraints.append((op, value))
         per_sign[sign] = constraints
     comparators = {

@@ -341,7 +341,7 @@ def _member_chain(
             return None
         return layout.close_nonempty("}", depth) if count else layout.close_empty("}", depth)
 
-    start = (0, 0, frozenset(), frozenset())
+    start: tuple[int, int, frozenset[Any], frozenset[Any]] = (0, 0, frozenset(), frozenset())
     return compiler.chain(f"{pointer}/object", start, moves, end)
 
 
