@@ -114,8 +114,9 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
     (
         "format date-time",
         {"format": "date-time"},
-        ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.123+01:00"],
-        ["2024-01-02 03:04", "2024-01-02T25:00:00Z"],
+        ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.123+01:00", "2024-01-02t03:04:05z"],
+        # RFC 3339's date-time production separates date and time with "T" only
+        ["2024-01-02 03:04", "2024-01-02T25:00:00Z", "2022-01-01 12:00:00Z"],
     ),
     (
         "format ipv4",

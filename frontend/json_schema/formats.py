@@ -54,7 +54,7 @@ _URI = rf"[A-Za-z][A-Za-z0-9+.\-]*:{_URI_CHAR}*"
 FORMAT_PATTERNS: dict[str, str] = {
     "date": _DATE,
     "time": _TIME,
-    "date-time": rf"{_DATE}[Tt ]{_TIME}",
+    "date-time": rf"{_DATE}[Tt]{_TIME}",
     "duration": _DURATION,
     "email": _EMAIL,
     "idn-email": r"[^@\s]+@[^@\s]+",
