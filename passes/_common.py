@@ -49,11 +49,11 @@ def map_expr(expr: Expr, rewrite: Callable[[Expr], Expr]) -> Expr:
     """
     if isinstance(expr, Seq):
         items = tuple(map_expr(item, rewrite) for item in expr.items)
-        if _changed(items, expr.items):
+        if children_changed(items, expr.items):
             expr = expr.model_copy(update={"items": items})
     elif isinstance(expr, Choice):
         alternatives = tuple(map_expr(alt, rewrite) for alt in expr.alternatives)
-        if _changed(alternatives, expr.alternatives):
+        if children_changed(alternatives, expr.alternatives):
             expr = expr.model_copy(update={"alternatives": alternatives})
     elif isinstance(expr, Repeat):
         item = map_expr(expr.item, rewrite)
@@ -62,7 +62,8 @@ def map_expr(expr: Expr, rewrite: Callable[[Expr], Expr]) -> Expr:
     return rewrite(expr)
 
 
-def _changed(new: tuple, old: tuple) -> bool:
+def children_changed(new: tuple, old: tuple) -> bool:
+    """Whether rebuilt children differ from the old ones (by identity, not equality)."""
     # Identity, not equality: comparing pydantic trees deeply at every level is quadratic.
     return len(new) != len(old) or any(a is not b for a, b in zip(new, old, strict=True))
 

@@ -17,6 +17,7 @@ from gramkiln.ir import (
     structural_key,
 )
 from gramkiln.passes._common import (
+    children_changed,
     is_empty_language,
     is_empty_text,
     is_lexeme_like,
@@ -92,12 +93,12 @@ def _normalise_node(node: Expr, merge_literals: bool) -> Expr:
         return node
     if isinstance(node, Seq):
         items = tuple(_normalise_node(item, merge_literals) for item in node.items)
-        if _changed(items, node.items):
+        if children_changed(items, node.items):
             node = node.model_copy(update={"items": items})
         result = _normalise_seq(node, merge_literals)
     elif isinstance(node, Choice):
         alternatives = tuple(_normalise_node(alt, merge_literals) for alt in node.alternatives)
-        if _changed(alternatives, node.alternatives):
+        if children_changed(alternatives, node.alternatives):
             node = node.model_copy(update={"alternatives": alternatives})
         result = _normalise_choice(node)
     elif isinstance(node, Repeat):
@@ -114,10 +115,6 @@ def _normalise_node(node: Expr, merge_literals: bool) -> Expr:
     # Kept with the node so that its id cannot be reused while the entry lives.
     _NORMAL_NODES[(id(result), merge_literals)] = result
     return result
-
-
-def _changed(new: tuple[Expr, ...], old: tuple[Expr, ...]) -> bool:
-    return len(new) != len(old) or any(a is not b for a, b in zip(new, old, strict=True))
 
 
 def _normalise_seq(seq: Seq, merge_literals: bool) -> Expr:

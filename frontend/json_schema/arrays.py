@@ -16,7 +16,6 @@ from gramkiln.frontend.json_schema.combinators import (
     canonical,
     contains_constraints,
     merge,
-    negate,
     type_set,
 )
 from gramkiln.frontend.json_schema.exprs import NEVER, choice, is_never, lit, repeat, seq
@@ -112,22 +111,24 @@ def array_expr(
     # matches: each constraint's schema or one alternative of its negation, merged.
     variants_cache: dict[int, list[tuple[Expr, tuple[bool, ...], str | None]]] = {}
 
+    # Per count constraint: its schema (the item matches) and each alternative of its
+    # negation (it does not); built once, shared by every item position.
+    count_options: list[list[tuple[dict[str, Any], bool]]] = []
+    for matching, _, _ in counts:
+        where = f"{pointer}/contains"
+        try:
+            negated = compiler.negation(matching, where, base)
+        except NotNegatable as exc:
+            compiler.unsupported(pointer, ["contains"], str(exc))
+            negated = [True]
+        count_options.append(
+            [(compiler.flatten(matching, where, base, 0), True)]
+            + [(_as_flat(alt), False) for alt in negated if alt is not False]
+        )
+
     def split_by_counts(schema_flat: Any) -> list[tuple[dict[str, Any], tuple[bool, ...]]]:
         combos: list[tuple[dict[str, Any], tuple[bool, ...]]] = [(_as_flat(schema_flat), ())]
-        for matching, _, _ in counts:
-            where = f"{pointer}/contains"
-            matching_flat = compiler.flatten(matching, where, base, 0)
-            try:
-                negated = negate(
-                    compiler.flatten_for_negation(matching, where, base),
-                    compiler.negation_preparer(where, base),
-                )
-            except NotNegatable as exc:
-                compiler.unsupported(pointer, ["contains"], str(exc))
-                negated = [True]
-            options = [(matching_flat, True)] + [
-                (_as_flat(alt), False) for alt in negated if alt is not False
-            ]
+        for options in count_options:
             grown = []
             for partial, flags in combos:
                 for option, matches in options:

@@ -465,10 +465,7 @@ class Compiler:
             if nots[1:]:
                 rest["__not"] = nots[1:]
             try:
-                alternatives = negate(
-                    self.flatten_for_negation(negated_schema, location, not_base),
-                    self.negation_preparer(location, not_base),
-                )
+                alternatives = self.negation(negated_schema, location, not_base)
             except NotNegatable as exc:
                 self.unsupported(location, ["not"], str(exc))
                 return self.branch(rest, pointer, base, depth)
@@ -523,6 +520,12 @@ class Compiler:
         if "__not" in flat:
             out["__negated_nots"] = [self.flatten(s, loc, b, 0) for s, loc, b in flat["__not"]]
         return out
+
+    def negation(self, schema: Any, pointer: str, base: str) -> list[Any]:
+        """Schemas whose union is the complement of ``schema`` (raises NotNegatable)."""
+        return negate(
+            self.flatten_for_negation(schema, pointer, base), self.negation_preparer(pointer, base)
+        )
 
     def negation_preparer(self, pointer: str, base: str) -> Callable[[Any], Any]:
         """The ``prepare`` callback of :func:`negate` for sub-schemas below ``pointer``."""
@@ -625,10 +628,7 @@ class Compiler:
             return None
         try:
             negations = {
-                j: negate(
-                    self.flatten_for_negation(alternatives[j], f"{location}/{j}", base),
-                    self.negation_preparer(f"{location}/{j}", base),
-                )
+                j: self.negation(alternatives[j], f"{location}/{j}", base)
                 for j in {j for _, j in overlaps}
             }
             exact: list[dict[str, Any]] = []
