@@ -303,15 +303,15 @@ def test_large_counts_are_split_into_blocks_exactly(
     fuse_module = importlib.import_module("gramkiln.passes.fuse_terminals")
 
     # A small threshold keeps the oracle fast; the split does not depend on its value.
-    monkeypatch.setattr(fuse_module, "MAX_FUSED_COUNT", 64)
-    MAX_FUSED_COUNT = 64
+    threshold = 64
+    monkeypatch.setattr(fuse_module, "MAX_FUSED_COUNT", threshold)
     bound = "" if high is None else high
     grammar = parse_grammar(f'%start start\nrule start = "<" ([a] | [b] "c"){{{low},{bound}}} ">"')
     lowered = run_pipeline(grammar, COMPILE_PIPELINE)
     for rule in lowered.rules:
         if rule.terminal:
             counts = [max(n.min, n.max or 0) for n in walk(rule.body) if isinstance(n, Repeat)]
-            assert max(counts, default=0) <= MAX_FUSED_COUNT, print_grammar(lowered)
+            assert max(counts, default=0) <= threshold, print_grammar(lowered)
     old, new = ReferenceMatcher(grammar), ReferenceMatcher(lowered)
     edges = {0, 1, 31, 32, 33, 63, 64, 65, 95, 96, 97, low - 1, low, low + 1}
     if high is not None:
