@@ -154,6 +154,44 @@ def test_walk_cache_reused_under_different_stacks() -> None:
         check_string(ir, text.encode("utf-8"), compiled)
 
 
+CLOSERS_TOKENS = [b"a", b"x", b"y", b"(", b")", b",", b"ay", b"y)", b"y,", b"y))", b"y)),", b"))"]
+CLOSERS_EOS = len(CLOSERS_TOKENS)
+CLOSERS_VOCAB = Vocab([*CLOSERS_TOKENS, b"</s>"], eos_ids=[CLOSERS_EOS], special_ids=[CLOSERS_EOS])
+
+
+def test_bounded_depth_mask_cache_is_exact_under_different_stacks() -> None:
+    """Whole masks are also cached under a bounded-depth key: the thread states with H_D of
+    their origin sets (and of the last set), D the deepest dependency of the fill's exit walks.
+    Mid-lexeme (`W` cannot end before its `y`), the mask depends on the stack through the
+    origin only: `y)` is allowed inside one parenthesis, `y))` inside two, neither at the top;
+    and where the input may end, the end token comes from the current stack, not the entry.
+    Many strings share one compiled grammar, so later positions hit entries stored by earlier
+    ones (checked by mutation: keys without the origin hashes, or hits without the end
+    tokens, fail here)."""
+    texts = {i: t.decode("utf-8") for i, t in enumerate(CLOSERS_TOKENS)}
+    tokens = [*CLOSERS_TOKENS, b"</s>"]
+    strings = ["xaay", "(xaay)", "((xaay))", "xay,(xaay),((xay,xaay))", "((xy,(xaay)),xaay)"]
+    # Iterative lists, and right-recursive ones: there the stack below an accepting position
+    # grows with every item, so the whole-stack key misses and the bounded one hits.
+    for lists in ['item ("," item)*', 'item | item "," list']:
+        ir = grammar(
+            'term W = "x" [a]* "y"\n'
+            f"rule start = list\nrule list = {lists}\n"
+            'rule item = W | "(" list ")"\n'
+        )
+        compiled = compile_grammar(ir, CLOSERS_VOCAB)
+        oracle = ReferenceMatcher(ir, special_texts=texts)
+        for text in [*strings, "xay,xay,xaay"]:
+            matcher = compiled.matcher()
+            data = text.encode("utf-8")
+            for end in range(len(data) + 1):
+                if end:
+                    assert matcher.accept_string(data[end - 1 : end])
+                allowed = oracle.allowed_tokens(data[:end], tokens, [CLOSERS_EOS], [CLOSERS_EOS])
+                expected = [i for i, ok in enumerate(allowed) if ok]
+                assert mask_ids(matcher, compiled.vocab_size) == expected, (text, data[:end])
+
+
 def test_special_tokens_and_eos() -> None:
     ir = grammar('rule start = "a" <"<|sp|>"> "b" <[0-2]>\n')
     compiled = compile_grammar(ir, VOCAB)

@@ -466,9 +466,8 @@ uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
                       const std::vector<uint32_t>& touched) {
   constexpr uint32_t max_hops = Chart::kDepthHashes - 1;
   constexpr size_t kMaxHopSearch = 128;
-  sc.hops.clear();
+  sc.begin_visit(view.num_sets(), root);
   sc.hop_frontier.clear();
-  sc.hops.emplace(root, 0);
   sc.hop_frontier.emplace_back(root, 0);
   auto is_touched = [&](uint32_t set) {
     return std::binary_search(touched.begin(), touched.end(), set);
@@ -482,7 +481,7 @@ uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
     const Chart& chart = view.chart_of(set, &local);
     for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
       const uint32_t origin = chart.items[static_cast<uint32_t>(chart.waits[w])].origin;
-      if (!sc.hops.emplace(origin, hops + 1).second) continue;
+      if (!sc.visit(origin)) continue;
       // A search this wide means a key that covers much of the stack, which would rarely
       // recur: give up (the walk is simply not cached) rather than pay for it on every miss.
       if (sc.hop_frontier.size() >= kMaxHopSearch) return 0;
@@ -501,9 +500,8 @@ uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
 bool collect_within_hops(const ChartView& view, Scratch& sc, uint32_t root, uint32_t max_hops,
                          std::vector<uint32_t>& out) {
   constexpr size_t kMaxHopSearch = 128;
-  sc.hops.clear();
+  sc.begin_visit(view.num_sets(), root);
   sc.hop_frontier.clear();
-  sc.hops.emplace(root, 0);
   sc.hop_frontier.emplace_back(root, 0);
   for (size_t next = 0; next < sc.hop_frontier.size(); ++next) {
     const auto [set, hops] = sc.hop_frontier[next];
@@ -513,7 +511,7 @@ bool collect_within_hops(const ChartView& view, Scratch& sc, uint32_t root, uint
     const Chart& chart = view.chart_of(set, &local);
     for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
       const uint32_t origin = chart.items[static_cast<uint32_t>(chart.waits[w])].origin;
-      if (!sc.hops.emplace(origin, hops + 1).second) continue;
+      if (!sc.visit(origin)) continue;
       if (sc.hop_frontier.size() >= kMaxHopSearch) return false;
       sc.hop_frontier.emplace_back(origin, hops + 1);
     }
@@ -532,7 +530,7 @@ std::pair<uint64_t, uint64_t> walk_key(const ExitGroup& group, uint32_t lexeme, 
 }
 
 // Store a walk's tokens under `key`, sharing the stored copy with equal earlier results (a
-// sorted, distinct list for a sparse frame, the bitset for a dense one).
+// token list, in walk order, for a sparse frame, the bitset for a dense one).
 void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
                 const Scratch::WalkFrame& frame) {
   const std::vector<uint32_t>& data = frame.dense ? frame.bits : frame.tokens;
@@ -647,10 +645,12 @@ void emit_result(const GroupCache::WalkResult& result, Scratch::WalkFrame* frame
 // starts from: those count as reads of the enclosing walk (a walk is left uncached only when
 // that neighbourhood is too wide to collect).
 // The tokens go to `parent` (the enclosing walk) when given, else into `words` (the mask).
-void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
-                uint32_t lexeme, uint32_t set, uint32_t* words, uint32_t level,
-                Scratch::WalkFrame* parent) {
-  if (group.child_nodes.empty()) return;
+// Returns the depth d such that the result is a function of H_d(set) (0: of nothing, the group
+// has no exits), or -1 when it was neither stored nor taken from the cache.
+int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
+               uint32_t lexeme, uint32_t set, uint32_t* words, uint32_t level,
+               Scratch::WalkFrame* parent) {
+  if (group.child_nodes.empty()) return 0;
   GroupCache& cache = *rt.groups;
   // Copied: building hypothetical sets below may reallocate the overlay's hashes.
   uint64_t hashes[Chart::kDepthHashes * 2];
@@ -682,7 +682,7 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
       if (parent && !collect_within_hops(view, sc, set, hit_depth - 1, parent->reads)) {
         parent->deps_unknown = true;
       }
-      return;
+      return static_cast<int>(hit_depth);
     }
   }
   Scratch::WalkFrame& frame = frame_at(sc, level);
@@ -703,22 +703,23 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
   for (const ExitGroup* child : tokens.deeper) {
     walk_level(rt, view, sc, *child, child->lexeme, after, nullptr, level + 1, &frame);
   }
-  if (!frame.dense) {
-    std::sort(frame.tokens.begin(), frame.tokens.end());
-    frame.tokens.erase(std::unique(frame.tokens.begin(), frame.tokens.end()), frame.tokens.end());
-  }
+  // Sparse results stay unsorted, duplicates included: they are only ever ORed, and sorting
+  // them was ~15% of a cold JSON pass.
   if (frame.dense) {
     emit_bits(parent, words, frame.bits.data(), rt.words);
   } else {
     emit_tokens(parent, words, frame.tokens.data(), frame.tokens.size(), rt.words);
   }
+  int stored_depth = -1;
   if (!frame.deps_unknown && group.persistent) {
+    // Distinct from here on, so that enclosing walks merge short lists (nested walks used to
+    // pass every duplicate up, and sorting those was half of some cold JSON Schema fills).
     std::sort(frame.built.begin(), frame.built.end());
-    sc.walk_touched.clear();
+    frame.built.erase(std::unique(frame.built.begin(), frame.built.end()), frame.built.end());
     std::sort(frame.reads.begin(), frame.reads.end());
-    for (size_t i = 0; i < frame.reads.size(); ++i) {
-      const uint32_t read = frame.reads[i];
-      if (i > 0 && frame.reads[i - 1] == read) continue;
+    frame.reads.erase(std::unique(frame.reads.begin(), frame.reads.end()), frame.reads.end());
+    sc.walk_touched.clear();
+    for (const uint32_t read : frame.reads) {
       if (!std::binary_search(frame.built.begin(), frame.built.end(), read)) {
         sc.walk_touched.push_back(read);
       }
@@ -728,6 +729,7 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
       fetch_hash(depth);
       group.stored_depths.fetch_or(1u << depth, std::memory_order_relaxed);
       store_walk(rt, walk_key(group, lexeme, depth, hashes + (depth - 1) * 2), frame);
+      stored_depth = static_cast<int>(depth);
     }
   }
   if (parent) {
@@ -735,6 +737,7 @@ void walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup
     parent->reads.insert(parent->reads.end(), frame.reads.begin(), frame.reads.end());
     parent->deps_unknown = parent->deps_unknown || frame.deps_unknown;
   }
+  return stored_depth;
 }
 
 // OR the inside sets of all thread states. The union depends only on the set of states, so it
@@ -934,10 +937,39 @@ void Matcher::rollback(uint32_t n) {
   history_.resize(keep);
 }
 
+std::pair<uint64_t, uint64_t> Matcher::depth_mask_key(uint32_t depth) const {
+  std::pair<uint64_t, uint64_t> key{mix64(0x243f6a8885a308d3ull + depth),
+                                    mix64(0x13198a2e03707344ull ^ depth)};
+  auto depth_hash = [&](uint32_t set) {
+    return &chart_.depth_hash[(static_cast<size_t>(set) * Chart::kDepthHashes + depth - 1) * 2];
+  };
+  for (const Thread& th : threads_) {
+    const uint64_t state = static_cast<uint64_t>(th.state) * 0x9e3779b97f4a7c15ull;
+    uint64_t lo = 0, hi = 0;
+    if (depth > 0) {
+      lo = depth_hash(th.origin)[0];
+      hi = depth_hash(th.origin)[1];
+    }
+    key.first += mix64(state ^ lo);
+    key.second += mix64(state + hi * 0xd6e8feb86659fd93ull);
+  }
+  if (frontier_) {
+    const uint64_t* last = depth_hash(chart_.num_sets() - 1);
+    key.first = mix64(key.first ^ last[0]);
+    key.second = mix64(key.second + last[1]);
+  } else {
+    key.first = mix64(key.first + 1);
+    key.second = mix64(key.second ^ 1);
+  }
+  return key;
+}
+
 void Matcher::fill_mask(uint32_t* words) const {
   const Runtime& rt = *runtime_;
-  std::fill(words, words + rt.words, 0u);
-  if (terminated_) return;
+  if (terminated_) {
+    std::fill(words, words + rt.words, 0u);
+    return;
+  }
   // The mask is a function of the thread states, the structural hashes of their origin sets and
   // (when a set ends here) of the last set: look it up by that key first.
   std::pair<uint64_t, uint64_t> key{0x51ed270b27a2b7d5ull, 0x6a09e667f3bcc909ull};
@@ -955,6 +987,17 @@ void Matcher::fill_mask(uint32_t* words) const {
     key.second = mix64(key.second ^ 1);
   }
   GroupCache& cache = *rt.groups;
+  const size_t size = 4 * static_cast<size_t>(rt.words) + 64;
+  auto remember = [&](const std::pair<uint64_t, uint64_t>& full_key) {
+    std::lock_guard<std::mutex> lock(cache.mask_mutex);
+    if (cache.mask_bytes + size > GroupCache::kMaskBudgetBytes) {
+      cache.masks.clear();
+      cache.mask_bytes = 0;
+    }
+    if (cache.masks.emplace(full_key, std::vector<uint32_t>(words, words + rt.words)).second) {
+      cache.mask_bytes += size;
+    }
+  };
   {
     std::lock_guard<std::mutex> lock(cache.mask_mutex);
     auto found = cache.masks.find(key);
@@ -963,19 +1006,49 @@ void Matcher::fill_mask(uint32_t* words) const {
       return;
     }
   }
-  fill_mask_uncached(words);
-  const size_t size = 4 * static_cast<size_t>(rt.words) + 64;
-  std::lock_guard<std::mutex> lock(cache.mask_mutex);
-  if (cache.mask_bytes + size > GroupCache::kMaskBudgetBytes) {
-    cache.masks.clear();
-    cache.mask_bytes = 0;
+  // Then by the bounded-depth keys under which masks have been stored (see depth_masks); a hit
+  // lacks only the end tokens, which depend on the whole stack.
+  const uint32_t stored = cache.mask_depths.load(std::memory_order_relaxed);
+  for (uint32_t depth = frontier_ ? 1 : 0; depth <= Chart::kDepthHashes && (stored >> depth);
+       ++depth) {
+    if (!((stored >> depth) & 1u)) continue;
+    const auto depth_key = depth_mask_key(depth);
+    bool hit = false;
+    {
+      std::lock_guard<std::mutex> lock(cache.mask_mutex);
+      auto found = cache.depth_masks.find(depth_key);
+      if (found != cache.depth_masks.end()) {
+        std::copy(found->second.begin(), found->second.end(), words);
+        hit = true;
+      }
+    }
+    if (hit) {
+      if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
+      remember(key);
+      return;
+    }
   }
-  if (cache.masks.emplace(key, std::vector<uint32_t>(words, words + rt.words)).second) {
-    cache.mask_bytes += size;
+  std::fill(words, words + rt.words, 0u);  // not before: a cache hit overwrites every word
+  const int dependency = fill_mask_uncached(words);
+  if (dependency >= 0) {
+    const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
+    const auto depth_key = depth_mask_key(depth);
+    std::lock_guard<std::mutex> lock(cache.mask_mutex);
+    if (cache.depth_mask_bytes + size > GroupCache::kMaskBudgetBytes) {
+      cache.depth_masks.clear();
+      cache.depth_mask_bytes = 0;
+    }
+    if (cache.depth_masks.emplace(depth_key, std::vector<uint32_t>(words, words + rt.words))
+            .second) {
+      cache.depth_mask_bytes += size;
+    }
+    cache.mask_depths.fetch_or(1u << depth, std::memory_order_relaxed);
   }
+  if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
+  remember(key);
 }
 
-void Matcher::fill_mask_uncached(uint32_t* words) const {
+int Matcher::fill_mask_uncached(uint32_t* words) const {
   const Runtime& rt = *runtime_;
   Scratch& sc = thread_scratch();
   sc.overlay.items.clear();
@@ -992,11 +1065,13 @@ void Matcher::fill_mask_uncached(uint32_t* words) const {
   sc.overlay.depth_hash.clear();
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   or_inside_sets(rt, sc, threads_, words);
+  int dependency = 0;
   for (const Thread& th : threads_) {
     const size_t base = static_cast<size_t>(th.state) * 256;
     if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) {
-      walk_level(rt, view, sc, top_group(rt, th.state), rt.dfa_lexeme[th.state], th.origin,
-                 words, 0, nullptr);
+      const int depth = walk_level(rt, view, sc, top_group(rt, th.state), rt.dfa_lexeme[th.state],
+                                   th.origin, words, 0, nullptr);
+      dependency = (depth < 0 || dependency < 0) ? -1 : std::max(dependency, depth);
     }
   }
   if (frontier_) {
@@ -1008,7 +1083,7 @@ void Matcher::fill_mask_uncached(uint32_t* words) const {
                rt.words);
     }
   }
-  if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
+  return dependency;
 }
 
 std::string Matcher::jump_forward_bytes(uint32_t limit) const {

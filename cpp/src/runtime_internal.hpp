@@ -109,6 +109,14 @@ struct GroupCache {
   std::mutex mask_mutex;  // guards `masks` and `mask_bytes`
   std::unordered_map<std::pair<uint64_t, uint64_t>, std::vector<uint32_t>, KeyHash> masks;
   size_t mask_bytes = 0;
+  // Masks without the end tokens, by a bounded-depth key: the thread states with H_D of their
+  // origin sets (and of the last set when one ends here), where D is the deepest dependency of
+  // the fill's exit walks. The whole-stack key above rarely recurs when the stack differs below
+  // what the mask depends on (JSON nesting, expression contexts); this one does. Guarded by
+  // mask_mutex; `mask_depths` has bit D set once a mask was stored at depth D.
+  std::unordered_map<std::pair<uint64_t, uint64_t>, std::vector<uint32_t>, KeyHash> depth_masks;
+  size_t depth_mask_bytes = 0;
+  std::atomic<uint32_t> mask_depths{0};
   // Exit walks by (group, lexeme, depth d, H_d of the set they start from); see walk_level.
   // Sparse token lists when short, else bitsets.
   std::mutex walk_mutex;  // guards `walks` and `walk_bytes`
@@ -262,9 +270,27 @@ struct Scratch {
     std::vector<uint32_t> bits;
   };
   std::vector<std::unique_ptr<WalkFrame>> frames;
-  std::vector<uint32_t> walk_touched;  // pre-existing sets one walk depends on
+  std::vector<uint32_t> walk_touched;                       // pre-existing sets one walk depends on
   std::vector<std::pair<uint32_t, uint32_t>> hop_frontier;  // (set, hops) during a BFS
-  std::unordered_map<uint32_t, uint32_t> hops;              // set -> origin hops from the root
+  // Sets already reached by the current breadth-first search: visited[set] == visit_epoch
+  // (a flat array instead of a hash set: the search runs on every walk-cache miss).
+  std::vector<uint32_t> visited;
+  uint32_t visit_epoch = 0;
+  // Start a new search over `num_sets` sets with `root` marked.
+  void begin_visit(uint32_t num_sets, uint32_t root) {
+    if (visited.size() < num_sets) visited.resize(num_sets + num_sets / 2 + 16, 0);
+    if (++visit_epoch == 0) {
+      std::fill(visited.begin(), visited.end(), 0);
+      visit_epoch = 1;
+    }
+    visited[root] = visit_epoch;
+  }
+  // Mark `set`; false when the current search had already reached it.
+  bool visit(uint32_t set) {
+    if (visited[set] == visit_epoch) return false;
+    visited[set] = visit_epoch;
+    return true;
+  }
   std::vector<uint32_t> sorted_lexemes;
   std::vector<int32_t> thread_states;
 };

@@ -138,7 +138,11 @@ class Matcher {
     bool terminated;
   };
   Snapshot snapshot() const;
-  void fill_mask_uncached(uint32_t* words) const;  // the mask without the configuration cache
+  // The mask without the end tokens and without the configuration caches. Returns the depth D
+  // such that it is a function of the thread states, H_D of their origins and of the last set
+  // (see GroupCache::depth_masks), or -1 when some exit walk's dependencies are unknown.
+  int fill_mask_uncached(uint32_t* words) const;
+  std::pair<uint64_t, uint64_t> depth_mask_key(uint32_t depth) const;
   void restore(Snapshot&& snap);
   bool step_byte(uint8_t byte, const std::vector<std::pair<uint32_t, uint32_t>>* extra_scans);
   void start_threads_for_last_set();
