@@ -7,6 +7,7 @@ serialized with ``json.dumps`` (the default layout) and checked by the reference
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import pytest
@@ -653,7 +654,7 @@ def test_few_properties_in_any_order_are_each_written_at_most_once() -> None:
     assert not grammar.accepts(json.dumps({"b": 0}))
 
 
-def test_many_required_properties_keep_schema_order_beyond_the_bound_with_a_warning() -> None:
+def test_many_required_properties_beyond_the_bound_are_counted_with_a_warning() -> None:
     names = [f"r{i}" for i in range(20)]
     schema = {
         "type": "object",
@@ -666,15 +667,29 @@ def test_many_required_properties_keep_schema_order_beyond_the_bound_with_a_warn
     assert 0 < tracked < len(names)
     in_order = {n: 1 for n in names}
     assert grammar.accepts(json.dumps({"inner": in_order}))
-    # The tracked (first) required keys may move anywhere, the rest keep their order.
-    moved = {**{n: 1 for n in names[tracked:]}, **{n: 1 for n in reversed(names[:tracked])}}
-    assert grammar.accepts(json.dumps({"inner": moved}))
+    # Every order is accepted: tracked keys as a set, the others counted.
+    assert grammar.accepts(json.dumps({"inner": dict(reversed(in_order.items()))}))
+    shuffled = names[:]
+    random.Random(7).shuffle(shuffled)
+    assert grammar.accepts(json.dumps({"inner": {n: 1 for n in shuffled}}))
     swapped = dict(in_order)
     del swapped[names[-2]]
     swapped[names[-2]] = 1
-    assert not grammar.accepts(json.dumps({"inner": swapped}))
-    missing = {n: 1 for n in names[1:]}
-    assert not grammar.accepts(json.dumps({"inner": missing}))
+    assert grammar.accepts(json.dumps({"inner": swapped}))
+    # Missing keys are refused, tracked or counted, and so is one too many.
+    for absent in (names[0], names[-1]):
+        missing = {n: 1 for n in names if n != absent}
+        assert not grammar.accepts(json.dumps({"inner": missing}))
+    extra = json.dumps({"inner": in_order})[:-2] + ', "' + names[-1] + '": 1}}'
+    assert not grammar.accepts(extra)
+    # Values are still validated, and a tracked key may not repeat.
+    assert not grammar.accepts(json.dumps({"inner": {**in_order, names[-1]: "x"}}))
+    repeated = json.dumps({"inner": in_order})[:-2] + ', "' + names[0] + '": 1}}'
+    assert not grammar.accepts(repeated)
+    # The documented hole: a counted key repeated in place of a missing counted one.
+    stand_in = {n: 1 for n in names if n != names[-1]}
+    text = json.dumps({"inner": stand_in})[:-2] + ', "' + names[-2] + '": 1}}'
+    assert grammar.accepts(text)
 
 
 def test_too_many_states_for_any_order_fall_back_to_schema_order_with_a_warning() -> None:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 MAX_PATTERN_PROPERTIES = 4
 MAX_WITNESSES = 3
 MAX_ANY_ORDER_PROPERTIES = 8
-# Bound on (required keys in schema order + 1) * 2**(required keys tracked as a set).
+# Bound on (required keys counted + 1) * 2**(required keys tracked as a set).
 TRACKED_STATE_BUDGET = 512
 
 
@@ -199,12 +199,15 @@ class _MemberPlan(NamedTuple):
 
     ``ordered`` members come in this order (optional ones may be skipped); ``free`` members
     may come anywhere between them, each of the ``tracked`` ones (indexes into ``free``) at
-    most once, the others as often as they like (each occurrence validated).
+    most once; the ``counted`` ones (required, too many to track as a set) together exactly
+    as often as there are of them; the others as often as they like (each occurrence
+    validated).
     """
 
     ordered: list[tuple[Expr, Expr, bool]]
     free: list[tuple[Expr, Expr, bool]]
     tracked: frozenset[int]
+    counted: frozenset[int] = frozenset()
 
 
 def _schema_order_plan(members: list[_Member]) -> _MemberPlan:
@@ -215,9 +218,9 @@ def _schema_order_plan(members: list[_Member]) -> _MemberPlan:
 
 
 def _tracked_required_count(required: int) -> int:
-    """How many required keys can be tracked as a set when the rest follow schema order.
+    """How many required keys can be tracked as a set when the rest are counted.
 
-    The chain has (untracked required + 1) * 2**tracked key states; keeping that under
+    The chain has (counted required + 1) * 2**tracked key states; keeping that under
     ``TRACKED_STATE_BUDGET`` bounds the grammar while tracking as many as possible.
     """
     best = 0
@@ -228,13 +231,16 @@ def _tracked_required_count(required: int) -> int:
 
 
 def _any_order_plan(members: list[_Member]) -> tuple[_MemberPlan, str | None]:
-    """Declared members in any order, and a note when some required ones must keep the
-    schema order.
+    """Declared members in any order, and a note when some required ones are only counted.
 
     Up to ``MAX_ANY_ORDER_PROPERTIES`` members are all tracked (each at most once: exact).
     Beyond that optional members are untracked (a repeated optional key is accepted, each
     occurrence validated, so the object a JSON parser builds is still valid); required ones
-    are tracked while the state budget allows and the rest are written in schema order.
+    are tracked while the state budget allows and the rest are counted: any of them may come
+    anywhere, and the object ends only after as many of their occurrences as there are of
+    them. No valid object is refused (the schema order was, before, for every object that
+    wrote them in another order); a repeated counted key standing in for a missing one is
+    accepted, which the note says.
     """
     items = [(key, value, req) for key, value, req, _ in members]
     if len(items) <= MAX_ANY_ORDER_PROPERTIES:
@@ -242,13 +248,15 @@ def _any_order_plan(members: list[_Member]) -> tuple[_MemberPlan, str | None]:
     required = [item for item in items if item[2]]
     optional = [item for item in items if not item[2]]
     keep = _tracked_required_count(len(required))
-    free = required[:keep] + optional
-    plan = _MemberPlan(required[keep:], free, frozenset(range(keep)))
-    if keep == len(required):
+    free = required + optional
+    counted = frozenset(range(keep, len(required)))
+    plan = _MemberPlan([], free, frozenset(range(keep)), counted)
+    if not counted:
         return plan, None
     note = (
-        f"{len(required)} required properties: the first {keep} may come in any order, "
-        f"the other {len(required) - keep} must follow the schema order"
+        f"{len(required)} required properties: {keep} are tracked, the other "
+        f"{len(counted)} are counted, not tracked, so a repeated one of them can stand in "
+        "for a missing one"
     )
     return plan, note
 
@@ -266,11 +274,16 @@ def _member_chain(
 ) -> Expr:
     """The chain of rules after ``{``: members laid out by ``plan``, then ``}``."""
     layout = compiler.layout
-    ordered, free, tracked = plan
-    free_required = frozenset(i for i, (_, _, req) in enumerate(free) if req)
+    ordered, free, tracked, counted = plan
+    free_required = frozenset(i for i, (_, _, req) in enumerate(free) if req and i not in counted)
+    counted_total = len(counted)
     all_witnesses = frozenset(range(witness_count))
     cap = max_count if max_count is not None else max(min_count, 1)
-    untracked = [(key, value) for i, (key, value, _) in enumerate(free) if i not in tracked]
+    untracked = [
+        (key, value)
+        for i, (key, value, _) in enumerate(free)
+        if i not in tracked and i not in counted
+    ]
     # Untracked members share one rule (the choice of their key/value pairs) so that each
     # state costs one alternative for all of them, not one per property.
     untracked_pairs: Expr = NEVER
@@ -296,52 +309,61 @@ def _member_chain(
     declared_keys = ordered_keys | {key for key, _, _ in free}
 
     def moves(state: Any) -> list[tuple[Expr, Any]]:
-        position, count, used, seen = state
+        position, count, used, seen, tally = state
         out: list[tuple[Expr, Any]] = []
         if position < len(ordered):
             key_expr, value, is_required = ordered[position]
             if room(count):
-                nxt = (position + 1, bump(count), used, seen)
+                nxt = (position + 1, bump(count), used, seen, tally)
                 out.append((member(key_expr, value, count), nxt))
                 for w_key, w_value, satisfied in witness_variants:
                     if w_key == key_expr:
-                        nxt = (position + 1, bump(count), used, seen | satisfied)
+                        nxt = (position + 1, bump(count), used, seen | satisfied, tally)
                         out.append((member(key_expr, w_value, count), nxt))
             if not is_required:
-                out.append((lit(""), (position + 1, count, used, seen)))
+                out.append((lit(""), (position + 1, count, used, seen, tally)))
         if not room(count):
             return out
         # Free members and additional keys may come anywhere between the ordered ones.
         for index, (key_expr, value, _) in enumerate(free):
-            if index in used:
+            if index in used or (index in counted and tally == counted_total):
                 continue
             after = used | {index} if index in tracked else used
-            if index in tracked:
-                out.append((member(key_expr, value, count), (position, bump(count), after, seen)))
+            now = tally + 1 if index in counted else tally
+            if index in tracked or index in counted:
+                nxt = (position, bump(count), after, seen, now)
+                out.append((member(key_expr, value, count), nxt))
             for w_key, w_value, satisfied in witness_variants:
                 if w_key == key_expr:
-                    nxt = (position, bump(count), after, seen | satisfied)
+                    nxt = (position, bump(count), after, seen | satisfied, now)
                     out.append((member(key_expr, w_value, count), nxt))
         if untracked:
-            nxt = (position, bump(count), used, seen)
+            nxt = (position, bump(count), used, seen, tally)
             out.append((seq(separator(count), untracked_pairs), nxt))
         for key_expr, value in group_values:
-            out.append((member(key_expr, value, count), (position, bump(count), used, seen)))
+            nxt = (position, bump(count), used, seen, tally)
+            out.append((member(key_expr, value, count), nxt))
         for w_key, w_value, satisfied in witness_variants:
             if w_key not in declared_keys:
-                nxt = (position, bump(count), used, seen | satisfied)
+                nxt = (position, bump(count), used, seen | satisfied, tally)
                 out.append((member(w_key, w_value, count), nxt))
         return out
 
     def end(state: Any) -> Expr | None:
-        position, count, used, seen = state
+        position, count, used, seen, tally = state
         if position < len(ordered) or count < min_count or not free_required <= used:
             return None
-        if seen != all_witnesses:
+        if seen != all_witnesses or tally != counted_total:
             return None
         return layout.close_nonempty("}", depth) if count else layout.close_empty("}", depth)
 
-    start: tuple[int, int, frozenset[Any], frozenset[Any]] = (0, 0, frozenset(), frozenset())
+    start: tuple[int, int, frozenset[Any], frozenset[Any], int] = (
+        0,
+        0,
+        frozenset(),
+        frozenset(),
+        0,
+    )
     return compiler.chain(f"{pointer}/object", start, moves, end)
 
 

@@ -41,8 +41,8 @@ class JsonSchemaOptions(BaseModel):
     )
     property_order: Literal["schema", "any"] = Field(
         "any",
-        description="any: declared properties in any order (required ones beyond a bound keep "
-        "the schema order, with a warning); schema: declared order",
+        description="any: declared properties in any order (required ones beyond a bound are "
+        "counted rather than tracked, with a warning); schema: declared order",
     )
     coerce_one_of: bool = Field(
         False, description="treat oneOf whose branches may overlap as anyOf (with a warning)"
