@@ -840,3 +840,103 @@ def test_counted_contains_agrees_with_jsonschema(schema: dict[str, Any]) -> None
     for instance in instances:
         text = json.dumps(instance)
         assert grammar.accepts(text) == validator.is_valid(instance), text
+
+
+OBJECT_MEMBER_RULES: list[tuple[dict[str, Any], list[str], list[Any]]] = [
+    # (schema, keys, values) for random objects.
+    # allOf whose sides' additionalProperties see different patterns: a key must satisfy,
+    # per side, the schemas of that side's patterns it matches, or that side's additional.
+    (
+        {
+            "type": "object",
+            "allOf": [
+                {"additionalProperties": {"type": "integer"}},
+                {"patternProperties": {"a": {"minimum": 2}}, "additionalProperties": False},
+                {"patternProperties": {"b": {"maximum": 5}}, "additionalProperties": False},
+                {"properties": {"cb": {"type": "integer"}}},
+            ],
+        },
+        ["a", "b", "ab", "ba", "c", "cb"],
+        [0, 1, 3, 6, 2.5, "s"],
+    ),
+    (
+        {
+            "type": "object",
+            "allOf": [
+                {"properties": {"x": {"type": "string"}}, "additionalProperties": {"const": 1}},
+                {"patternProperties": {"^[ab]": {"type": "integer"}}},
+            ],
+            "required": ["b1"],
+        },
+        ["a", "b1", "b1", "x", "c", "xa"],
+        [1, 1, 2, "s"],
+    ),
+    (
+        {
+            "allOf": [
+                {"patternProperties": {"a": {"type": "integer"}}, "additionalProperties": False},
+                {"patternProperties": {"b": {"type": "string"}}, "additionalProperties": True},
+            ]
+        },
+        ["a", "b", "ab", "ba", "c"],
+        [0, 1, "s", None],
+    ),
+    # The same rules filter enum members (the fixed-value validator).
+    (
+        {
+            "allOf": [
+                {"additionalProperties": {"type": "integer"}},
+                {"patternProperties": {"a": {"minimum": 2}}, "additionalProperties": False},
+            ],
+            "enum": [{"a": 3}, {"a": 1}, {"ab": 2}, {"c": 1}, {"a": "x"}, {"ab": 3, "ba": 4}],
+        },
+        ["a", "ab", "c", "ba"],
+        [3, 1, 2, "x", 4],
+    ),
+    # More than three negated member rules (each a witness the object must contain).
+    (
+        {
+            "type": "object",
+            "patternProperties": {"^[0-9]$": {"type": "array", "minItems": 1}},
+            "additionalProperties": False,
+            "maxProperties": 3,
+            "not": {
+                "anyOf": [
+                    {"propertyNames": {"not": {"enum": ["1", "3"]}}},
+                    {"propertyNames": {"not": {"enum": ["2", "3"]}}},
+                    {"propertyNames": {"not": {"enum": ["4"]}}},
+                    {"propertyNames": {"not": {"enum": ["1", "5"]}}},
+                    {"propertyNames": {"not": {"enum": ["6", "4"]}}},
+                ]
+            },
+        },
+        ["3", "4", "1", "5", "3", "4", "6"],
+        [[1], [1], [1], [1], [1], [1], [], 1],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "keys", "values"),
+    OBJECT_MEMBER_RULES,
+    ids=[json.dumps(case[0])[:60] for case in OBJECT_MEMBER_RULES],
+)
+def test_object_member_rules_agree_with_jsonschema(
+    schema: dict[str, Any], keys: list[str], values: list[Any]
+) -> None:
+    """Merged pattern/additional rules of several allOf sides, and many witnesses: random
+    objects (each case draws enough valid and invalid ones) agree with jsonschema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    full = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    grammar = _grammar(full)
+    validator = jsonschema.Draft202012Validator(full)
+    rnd = random.Random(1)
+    instances: list[Any] = [{}, [], 1]
+    for _ in range(300):
+        size = rnd.randint(0, 4)
+        instances.append({rnd.choice(keys): rnd.choice(values) for _ in range(size)})
+    verdicts = [validator.is_valid(instance) for instance in instances]
+    assert 5 <= sum(verdicts) <= len(instances) - 20
+    for instance, valid in zip(instances, verdicts, strict=True):
+        text = json.dumps(instance)
+        assert grammar.accepts(text) == valid, text

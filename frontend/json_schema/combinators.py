@@ -231,16 +231,28 @@ def _pattern_matches(pattern: str, key: str) -> bool:
 
 def _constraint_for_key(side: dict[str, Any], key: str) -> list[Any]:
     """What ``side`` requires of property ``key`` when ``key`` is not among its properties."""
-    matched = [
-        schema
-        for pattern, schema in (side.get("patternProperties") or {}).items()
-        if _pattern_matches(pattern, key)
+    patterns = side.get("patternProperties") or {}
+    matched = {pattern for pattern in patterns if _pattern_matches(pattern, key)}
+    own = [schema for pattern, schema in patterns.items() if pattern in matched]
+    return own + [s for s in undeclared_key_schemas(side, matched) if s is not True]
+
+
+def pattern_branches(flat: dict[str, Any]) -> list[list[Any]]:
+    """The ``[patternProperties, additionalProperties]`` pairs that all apply to a flat
+    schema's undeclared keys: one pair, unless allOf merged sides whose additional schemas
+    see different patterns."""
+    if "__pattern_branches" in flat:
+        return [list(branch) for branch in flat["__pattern_branches"]]
+    return [[dict(flat.get("patternProperties") or {}), flat.get("additionalProperties", True)]]
+
+
+def undeclared_key_schemas(flat: dict[str, Any], matched: set[str]) -> list[Any]:
+    """What a key outside the declared properties must satisfy beyond the schemas of the
+    patterns it matches (``matched``): the additional schema of every pattern branch none of
+    whose patterns it matches."""
+    return [
+        additional for patterns, additional in pattern_branches(flat) if not matched & set(patterns)
     ]
-    if matched:
-        return matched
-    if "additionalProperties" in side:
-        return [side["additionalProperties"]]
-    return []
 
 
 def _merge_objects(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any]) -> None:
@@ -257,13 +269,18 @@ def _merge_objects(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any]) ->
     patterns_a = a.get("patternProperties") or {}
     patterns_b = b.get("patternProperties") or {}
     if patterns_a or patterns_b:
-        if ("additionalProperties" in a and patterns_b and set(patterns_b) - set(patterns_a)) or (
-            "additionalProperties" in b and patterns_a and set(patterns_a) - set(patterns_b)
+        if (
+            "__pattern_branches" in a
+            or "__pattern_branches" in b
+            or ("additionalProperties" in a and patterns_b and set(patterns_b) - set(patterns_a))
+            or ("additionalProperties" in b and patterns_a and set(patterns_a) - set(patterns_b))
         ):
-            raise Unmergeable(
-                "patternProperties",
-                "allOf combines patternProperties with another branch's additionalProperties",
-            )
+            # Each side's additionalProperties covers the keys *its own* patterns miss, so no
+            # single (patterns, additional) pair says it: keep every side's pair. A key
+            # outside all declared properties must then satisfy, for each pair, its matching
+            # patterns' schemas or, matching none, its additional schema (see
+            # pattern_branches; the object builder enumerates the pattern combinations).
+            out["__pattern_branches"] = pattern_branches(a) + pattern_branches(b)
         merged_patterns = dict(patterns_a)
         for pattern, schema in patterns_b.items():
             merged_patterns[pattern] = (

@@ -15,6 +15,7 @@ which is exact but exponential, so it is limited to a handful of declared proper
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -26,7 +27,7 @@ from gramkiln.frontend.json_schema.automaton import (
     intersect,
     is_empty,
 )
-from gramkiln.frontend.json_schema.combinators import canonical
+from gramkiln.frontend.json_schema.combinators import canonical, pattern_branches
 from gramkiln.frontend.json_schema.exprs import NEVER, choice, is_never, lit, seq
 from gramkiln.frontend.json_schema.keys import (
     any_string_dfa,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from gramkiln.frontend.json_schema.compiler import Compiler
 
 MAX_PATTERN_PROPERTIES = 4
-MAX_WITNESSES = 3
+MAX_WITNESSES = 6
 MAX_ANY_ORDER_PROPERTIES = 8
 # Bound on (required keys counted + 1) * 2**(required keys tracked as a set).
 TRACKED_STATE_BUDGET = 512
@@ -98,6 +99,22 @@ def object_expr(
         except Exception as exc:  # a regex error: report it at this location
             raise compiler.error(pointer, f"patternProperties: {exc}") from None
 
+    # allOf over sides whose additionalProperties see different patterns: every side's
+    # (patterns, additional) pair applies to undeclared keys (see pattern_branches). Every
+    # key is then evaluated by some side, so unevaluatedProperties never applies.
+    branches: list[list[Any]] | None = None
+    if "__pattern_branches" in flat:
+        branches = pattern_branches(flat)
+        if options.strict:
+            branches.append([dict(patterns), False])
+
+    def undeclared_value(matched_names: set[str], matched: list[Any]) -> Any:
+        """The schema of an undeclared key matching exactly the patterns ``matched_names``."""
+        if branches is None:
+            return _all_of(matched) if matched else additional
+        extra = [more for own, more in branches if not matched_names & set(own)]
+        return _all_of(matched + extra)
+
     # Declared members: properties in order, then required names that only patterns or
     # additionalProperties describe.
     declared: list[tuple[str, Any, bool]] = []
@@ -108,7 +125,8 @@ def object_expr(
         if name in properties:
             value_schema = _all_of(own + matched + ([additional] if name in shadowed else []))
         else:
-            value_schema = _all_of(matched) if matched else additional
+            names_matched = {p for p in patterns if pattern_matches(p, name)} if matched else set()
+            value_schema = undeclared_value(names_matched, matched)
         if names_dfa is not None and not accepts(names_dfa, name):
             value_schema = False
         is_required = name in required
@@ -120,7 +138,14 @@ def object_expr(
 
     names_key = canonical(flat.get("propertyNames", True))
     groups = _additional_groups(
-        compiler, all_names, patterns, additional, names_dfa, names_key, pointer
+        compiler,
+        all_names,
+        patterns,
+        additional,
+        names_dfa,
+        names_key,
+        pointer,
+        undeclared_value if branches is not None else None,
     )
 
     members = [
@@ -379,9 +404,12 @@ def _additional_groups(
     names_dfa: Dfa | None,
     names_key: str,
     pointer: str,
+    value_for: Callable[[set[str], list[Any]], Any] | None = None,
 ) -> list[tuple[Expr, Any, Dfa | None]]:
     """(key expression, value schema, key automaton or None for any key) for keys that are
-    not declared names."""
+    not declared names. ``value_for(matched pattern names, their schemas)`` gives the value
+    schema of each combination of patterns when it is not the plain rule (the matched
+    patterns' schemas, or ``additional`` when none matches)."""
     if additional is False and not patterns:
         return []
     if not names and names_dfa is None and not patterns:
@@ -409,7 +437,12 @@ def _additional_groups(
         groups: list[tuple[Expr, Any, Dfa | None]] = []
         for size in range(len(pattern_list) + 1):
             for chosen in combinations(range(len(pattern_list)), size):
-                value = _all_of([pattern_list[i][1] for i in chosen]) if chosen else additional
+                chosen_schemas = [pattern_list[i][1] for i in chosen]
+                if value_for is not None:
+                    chosen_names = {pattern_list[i][0] for i in chosen}
+                    value = value_for(chosen_names, chosen_schemas)
+                else:
+                    value = _all_of(chosen_schemas) if chosen else additional
                 if value is False:
                     continue
                 dfa = base_dfa

@@ -18,6 +18,7 @@ from gramkiln.frontend.json_schema.combinators import (
     contains_constraints,
     json_type_of,
     type_set,
+    undeclared_key_schemas,
 )
 from gramkiln.frontend.json_schema.formats import format_expr
 from gramkiln.frontend.json_schema.keys import pattern_matches
@@ -182,7 +183,13 @@ def _object_ok(
         for schema in matched:
             if not check(schema, item, f"{pointer}/patternProperties"):
                 return False
-        if name not in properties and not matched and not check(additional, item, pointer):
+        if "__pattern_branches" in flat and name not in properties:
+            matched_names = {pattern for pattern in patterns if pattern_matches(pattern, name)}
+            if not all(
+                check(more, item, pointer) for more in undeclared_key_schemas(flat, matched_names)
+            ):
+                return False
+        elif name not in properties and not matched and not check(additional, item, pointer):
             return False
     for witness in flat.get("__witnesses", ()):
         from gramkiln.frontend.json_schema.objects import witness_key_dfa
