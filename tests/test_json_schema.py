@@ -940,3 +940,22 @@ def test_object_member_rules_agree_with_jsonschema(
     for instance, valid in zip(instances, verdicts, strict=True):
         text = json.dumps(instance)
         assert grammar.accepts(text) == valid, text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"not": {"type": "string", "minLength": 0, "maxLength": 1}},
+        {"not": {"type": "array", "minItems": 0, "maxItems": 1}},
+        {"allOf": [{"type": "string"}, {"not": {"minLength": 0, "maxLength": 0}}]},
+    ],
+)
+def test_negated_zero_lower_bounds_are_always_satisfied(schema: dict[str, Any]) -> None:
+    """A lower bound of 0 cannot be violated: its negation contributes nothing (it used to
+    make the whole `not` unsupported)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    grammar = _grammar(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for instance in ["", "a", "ab", [], [1], [1, 2], 0, None, {}]:
+        text = json.dumps(instance)
+        assert grammar.accepts(text) == validator.is_valid(instance), text

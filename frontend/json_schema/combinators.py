@@ -421,7 +421,9 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
         else:
             if key.startswith("min"):
                 if value == 0:
+                    # Always satisfied: nothing violates it.
                     pieces.append([False])
+                    handled.add(key)
                     continue
                 tight = {"type": [type_for[key]], "max" + key[3:]: value - 1}
             else:
