@@ -21,6 +21,7 @@ from gramkiln.passes._common import (
     MARKER_PREFIXES,
     TEXT_LEAVES,
     NameAllocator,
+    children_changed,
     is_lexeme_like,
     is_terminal_only,
     map_expr,
@@ -81,7 +82,7 @@ def fuse_terminals(grammar: GrammarIR) -> GrammarIR:
         if is_lexeme_like(rule):
             body = _inline_plain_rules(body, by_name, (rule.name,))
         body = fuser.fuse(body, whole_runs=fuser.whole_runs(rule))
-        rules.append(rule.model_copy(update={"body": body}))
+        rules.append(rule if body is rule.body else rule.model_copy(update={"body": body}))
     return grammar.model_copy(
         update={
             "rules": (*rules, *fuser.new_terminals),
@@ -143,18 +144,24 @@ class _Fuser:
             return self._terminal_ref(expr)
         if isinstance(expr, TEXT_LEAVES):
             return self._terminal_ref(expr)
+        # Unchanged nodes are kept (not copied) so that later passes' memos still know them.
         if isinstance(expr, Seq):
             items = self._fuse_seq(expr.items, whole_runs)
+            if not children_changed(items, expr.items):
+                return expr
             return expr.model_copy(update={"items": items})
         if isinstance(expr, Choice):
             alternatives = self._fuse_choice(expr.alternatives, whole_runs)
             if len(alternatives) == 1:
                 return alternatives[0]
+            if not children_changed(alternatives, expr.alternatives):
+                return expr
             return expr.model_copy(update={"alternatives": alternatives})
         if isinstance(expr, Repeat):
             if whole_runs and _large_count(expr) and self._fusable(expr.item):
                 return self.split_counted_repeat(expr)
-            return expr.model_copy(update={"item": self.fuse(expr.item, whole_runs=whole_runs)})
+            item = self.fuse(expr.item, whole_runs=whole_runs)
+            return expr if item is expr.item else expr.model_copy(update={"item": item})
         return expr
 
     def split_counted_repeat(self, expr: Repeat) -> Expr:

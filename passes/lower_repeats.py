@@ -67,7 +67,7 @@ def lower_repeats(grammar: GrammarIR) -> GrammarIR:
     rules = [
         rule
         if is_lexeme_like(rule) or rule.name in inside_lexemes
-        else rule.model_copy(update={"body": map_expr(rule.body, lowerer.lower)})
+        else _with_body(rule, map_expr(rule.body, lowerer.lower))
         for rule in grammar.rules
     ]
     return grammar.model_copy(
@@ -76,6 +76,12 @@ def lower_repeats(grammar: GrammarIR) -> GrammarIR:
             "subgrammars": with_subgrammars(grammar, lower_repeats),
         }
     )
+
+
+def _with_body(rule: Rule, body: Expr) -> Rule:
+    """``rule`` with ``body``; the rule itself when the body is unchanged, so that the memos
+    of later passes (keyed by identity) still know it."""
+    return rule if body is rule.body else rule.model_copy(update={"body": body})
 
 
 class _RepeatLowerer:

@@ -64,15 +64,21 @@ def normalise_expressions(grammar: GrammarIR) -> GrammarIR:
 
 def _normalise_rule(rule: Rule, merge_everywhere: bool) -> Rule:
     merge = merge_everywhere or is_lexeme_like(rule)
-    update: dict[str, object] = {"body": normalise_expr(rule.body, merge_literals=merge)}
-    marker_updates = {
-        key: normalise_expr(marker, merge_literals=True)
-        for key, marker in (("suffix", rule.options.suffix), ("stop", rule.options.stop))
-        if marker is not None
-    }
+    update: dict[str, object] = {}
+    body = normalise_expr(rule.body, merge_literals=merge)
+    if body is not rule.body:
+        update["body"] = body
+    marker_updates: dict[str, Expr] = {}
+    for key, marker in (("suffix", rule.options.suffix), ("stop", rule.options.stop)):
+        if marker is not None:
+            normalised = normalise_expr(marker, merge_literals=True)
+            if normalised is not marker:
+                marker_updates[key] = normalised
     if marker_updates:
         update["options"] = rule.options.model_copy(update=marker_updates)
-    return rule.model_copy(update=update)
+    # An unchanged rule is kept as it is: identity lets the memos of later passes (normal
+    # forms, structural keys, verify facts) recognise it.
+    return rule.model_copy(update=update) if update else rule
 
 
 def normalise_expr(expr: Expr, *, merge_literals: bool) -> Expr:
@@ -134,6 +140,8 @@ def _normalise_seq(seq: Seq, merge_literals: bool) -> Expr:
         return Empty(span=seq.span)
     if len(items) == 1:
         return items[0]
+    if not children_changed(tuple(items), seq.items):
+        return seq  # already normal: keep the node (and every memo keyed by it)
     return seq.model_copy(update={"items": tuple(items)})
 
 
@@ -188,6 +196,8 @@ def _normalise_choice(choice: Choice) -> Expr:
         alternatives.insert(class_position, merged)
     if len(alternatives) == 1:
         return alternatives[0]
+    if not children_changed(tuple(alternatives), choice.alternatives):
+        return choice  # already normal: keep the node (and every memo keyed by it)
     return choice.model_copy(update={"alternatives": tuple(alternatives)})
 
 
