@@ -6,6 +6,7 @@ import hashlib
 import math
 import re
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from gramkiln.ir.nodes import (
     Bytes,
@@ -151,15 +152,56 @@ class GrammarIR(Node):
 
         if _VERIFIED.get(id(self)) is self:
             return self
-        problems = list(self.problems())
-        if problems:
-            raise IRError("invalid IR:\n  " + "\n  ".join(problems))
+        # The quick check reads memoised per-subtree facts, so subtrees that earlier
+        # grammars shared (the passes keep what they do not change) cost nothing; it only
+        # says yes or "maybe not", and the full walk below words every problem.
+        if not self._quickly_valid():
+            problems = list(self.problems())
+            if problems:
+                raise IRError("invalid IR:\n  " + "\n  ".join(problems))
         # A grammar is immutable, so one check holds for its lifetime; front ends, Grammar and
         # compile all verify the same object, which costs seconds on big JSON Schemas.
         if len(_VERIFIED) >= 256:
             _VERIFIED.clear()
         _VERIFIED[id(self)] = self
         return self
+
+    def _quickly_valid(self) -> bool:
+        """True when ``problems`` would yield nothing, judged from ``expr_facts``; False
+        means "maybe not" (the caller then runs ``problems`` for the exact messages)."""
+        if self.ir_version != IR_VERSION:
+            return False
+        is_terminal: dict[str, bool] = {}
+        for rule in self.rules:
+            if rule.name in is_terminal:
+                return False
+            is_terminal[rule.name] = rule.terminal
+        sub_names = frozenset(sub.name for sub in self.subgrammars)
+        if self.start not in is_terminal or len(sub_names) != len(self.subgrammars):
+            return False
+        terminal_refs: dict[str, frozenset[str]] = {}
+        for rule in self.rules:
+            for expr in (rule.body, rule.options.suffix, rule.options.stop):
+                if expr is None:
+                    continue
+                facts = expr_facts(expr)
+                if facts.unnormalised_token_set or not facts.embeds <= sub_names:
+                    return False
+                if rule.terminal and facts.token_elements:
+                    return False
+                for name in facts.refs:
+                    target_is_terminal = is_terminal.get(name)
+                    if target_is_terminal is None or (rule.terminal and not target_is_terminal):
+                        return False
+            if rule.terminal:
+                terminal_refs[rule.name] = expr_facts(rule.body).refs
+        for expr in self.ignore:
+            facts = expr_facts(expr)
+            if facts.token_elements or not all(is_terminal.get(n) for n in facts.refs):
+                return False
+        if _has_cycle(terminal_refs):
+            return False
+        return all(sub.grammar._quickly_valid() for sub in self.subgrammars)
 
     def problems(self, where: str = "") -> Iterator[str]:
         """Yield a description of every invariant this IR violates."""
@@ -244,6 +286,108 @@ def _terminal_cycles(grammar: GrammarIR, where: str) -> Iterator[str]:
     for name in edges:
         if name not in state:
             yield from visit(name, [name])
+
+
+def _has_cycle(edges: dict[str, frozenset[str]]) -> bool:
+    """Whether the graph ``edges`` (every target is a key) has a cycle (iterative DFS)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    for root in edges:
+        if root in state:
+            continue
+        state[root] = 1
+        stack = [(root, iter(edges[root]))]
+        while stack:
+            name, targets = stack[-1]
+            for target in targets:
+                seen = state.get(target)
+                if seen == 1:
+                    return True
+                if seen is None:
+                    state[target] = 1
+                    stack.append((target, iter(edges[target])))
+                    break
+            else:
+                state[name] = 2
+                stack.pop()
+    return False
+
+
+class ExprFacts(NamedTuple):
+    """What ``verify`` and the passes ask about a whole subtree, without walking it."""
+
+    refs: frozenset[str]
+    """Names of every ``Ref`` in the subtree."""
+    embeds: frozenset[str]
+    """Sub-grammar names of every ``Embed`` in the subtree."""
+    token_elements: bool
+    """Whether it contains a ``TokenSet``, ``SpecialToken`` or ``Embed``: the only kinds
+    that may not appear inside a terminal."""
+    unnormalised_token_set: bool
+    """Whether it contains a ``TokenSet`` whose ranges are not normalised."""
+    has_text: bool
+    """Whether it contains a ``Literal``, ``Bytes``, ``CharClass`` or ``Ref``."""
+    largest_count: int
+    """The largest ``min`` or ``max`` of any ``Repeat`` in it (0 without repeats)."""
+
+
+_NO_NAMES: frozenset[str] = frozenset()
+_PLAIN_FACTS = ExprFacts(_NO_NAMES, _NO_NAMES, False, False, False, 0)
+_TEXT_FACTS = ExprFacts(_NO_NAMES, _NO_NAMES, False, False, True, 0)
+
+
+def expr_facts(expr: Node) -> ExprFacts:
+    """The :class:`ExprFacts` of ``expr``, memoised by node identity like ``structural_key``.
+
+    Computed bottom-up, so a tree costs one visit per node however often (and by however
+    many grammars) its subtrees are asked about.
+    """
+    kind = type(expr)
+    if kind is Seq or kind is Choice or kind is Repeat:
+        entry = _EXPR_FACTS.get(id(expr))
+        if entry is not None and entry[0] is expr:
+            return entry[1]
+        facts = _combined_facts(expr)
+        if len(_EXPR_FACTS) >= _EXPR_FACTS_LIMIT:
+            _EXPR_FACTS.clear()  # facts are recomputed from content: clearing is always safe
+        _EXPR_FACTS[id(expr)] = (expr, facts)  # the node is kept so its id stays unique
+        return facts
+    # Leaves are cheap to describe and far more numerous: not memoised.
+    if kind is Ref:
+        return ExprFacts(frozenset((expr.name,)), _NO_NAMES, False, False, True, 0)  # type: ignore[attr-defined]
+    if kind is Literal or kind is Bytes or kind is CharClass:
+        return _TEXT_FACTS
+    if kind is Embed:
+        return ExprFacts(_NO_NAMES, frozenset((expr.name,)), True, False, False, 0)  # type: ignore[attr-defined]
+    if kind is TokenSet:
+        ranges = expr.ranges  # type: ignore[attr-defined]
+        return ExprFacts(
+            _NO_NAMES, _NO_NAMES, True, list(ranges) != normalise_ranges(ranges), False, 0
+        )
+    if kind is SpecialToken:
+        return ExprFacts(_NO_NAMES, _NO_NAMES, True, False, False, 0)
+    return _PLAIN_FACTS
+
+
+def _combined_facts(expr: Node) -> ExprFacts:
+    parts = [expr_facts(child) for child in children(expr)]
+    refs = embeds = _NO_NAMES
+    token_elements = unnormalised = has_text = False
+    largest = max(expr.min, expr.max or 0) if type(expr) is Repeat else 0  # type: ignore[attr-defined]
+    for part in parts:
+        # Most children add no new name: skip building a new set for them.
+        if part.refs and not part.refs <= refs:
+            refs = part.refs if not refs else refs | part.refs
+        if part.embeds and not part.embeds <= embeds:
+            embeds = part.embeds if not embeds else embeds | part.embeds
+        token_elements = token_elements or part.token_elements
+        unnormalised = unnormalised or part.unnormalised_token_set
+        has_text = has_text or part.has_text
+        largest = max(largest, part.largest_count)
+    return ExprFacts(refs, embeds, token_elements, unnormalised, has_text, largest)
+
+
+_EXPR_FACTS: dict[int, tuple[Node, ExprFacts]] = {}
+_EXPR_FACTS_LIMIT = 1 << 19
 
 
 def children(node: Node) -> tuple[Expr, ...]:

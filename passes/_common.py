@@ -23,6 +23,7 @@ from gramkiln.ir import (
     Seq,
     SpecialToken,
     TokenSet,
+    expr_facts,
     walk,
 )
 
@@ -99,7 +100,7 @@ def rules_inside_lexemes(grammar: GrammarIR) -> set[str]:
         name
         for rule in grammar.rules
         if is_lexeme_like(rule) and not rule.terminal
-        for name in referenced_names(rule_exprs(rule))
+        for name in referenced_name_set(rule_exprs(rule))
     ]
     while pending:
         name = pending.pop()
@@ -107,19 +108,24 @@ def rules_inside_lexemes(grammar: GrammarIR) -> set[str]:
         if rule is None or rule.terminal or name in inside:
             continue
         inside.add(name)
-        pending.extend(referenced_names(rule_exprs(rule)))
+        pending.extend(referenced_name_set(rule_exprs(rule)))
     return inside
 
 
 def is_terminal_only(expr: Expr, terminals: set[str] | frozenset[str]) -> bool:
     """Whether ``expr`` could be the body of a terminal (only text nodes and terminal refs)."""
-    for node in walk(expr):
-        if isinstance(node, Ref):
-            if node.name not in terminals:
-                return False
-        elif not isinstance(node, TERMINAL_NODE_KINDS):
-            return False
-    return True
+    # Token elements are the only node kinds a terminal may not hold besides rule refs;
+    # the facts are memoised per subtree, so asking at every level stays linear.
+    facts = expr_facts(expr)
+    return not facts.token_elements and facts.refs <= terminals
+
+
+def referenced_name_set(exprs: Iterable[Expr]) -> frozenset[str]:
+    """Names of every ``Ref`` in ``exprs`` (memoised per subtree, see ``expr_facts``)."""
+    names: frozenset[str] = frozenset()
+    for expr in exprs:
+        names = names | expr_facts(expr).refs
+    return names
 
 
 def referenced_names(exprs: Iterable[Expr]) -> list[str]:

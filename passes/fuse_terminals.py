@@ -13,6 +13,7 @@ from gramkiln.ir import (
     Repeat,
     Rule,
     Seq,
+    expr_facts,
     strip_spans,
     structural_key,
     walk,
@@ -220,14 +221,12 @@ class _Fuser:
     def _fusable_uncached(self, expr: Expr) -> bool:
         if isinstance(expr, (Ref, Empty)) or not is_terminal_only(expr, self.terminals):
             return False
-        has_text = False
-        for node in walk(expr):
-            if isinstance(node, Ref) and node.name.startswith(MARKER_PREFIXES):
-                return False
-            if isinstance(node, Repeat) and _large_count(node):
-                return False
-            has_text = has_text or isinstance(node, (*TEXT_LEAVES, Ref))
-        return has_text
+        facts = expr_facts(expr)
+        if facts.largest_count > MAX_FUSED_COUNT:
+            return False
+        if any(name.startswith(MARKER_PREFIXES) for name in facts.refs):
+            return False
+        return facts.has_text
 
     def _fuse_seq(self, items: tuple[Expr, ...], whole_runs: bool) -> tuple[Expr, ...]:
         if not whole_runs:

@@ -23,6 +23,7 @@ from gramkiln.ir import (
     SpecialToken,
     Subgrammar,
     TokenSet,
+    expr_facts,
     ir_from_msgpack,
     ir_to_msgpack,
     parse_expr,
@@ -30,7 +31,9 @@ from gramkiln.ir import (
     print_expr,
     print_grammar,
     strip_spans,
+    walk,
 )
+from gramkiln.ir.nodes import normalise_ranges
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -156,6 +159,50 @@ def _problems(grammar: GrammarIR) -> str:
 
 START = Rule(name="start", body=Ref(name="T"))
 T = Rule(name="T", body=Literal(text="t"), terminal=True)
+
+
+def _walked_facts(expr: object) -> tuple:
+    """The facts of ``expr`` the slow way: one walk over the whole subtree."""
+    nodes = list(walk(expr))  # type: ignore[arg-type]
+    counts = [max(n.min, n.max or 0) for n in nodes if isinstance(n, Repeat)]
+    return (
+        frozenset(n.name for n in nodes if isinstance(n, Ref)),
+        frozenset(n.name for n in nodes if isinstance(n, Embed)),
+        any(isinstance(n, (TokenSet, SpecialToken, Embed)) for n in nodes),
+        any(
+            isinstance(n, TokenSet) and list(n.ranges) != normalise_ranges(n.ranges) for n in nodes
+        ),
+        any(n.kind in ("literal", "bytes", "class", "ref") for n in nodes),
+        max(counts, default=0),
+    )
+
+
+@given(rich_grammars())
+def test_expr_facts_agree_with_a_walk(grammar: GrammarIR) -> None:
+    for rule in grammar.rules:
+        assert tuple(expr_facts(rule.body)) == _walked_facts(rule.body)
+        for sub_expr in walk(rule.body):
+            assert tuple(expr_facts(sub_expr)) == _walked_facts(sub_expr)
+
+
+@given(grammars(subgrammars=True))
+def test_the_quick_verify_check_passes_valid_grammars(grammar: GrammarIR) -> None:
+    # verify() trusts _quickly_valid when it says yes; for valid grammars it must say yes,
+    # or every verify falls back to the full walk.
+    assert not list(grammar.problems())
+    assert grammar._quickly_valid()
+
+
+def test_the_quick_verify_check_flags_shared_subtrees_in_each_context() -> None:
+    # The same subtree object is fine in a rule and a problem in a terminal: the facts are
+    # memoised per node, the judgement per use.
+    shared = Seq(items=(Literal(text="a"), SpecialToken(text="<x>")))
+    ok = _grammar(Rule(name="start", body=shared), T)
+    assert ok.verify() is ok
+    bad = _grammar(
+        Rule(name="start", body=Ref(name="U")), Rule(name="U", body=shared, terminal=True)
+    )
+    assert "terminal U cannot contain special elements" in _problems(bad)
 
 
 def test_verify_accepts_a_valid_grammar() -> None:
