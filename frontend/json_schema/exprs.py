@@ -1,13 +1,38 @@
-"""Helpers that build tidy IR expressions (flattened sequences and choices)."""
+"""Helpers that build tidy IR expressions (flattened sequences and choices).
+
+The helpers hash-cons: a structure built twice (the same literal, the same sequence of the
+same children...) is one shared node. JSON Schema grammars repeat the same pieces (string
+characters, separators, keys) at every property, and everything downstream memoises by node
+identity (structural keys, normal forms, verify facts, fusion), so a shared node is keyed,
+normalised and checked once. Nodes are immutable, so sharing never changes meaning.
+"""
 
 from __future__ import annotations
 
-from gramkiln.ir import CharClass, Choice, Empty, Expr, Literal, Repeat, Seq, structural_key
+from collections.abc import Hashable
+from typing import cast
+
+from gramkiln.ir import CharClass, Choice, Empty, Expr, Literal, Ref, Repeat, Seq, structural_key
+from gramkiln.ir.nodes import normalise_ranges
 
 # A character class with no members: the expression that matches nothing. Used where a
 # schema admits no value at all (``false``, contradictory ``allOf``), so that the grammar stays
 # well formed while the branch can never be taken.
 NEVER = CharClass(ranges=())
+EMPTY = Empty()
+
+# Interned nodes by shape. Keys of composite nodes hold their children's ids: the entry keeps
+# the node, and the node its children, alive, so those ids cannot be reused while the entry
+# exists. Bounded like the other identity memos; clearing only costs sharing.
+_INTERNED: dict[Hashable, Expr] = {}
+_INTERN_LIMIT = 1 << 18
+
+
+def _intern(key: Hashable, node: Expr) -> Expr:
+    if len(_INTERNED) >= _INTERN_LIMIT:
+        _INTERNED.clear()
+    _INTERNED[key] = node
+    return node
 
 
 def is_never(expr: Expr) -> bool:
@@ -32,14 +57,15 @@ def seq(*items: Expr) -> Expr:
                 and not member.case_insensitive
                 and not flat[-1].case_insensitive
             ):
-                flat[-1] = Literal(text=flat[-1].text + member.text)
+                flat[-1] = lit(flat[-1].text + member.text)
             else:
                 flat.append(member)
     if not flat:
-        return Empty()
+        return EMPTY
     if len(flat) == 1:
         return flat[0]
-    return Seq(items=tuple(flat))
+    key = ("seq", *map(id, flat))
+    return _INTERNED.get(key) or _intern(key, Seq(items=tuple(flat)))
 
 
 def choice(*alternatives: Expr) -> Expr:
@@ -60,18 +86,20 @@ def choice(*alternatives: Expr) -> Expr:
         return NEVER
     if len(flat) == 1:
         return flat[0]
-    return Choice(alternatives=tuple(flat))
+    intern_key = ("choice", *map(id, flat))
+    return _INTERNED.get(intern_key) or _intern(intern_key, Choice(alternatives=tuple(flat)))
 
 
 def repeat(item: Expr, low: int = 0, high: int | None = None) -> Expr:
     """``item{low,high}`` with the trivial cases simplified."""
     if high == 0:
-        return Empty()
+        return EMPTY
     if is_never(item):
-        return Empty() if low == 0 else NEVER
+        return EMPTY if low == 0 else NEVER
     if low == 1 and high == 1:
         return item
-    return Repeat(item=item, min=low, max=high)
+    key = ("repeat", id(item), low, high)
+    return _INTERNED.get(key) or _intern(key, Repeat(item=item, min=low, max=high))
 
 
 def optional(item: Expr) -> Expr:
@@ -81,12 +109,22 @@ def optional(item: Expr) -> Expr:
 
 def char_class(ranges) -> Expr:  # type: ignore[no-untyped-def]
     """A normalised class over code-point ranges (NEVER when empty)."""
-    ranges = list(ranges)
-    if not ranges:
+    normal = tuple(normalise_ranges(ranges))
+    if not normal:
         return NEVER
-    return CharClass.of(ranges)
+    key = ("class", normal)
+    return _INTERNED.get(key) or _intern(key, CharClass(ranges=normal))
 
 
 def lit(text: str) -> Expr:
     """A literal, or Empty for the empty string."""
-    return Literal(text=text) if text else Empty()
+    if not text:
+        return EMPTY
+    key = ("literal", text)
+    return _INTERNED.get(key) or _intern(key, Literal(text=text))
+
+
+def rule_ref(name: str) -> Ref:
+    """A reference to the rule or terminal ``name``."""
+    key = ("ref", name)
+    return cast(Ref, _INTERNED.get(key) or _intern(key, Ref(name=name)))
