@@ -353,7 +353,13 @@ def expr_facts(expr: Node) -> ExprFacts:
         return facts
     # Leaves are cheap to describe and far more numerous: not memoised.
     if kind is Ref:
-        return ExprFacts(frozenset((expr.name,)), _NO_NAMES, False, False, True, 0)  # type: ignore[attr-defined]
+        facts = _REF_FACTS.get(expr.name)  # type: ignore[attr-defined]
+        if facts is None:
+            facts = ExprFacts(frozenset((expr.name,)), _NO_NAMES, False, False, True, 0)  # type: ignore[attr-defined]
+            if len(_REF_FACTS) >= _EXPR_FACTS_LIMIT:
+                _REF_FACTS.clear()
+            _REF_FACTS[expr.name] = facts  # type: ignore[attr-defined]
+        return facts
     if kind is Literal or kind is Bytes or kind is CharClass:
         return _TEXT_FACTS
     if kind is Embed:
@@ -387,6 +393,7 @@ def _combined_facts(expr: Node) -> ExprFacts:
 
 
 _EXPR_FACTS: dict[int, tuple[Node, ExprFacts]] = {}
+_REF_FACTS: dict[str, ExprFacts] = {}  # a Ref's facts depend on its name only
 _EXPR_FACTS_LIMIT = 1 << 19
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from operator import is_
 
 from gramkiln.ir import (
     Bytes,
@@ -66,7 +67,8 @@ def map_expr(expr: Expr, rewrite: Callable[[Expr], Expr]) -> Expr:
 def children_changed(new: tuple, old: tuple) -> bool:
     """Whether rebuilt children differ from the old ones (by identity, not equality)."""
     # Identity, not equality: comparing pydantic trees deeply at every level is quadratic.
-    return len(new) != len(old) or any(a is not b for a, b in zip(new, old, strict=True))
+    # map(is_, ...) runs the comparison loop in C (this is asked at every node of every pass).
+    return len(new) != len(old) or not all(map(is_, new, old))
 
 
 def rename_refs(expr: Expr, renames: dict[str, str]) -> Expr:

@@ -42,24 +42,26 @@ def is_never(expr: Expr) -> bool:
 
 def seq(*items: Expr) -> Expr:
     """A sequence that drops Empty items, merges adjacent literals and unwraps single items."""
+    # Exact type tests (IR node classes are never subclassed): this runs for every piece
+    # of every object and array a schema describes.
     flat: list[Expr] = []
     for item in items:
-        members = item.items if isinstance(item, Seq) else (item,)
-        for member in members:
-            if isinstance(member, Empty):
+        for member in item.items if type(item) is Seq else (item,):  # type: ignore[union-attr]
+            kind = type(member)
+            if kind is Empty:
                 continue
-            if is_never(member):
+            if kind is Literal:
+                last = flat[-1] if flat else None
+                if (
+                    type(last) is Literal
+                    and not member.case_insensitive  # type: ignore[union-attr]
+                    and not last.case_insensitive  # type: ignore[union-attr]
+                ):
+                    flat[-1] = lit(last.text + member.text)  # type: ignore[union-attr]
+                    continue
+            elif kind is CharClass and not member.ranges and not member.negated:  # type: ignore[union-attr]
                 return NEVER
-            if (
-                flat
-                and isinstance(member, Literal)
-                and isinstance(flat[-1], Literal)
-                and not member.case_insensitive
-                and not flat[-1].case_insensitive
-            ):
-                flat[-1] = lit(flat[-1].text + member.text)
-            else:
-                flat.append(member)
+            flat.append(member)
     if not flat:
         return EMPTY
     if len(flat) == 1:
@@ -73,9 +75,9 @@ def choice(*alternatives: Expr) -> Expr:
     flat: list[Expr] = []
     seen: set[bytes] = set()
     for alternative in alternatives:
-        members = alternative.alternatives if isinstance(alternative, Choice) else (alternative,)
+        members = alternative.alternatives if type(alternative) is Choice else (alternative,)  # type: ignore[union-attr]
         for member in members:
-            if is_never(member):
+            if type(member) is CharClass and not member.ranges and not member.negated:  # type: ignore[union-attr]
                 continue
             key = structural_key(member)
             if key in seen:
