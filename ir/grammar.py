@@ -379,16 +379,17 @@ def _combined_facts(expr: Node) -> ExprFacts:
     refs = embeds = _NO_NAMES
     token_elements = unnormalised = has_text = False
     largest = max(expr.min, expr.max or 0) if type(expr) is Repeat else 0  # type: ignore[attr-defined]
-    for part in parts:
+    for part_refs, part_embeds, part_tokens, part_unnormalised, part_text, part_largest in parts:
         # Most children add no new name: skip building a new set for them.
-        if part.refs and not part.refs <= refs:
-            refs = part.refs if not refs else refs | part.refs
-        if part.embeds and not part.embeds <= embeds:
-            embeds = part.embeds if not embeds else embeds | part.embeds
-        token_elements = token_elements or part.token_elements
-        unnormalised = unnormalised or part.unnormalised_token_set
-        has_text = has_text or part.has_text
-        largest = max(largest, part.largest_count)
+        if part_refs and part_refs is not refs and not part_refs <= refs:
+            refs = part_refs if not refs else refs | part_refs
+        if part_embeds and not part_embeds <= embeds:
+            embeds = part_embeds if not embeds else embeds | part_embeds
+        token_elements |= part_tokens
+        unnormalised |= part_unnormalised
+        has_text |= part_text
+        if part_largest > largest:
+            largest = part_largest
     return ExprFacts(refs, embeds, token_elements, unnormalised, has_text, largest)
 
 

@@ -43,25 +43,37 @@ TERMINAL_NODE_KINDS = (Literal, Bytes, CharClass, Seq, Choice, Repeat, Empty)
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_\-.]")
 
 
-def map_expr(expr: Expr, rewrite: Callable[[Expr], Expr]) -> Expr:
+def map_expr(
+    expr: Expr, rewrite: Callable[[Expr], Expr], memo: dict[int, tuple[Expr, Expr]] | None = None
+) -> Expr:
     """Rebuild ``expr`` bottom-up, applying ``rewrite`` to every node after its children.
 
     Nodes whose children did not change are kept as they are, so unchanged subtrees keep
-    their identity and spans.
+    their identity and spans. When ``rewrite`` depends on nothing but the node, pass a
+    ``memo`` (shared across calls): a subtree shared by several places (front ends
+    hash-cons) is then rewritten once, and its result is shared too.
     """
+    if memo is not None:
+        known = memo.get(id(expr))
+        if known is not None and known[0] is expr:
+            return known[1]
+    original = expr
     if isinstance(expr, Seq):
-        items = tuple(map_expr(item, rewrite) for item in expr.items)
+        items = tuple([map_expr(item, rewrite, memo) for item in expr.items])
         if children_changed(items, expr.items):
             expr = expr.model_copy(update={"items": items})
     elif isinstance(expr, Choice):
-        alternatives = tuple(map_expr(alt, rewrite) for alt in expr.alternatives)
+        alternatives = tuple([map_expr(alt, rewrite, memo) for alt in expr.alternatives])
         if children_changed(alternatives, expr.alternatives):
             expr = expr.model_copy(update={"alternatives": alternatives})
     elif isinstance(expr, Repeat):
-        item = map_expr(expr.item, rewrite)
+        item = map_expr(expr.item, rewrite, memo)
         if item is not expr.item:
             expr = expr.model_copy(update={"item": item})
-    return rewrite(expr)
+    result = rewrite(expr)
+    if memo is not None:
+        memo[id(original)] = (original, result)  # the node is kept so its id stays unique
+    return result
 
 
 def children_changed(new: tuple, old: tuple) -> bool:

@@ -133,6 +133,7 @@ class _Fuser:
         self._names = NameAllocator(rule.name for rule in grammar.rules)
         self._by_structure: dict[bytes, str] = {}
         self._fusable_memo: dict[int, tuple[Expr, bool]] = {}
+        self._fused_memo: dict[tuple[int, bool], tuple[Expr, Expr]] = {}
         self.new_terminals: list[Rule] = []
 
     def whole_runs(self, rule: Rule) -> bool:
@@ -141,6 +142,18 @@ class _Fuser:
 
     def fuse(self, expr: Expr, *, whole_runs: bool) -> Expr:
         """``expr`` with its terminal-only parts replaced by terminal references."""
+        # Memoised by identity: front ends share subtrees (hash-consing), and the result for
+        # a subtree depends only on it (terminals are deduplicated by structure, so a second
+        # occurrence would get the same names anyway). Shared input stays shared output.
+        key = (id(expr), whole_runs)
+        known = self._fused_memo.get(key)
+        if known is not None and known[0] is expr:
+            return known[1]
+        fused = self._fuse_uncached(expr, whole_runs)
+        self._fused_memo[key] = (expr, fused)
+        return fused
+
+    def _fuse_uncached(self, expr: Expr, whole_runs: bool) -> Expr:
         if whole_runs and self._fusable(expr):
             return self._terminal_ref(expr)
         if isinstance(expr, TEXT_LEAVES):

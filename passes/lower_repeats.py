@@ -64,10 +64,13 @@ def lower_repeats(grammar: GrammarIR) -> GrammarIR:
     """
     lowerer = _RepeatLowerer(grammar)
     inside_lexemes = rules_inside_lexemes(grammar)
+    # Lowering a node depends only on the node (helpers are shared by structure), so one
+    # memo serves every rule and shared subtrees are lowered once.
+    lowered: dict[int, tuple[Expr, Expr]] = {}
     rules = [
         rule
         if is_lexeme_like(rule) or rule.name in inside_lexemes
-        else _with_body(rule, map_expr(rule.body, lowerer.lower))
+        else _with_body(rule, map_expr(rule.body, lowerer.lower, lowered))
         for rule in grammar.rules
     ]
     return grammar.model_copy(

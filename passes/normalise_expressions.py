@@ -86,40 +86,45 @@ def normalise_expr(expr: Expr, *, merge_literals: bool) -> Expr:
     return _normalise_node(expr, merge_literals)
 
 
-# Nodes known to be in normal form (the rewrite is idempotent), by identity and merge flag.
-# The compile pipeline normalises three times and most subtrees survive the passes between
-# untouched, so later runs skip them instead of rebuilding and re-keying them.
-_NORMAL_NODES: dict[tuple[int, bool], Expr] = {}
-_NORMAL_NODE_LIMIT = 1 << 19
+# Normal forms by input node identity, one table per merge flag: node -> (node, normal form).
+# A normal node maps to itself (the rewrite is idempotent). The compile pipeline normalises
+# three times and most subtrees survive the passes between untouched, so later runs skip them;
+# and front ends share subtrees (hash-consing), so a shared subtree is normalised once.
+_NORMAL_FORMS: dict[bool, dict[int, tuple[Expr, Expr]]] = {False: {}, True: {}}
+_NORMAL_FORM_LIMIT = 1 << 19
 
 
 def _normalise_node(node: Expr, merge_literals: bool) -> Expr:
-    known = _NORMAL_NODES.get((id(node), merge_literals))
-    if known is not None and known is node:
-        return node
-    if isinstance(node, Seq):
-        items = tuple(_normalise_node(item, merge_literals) for item in node.items)
-        if children_changed(items, node.items):
+    kind = type(node)
+    if kind is not Seq and kind is not Choice and kind is not Repeat:
+        # Leaves: only empty text changes; not worth a memo entry.
+        return Empty(span=node.span) if is_empty_text(node) else node  # type: ignore[union-attr]
+    forms = _NORMAL_FORMS[merge_literals]
+    known = forms.get(id(node))
+    if known is not None and known[0] is node:
+        return known[1]
+    original = node
+    if kind is Seq:
+        items = tuple([_normalise_node(item, merge_literals) for item in node.items])  # type: ignore[union-attr]
+        if children_changed(items, node.items):  # type: ignore[union-attr]
             node = node.model_copy(update={"items": items})
-        result = _normalise_seq(node, merge_literals)
-    elif isinstance(node, Choice):
-        alternatives = tuple(_normalise_node(alt, merge_literals) for alt in node.alternatives)
-        if children_changed(alternatives, node.alternatives):
+        result = _normalise_seq(node, merge_literals)  # type: ignore[arg-type]
+    elif kind is Choice:
+        alternatives = tuple([_normalise_node(alt, merge_literals) for alt in node.alternatives])  # type: ignore[union-attr]
+        if children_changed(alternatives, node.alternatives):  # type: ignore[union-attr]
             node = node.model_copy(update={"alternatives": alternatives})
-        result = _normalise_choice(node)
-    elif isinstance(node, Repeat):
-        item = _normalise_node(node.item, merge_literals)
-        if item is not node.item:
-            node = node.model_copy(update={"item": item})
-        result = _normalise_repeat(node)
-    elif is_empty_text(node):
-        result = Empty(span=node.span)  # type: ignore[union-attr]
+        result = _normalise_choice(node)  # type: ignore[arg-type]
     else:
-        result = node
-    if len(_NORMAL_NODES) >= _NORMAL_NODE_LIMIT:
-        _NORMAL_NODES.clear()
-    # Kept with the node so that its id cannot be reused while the entry lives.
-    _NORMAL_NODES[(id(result), merge_literals)] = result
+        item = _normalise_node(node.item, merge_literals)  # type: ignore[union-attr]
+        if item is not node.item:  # type: ignore[union-attr]
+            node = node.model_copy(update={"item": item})
+        result = _normalise_repeat(node)  # type: ignore[arg-type]
+    if len(forms) >= _NORMAL_FORM_LIMIT:
+        forms.clear()
+    # Entries keep their nodes alive, so that their ids cannot be reused while they live.
+    forms[id(original)] = (original, result)
+    if result is not original:
+        forms[id(result)] = (result, result)
     return result
 
 
