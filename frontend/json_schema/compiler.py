@@ -111,6 +111,9 @@ class Compiler:
         self.warnings: list[str] = []
         self._counter = 0
         self._nesting = 0
+        # One encoded character per range set: key automata ask for the same sets at every
+        # trie state ("anything but these letters"), and char() only builds shared rules.
+        self._chars: dict[tuple[tuple[int, int], ...], Expr] = {}
 
     # -- public entry -----------------------------------------------------------------------
     def grammar(self) -> GrammarIR:
@@ -878,6 +881,12 @@ class Compiler:
 
     def char(self, ranges: tuple[tuple[int, int], ...]) -> Expr:
         """One encoded string character from ``ranges``; big expressions become shared rules."""
+        known = self._chars.get(ranges)
+        if known is None:
+            known = self._chars[ranges] = self._char(ranges)
+        return known
+
+    def _char(self, ranges: tuple[tuple[int, int], ...]) -> Expr:
         ascii_part = tuple((lo, min(hi, 0x7F)) for lo, hi in ranges if lo <= 0x7F)
         other_part = tuple((max(lo, 0x80), hi) for lo, hi in ranges if hi >= 0x80)
         if ascii_part and other_part:

