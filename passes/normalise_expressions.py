@@ -19,7 +19,6 @@ from gramkiln.ir import (
 from gramkiln.passes._common import (
     children_changed,
     is_empty_language,
-    is_empty_text,
     is_lexeme_like,
     with_subgrammars,
 )
@@ -98,7 +97,9 @@ def _normalise_node(node: Expr, merge_literals: bool) -> Expr:
     kind = type(node)
     if kind is not Seq and kind is not Choice and kind is not Repeat:
         # Leaves: only empty text changes; not worth a memo entry.
-        return Empty(span=node.span) if is_empty_text(node) else node  # type: ignore[union-attr]
+        if (kind is Literal and not node.text) or (kind is Bytes and not node.data):  # type: ignore[union-attr]
+            return Empty(span=node.span)  # type: ignore[union-attr]
+        return node
     forms = _NORMAL_FORMS[merge_literals]
     known = forms.get(id(node))
     if known is not None and known[0] is node:
@@ -129,15 +130,21 @@ def _normalise_node(node: Expr, merge_literals: bool) -> Expr:
 
 
 def _normalise_seq(seq: Seq, merge_literals: bool) -> Expr:
+    # Exact type tests (IR node classes are never subclassed): this runs at every sequence.
     items: list[Expr] = []
     for item in seq.items:
-        members = item.items if isinstance(item, Seq) else (item,)
-        for member in members:
-            if is_empty_language(member):
-                return member
-            if isinstance(member, Empty):
+        for member in item.items if type(item) is Seq else (item,):  # type: ignore[union-attr]
+            kind = type(member)
+            if kind is Empty:
                 continue
-            if merge_literals and items and _mergeable(items[-1], member):
+            if kind is Choice and not member.alternatives:  # type: ignore[union-attr]
+                return member  # the empty language
+            if (
+                merge_literals
+                and (kind is Literal or kind is Bytes)
+                and items
+                and _mergeable(items[-1], member)
+            ):
                 items[-1] = _merge_text(items[-1], member)
             else:
                 items.append(member)
@@ -176,28 +183,26 @@ def _joined_span(first: Span | None, last: Span | None) -> Span | None:
 
 def _normalise_choice(choice: Choice) -> Expr:
     alternatives: list[Expr] = []
-    seen: set[Expr] = set()
-    class_position: int | None = None
-    class_ranges: list[tuple[int, int]] = []
-    class_count = 0
+    seen: set[bytes] = set()
+    classes: list[CharClass] = []
+    class_position = 0
     for alternative in choice.alternatives:
-        members = alternative.alternatives if isinstance(alternative, Choice) else (alternative,)
+        members = alternative.alternatives if type(alternative) is Choice else (alternative,)  # type: ignore[union-attr]
         for member in members:
             key = structural_key(member)
             if key in seen:
                 continue
             seen.add(key)
-            if isinstance(member, CharClass):
-                class_count += 1
-                class_ranges.extend(member.positive_ranges())
-                if class_position is None:
+            if type(member) is CharClass:
+                if not classes:
                     class_position = len(alternatives)
+                classes.append(member)  # type: ignore[arg-type]
             alternatives.append(member)
-    if class_count > 1 and class_position is not None:
+    if len(classes) > 1:
         # One class for the union: a single lexeme either way, so ignore semantics hold.
-        first_class = alternatives[class_position]
-        merged = CharClass.of(class_ranges, span=first_class.span)  # type: ignore[union-attr]
-        alternatives = [alt for alt in alternatives if not isinstance(alt, CharClass)]
+        class_ranges = [pair for member in classes for pair in member.positive_ranges()]
+        merged = CharClass.of(class_ranges, span=classes[0].span)
+        alternatives = [alt for alt in alternatives if type(alt) is not CharClass]
         alternatives.insert(class_position, merged)
     if len(alternatives) == 1:
         return alternatives[0]

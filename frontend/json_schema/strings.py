@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from gramkiln.frontend.json_schema.exprs import (
     EMPTY,
@@ -54,6 +54,7 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
     return tuple(normalise_ranges(out))
 
 
+@cache  # at most 16 * 16 pairs
 def _hex_digit_class(lo: int, hi: int) -> Expr:
     """One hex digit in [lo, hi] (0..15), accepting both letter cases."""
     ranges = []
@@ -102,6 +103,7 @@ def fixed_width_ranges(lo: int, hi: int, width: int, base: int) -> list[list[tup
     return out
 
 
+@lru_cache(maxsize=4096)  # key automata ask for the same intervals at many trie states
 def _hex4(lo: int, hi: int) -> Expr:
     """Four hex digits spelling a value in [lo, hi]."""
     return choice(
