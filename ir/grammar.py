@@ -375,11 +375,34 @@ def expr_facts(expr: Node) -> ExprFacts:
 
 
 def _combined_facts(expr: Node) -> ExprFacts:
-    parts = [expr_facts(child) for child in children(expr)]
+    kind = type(expr)
+    if kind is Seq:
+        kids = expr.items  # type: ignore[attr-defined]
+        largest = 0
+    elif kind is Choice:
+        kids = expr.alternatives  # type: ignore[attr-defined]
+        largest = 0
+    else:
+        kids = (expr.item,)  # type: ignore[attr-defined]
+        largest = max(expr.min, expr.max or 0)  # type: ignore[attr-defined]
     refs = embeds = _NO_NAMES
+    own_names: list[str] = []
     token_elements = unnormalised = has_text = False
-    largest = max(expr.min, expr.max or 0) if type(expr) is Repeat else 0  # type: ignore[attr-defined]
-    for part_refs, part_embeds, part_tokens, part_unnormalised, part_text, part_largest in parts:
+    for child in kids:
+        # Text leaves and references are most children: handled here without a call.
+        child_kind = type(child)
+        if child_kind is Ref:
+            own_names.append(child.name)
+            has_text = True
+            continue
+        if child_kind is Literal or child_kind is CharClass or child_kind is Bytes:
+            has_text = True
+            continue
+        if child_kind is Empty:
+            continue
+        part_refs, part_embeds, part_tokens, part_unnormalised, part_text, part_largest = (
+            expr_facts(child)
+        )
         # Most children add no new name: skip building a new set for them.
         if part_refs and part_refs is not refs and not part_refs <= refs:
             refs = part_refs if not refs else refs | part_refs
@@ -390,6 +413,8 @@ def _combined_facts(expr: Node) -> ExprFacts:
         has_text |= part_text
         if part_largest > largest:
             largest = part_largest
+    if own_names and not refs.issuperset(own_names):
+        refs = refs.union(own_names)
     return ExprFacts(refs, embeds, token_elements, unnormalised, has_text, largest)
 
 
