@@ -385,14 +385,19 @@ def _combined_facts(expr: Node) -> ExprFacts:
     else:
         kids = (expr.item,)  # type: ignore[attr-defined]
         largest = max(expr.min, expr.max or 0)  # type: ignore[attr-defined]
+    # The names of the children's sets: shared as long as at most one child brings names,
+    # collected in a private set once several do (joining frozensets pairwise would copy
+    # the growing set once per child: quadratic on a choice of 900 keyed members).
     refs = embeds = _NO_NAMES
-    own_names: list[str] = []
+    collected: set[str] | None = None
     token_elements = unnormalised = has_text = False
     for child in kids:
         # Text leaves and references are most children: handled here without a call.
         child_kind = type(child)
         if child_kind is Ref:
-            own_names.append(child.name)
+            if collected is None:
+                collected = set(refs)
+            collected.add(child.name)
             has_text = True
             continue
         if child_kind is Literal or child_kind is CharClass or child_kind is Bytes:
@@ -403,9 +408,14 @@ def _combined_facts(expr: Node) -> ExprFacts:
         part_refs, part_embeds, part_tokens, part_unnormalised, part_text, part_largest = (
             expr_facts(child)
         )
-        # Most children add no new name: skip building a new set for them.
-        if part_refs and part_refs is not refs and not part_refs <= refs:
-            refs = part_refs if not refs else refs | part_refs
+        if part_refs:
+            if collected is not None:
+                collected.update(part_refs)
+            elif not refs:
+                refs = part_refs
+            elif part_refs is not refs and not part_refs <= refs:
+                collected = set(refs)
+                collected.update(part_refs)
         if part_embeds and not part_embeds <= embeds:
             embeds = part_embeds if not embeds else embeds | part_embeds
         token_elements |= part_tokens
@@ -413,8 +423,8 @@ def _combined_facts(expr: Node) -> ExprFacts:
         has_text |= part_text
         if part_largest > largest:
             largest = part_largest
-    if own_names and not refs.issuperset(own_names):
-        refs = refs.union(own_names)
+    if collected is not None:
+        refs = frozenset(collected)
     return ExprFacts(refs, embeds, token_elements, unnormalised, has_text, largest)
 
 
