@@ -29,6 +29,7 @@ from gramkiln.ir.nodes import (
     Span,
     SpecialToken,
     TokenSet,
+    copy_with,
 )
 from gramkiln.ir.serialize import ir_from_msgpack, ir_to_msgpack
 from gramkiln.ir.text import parse_expr, parse_grammar, print_expr, print_grammar, print_rule
@@ -56,6 +57,7 @@ __all__ = [
     "Subgrammar",
     "TokenSet",
     "children",
+    "copy_with",
     "expr_facts",
     "ir_from_msgpack",
     "ir_to_msgpack",

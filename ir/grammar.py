@@ -502,10 +502,17 @@ def structural_key(expr: Node) -> bytes:
     kind = type(expr)
     # The common node kinds are spelled out (this runs a few hundred thousand times on big
     # JSON Schemas); every other model goes through its fields generically.
-    if kind is Seq:
-        data = b"S" + b"".join([structural_key(item) for item in expr.items])  # type: ignore[attr-defined]
-    elif kind is Choice:
-        data = b"C" + b"".join([structural_key(alt) for alt in expr.alternatives])  # type: ignore[attr-defined]
+    if kind is Seq or kind is Choice:
+        # Children's keys are nearly always memoised already: looked up here, not called.
+        memo = _STRUCTURAL_KEYS
+        data_parts = [b"S" if kind is Seq else b"C"]
+        for child in expr.items if kind is Seq else expr.alternatives:  # type: ignore[attr-defined]
+            known = memo.get(id(child))
+            if known is not None and known[0] is child:
+                data_parts.append(known[1])
+            else:
+                data_parts.append(structural_key(child))
+        data = b"".join(data_parts)
     elif kind is Ref:
         data = b"F" + expr.name.encode()  # type: ignore[attr-defined]
     else:

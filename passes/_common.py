@@ -24,6 +24,7 @@ from gramkiln.ir import (
     Seq,
     SpecialToken,
     TokenSet,
+    copy_with,
     expr_facts,
     walk,
 )
@@ -61,15 +62,15 @@ def map_expr(
     if isinstance(expr, Seq):
         items = tuple([map_expr(item, rewrite, memo) for item in expr.items])
         if children_changed(items, expr.items):
-            expr = expr.model_copy(update={"items": items})
+            expr = copy_with(expr, {"items": items})
     elif isinstance(expr, Choice):
         alternatives = tuple([map_expr(alt, rewrite, memo) for alt in expr.alternatives])
         if children_changed(alternatives, expr.alternatives):
-            expr = expr.model_copy(update={"alternatives": alternatives})
+            expr = copy_with(expr, {"alternatives": alternatives})
     elif isinstance(expr, Repeat):
         item = map_expr(expr.item, rewrite, memo)
         if item is not expr.item:
-            expr = expr.model_copy(update={"item": item})
+            expr = copy_with(expr, {"item": item})
     result = rewrite(expr)
     if memo is not None:
         memo[id(original)] = (original, result)  # the node is kept so its id stays unique
@@ -90,7 +91,7 @@ def rename_refs(expr: Expr, renames: dict[str, str]) -> Expr:
 
     def rename(node: Expr) -> Expr:
         if isinstance(node, Ref) and node.name in renames:
-            return node.model_copy(update={"name": renames[node.name]})
+            return copy_with(node, {"name": renames[node.name]})
         return node
 
     return map_expr(expr, rename)
@@ -216,6 +217,4 @@ def is_empty_language(expr: Expr) -> bool:
 
 def with_subgrammars(grammar: GrammarIR, transform: Callable[[GrammarIR], GrammarIR]) -> tuple:
     """The sub-grammars of ``grammar`` with ``transform`` applied to each nested grammar."""
-    return tuple(
-        sub.model_copy(update={"grammar": transform(sub.grammar)}) for sub in grammar.subgrammars
-    )
+    return tuple(copy_with(sub, {"grammar": transform(sub.grammar)}) for sub in grammar.subgrammars)

@@ -13,6 +13,7 @@ from gramkiln.ir import (
     Repeat,
     Rule,
     Seq,
+    copy_with,
     expr_facts,
     strip_spans,
     structural_key,
@@ -83,7 +84,7 @@ def fuse_terminals(grammar: GrammarIR) -> GrammarIR:
         if is_lexeme_like(rule):
             body = _inline_plain_rules(body, by_name, (rule.name,))
         body = fuser.fuse(body, whole_runs=fuser.whole_runs(rule))
-        rules.append(rule if body is rule.body else rule.model_copy(update={"body": body}))
+        rules.append(rule if body is rule.body else copy_with(rule, {"body": body}))
     return grammar.model_copy(
         update={
             "rules": (*rules, *fuser.new_terminals),
@@ -145,6 +146,9 @@ class _Fuser:
         # Memoised by identity: front ends share subtrees (hash-consing), and the result for
         # a subtree depends only on it (terminals are deduplicated by structure, so a second
         # occurrence would get the same names anyway). Shared input stays shared output.
+        kind = type(expr)
+        if kind is Ref or kind is Empty:
+            return expr  # nothing to fuse (a lone reference stays as it is)
         key = (id(expr), whole_runs)
         known = self._fused_memo.get(key)
         if known is not None and known[0] is expr:
@@ -163,19 +167,19 @@ class _Fuser:
             items = self._fuse_seq(expr.items, whole_runs)
             if not children_changed(items, expr.items):
                 return expr
-            return expr.model_copy(update={"items": items})
+            return copy_with(expr, {"items": items})
         if isinstance(expr, Choice):
             alternatives = self._fuse_choice(expr.alternatives, whole_runs)
             if len(alternatives) == 1:
                 return alternatives[0]
             if not children_changed(alternatives, expr.alternatives):
                 return expr
-            return expr.model_copy(update={"alternatives": alternatives})
+            return copy_with(expr, {"alternatives": alternatives})
         if isinstance(expr, Repeat):
             if whole_runs and _large_count(expr) and self._fusable(expr.item):
                 return self.split_counted_repeat(expr)
             item = self.fuse(expr.item, whole_runs=whole_runs)
-            return expr if item is expr.item else expr.model_copy(update={"item": item})
+            return expr if item is expr.item else copy_with(expr, {"item": item})
         return expr
 
     def split_counted_repeat(self, expr: Repeat) -> Expr:
@@ -217,12 +221,15 @@ class _Fuser:
         if not parts:
             return Empty(span=expr.span)
         if len(parts) == 1 and not isinstance(parts[0], Ref):
-            return parts[0].model_copy(update={"span": expr.span})
+            return copy_with(parts[0], {"span": expr.span})
         return Seq(items=tuple(parts), span=expr.span)
 
     def _fusable(self, expr: Expr) -> bool:
         """Terminal-only, matching some text, not already a single terminal reference, and
         without a counted repetition too large for one DFA."""
+        kind = type(expr)
+        if kind is Ref or kind is Empty:
+            return False
         # Asked again for every subtree on the way down: memoised so fusing stays linear.
         known = self._fusable_memo.get(id(expr))
         if known is not None and known[0] is expr:
@@ -255,7 +262,11 @@ class _Fuser:
             run.clear()
 
         for item in items:
-            if self._fusable(item) or (isinstance(item, Ref) and self._plain_terminal(item)):
+            if (
+                self._plain_terminal(item)  # type: ignore[arg-type]
+                if type(item) is Ref
+                else self._fusable(item)
+            ):
                 run.append(item)
             else:
                 flush()

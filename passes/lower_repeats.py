@@ -17,6 +17,7 @@ from gramkiln.ir import (
     Seq,
     SpecialToken,
     TokenSet,
+    copy_with,
     structural_key,
 )
 from gramkiln.passes._common import (
@@ -84,7 +85,7 @@ def lower_repeats(grammar: GrammarIR) -> GrammarIR:
 def _with_body(rule: Rule, body: Expr) -> Rule:
     """``rule`` with ``body``; the rule itself when the body is unchanged, so that the memos
     of later passes (keyed by identity) still know it."""
-    return rule if body is rule.body else rule.model_copy(update={"body": body})
+    return rule if body is rule.body else copy_with(rule, {"body": body})
 
 
 class _RepeatLowerer:
@@ -119,11 +120,7 @@ class _RepeatLowerer:
             items.append(Ref(name=self._optional_chain(element, high - low)))
         if len(items) == 1:
             item_only = items[0]
-            return (
-                item_only.model_copy(update={"span": span})
-                if isinstance(item_only, Ref)
-                else item_only
-            )
+            return copy_with(item_only, {"span": span}) if isinstance(item_only, Ref) else item_only
         return Seq(items=tuple(items), span=span)
 
     def _as_element(self, item: Expr) -> Expr:

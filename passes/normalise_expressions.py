@@ -14,6 +14,7 @@ from gramkiln.ir import (
     Rule,
     Seq,
     Span,
+    copy_with,
     structural_key,
 )
 from gramkiln.passes._common import (
@@ -74,10 +75,10 @@ def _normalise_rule(rule: Rule, merge_everywhere: bool) -> Rule:
             if normalised is not marker:
                 marker_updates[key] = normalised
     if marker_updates:
-        update["options"] = rule.options.model_copy(update=marker_updates)
+        update["options"] = copy_with(rule.options, marker_updates)
     # An unchanged rule is kept as it is: identity lets the memos of later passes (normal
     # forms, structural keys, verify facts) recognise it.
-    return rule.model_copy(update=update) if update else rule
+    return copy_with(rule, update) if update else rule
 
 
 def normalise_expr(expr: Expr, *, merge_literals: bool) -> Expr:
@@ -108,17 +109,17 @@ def _normalise_node(node: Expr, merge_literals: bool) -> Expr:
     if kind is Seq:
         items = tuple([_normalise_node(item, merge_literals) for item in node.items])  # type: ignore[union-attr]
         if children_changed(items, node.items):  # type: ignore[union-attr]
-            node = node.model_copy(update={"items": items})
+            node = copy_with(node, {"items": items})
         result = _normalise_seq(node, merge_literals)  # type: ignore[arg-type]
     elif kind is Choice:
         alternatives = tuple([_normalise_node(alt, merge_literals) for alt in node.alternatives])  # type: ignore[union-attr]
         if children_changed(alternatives, node.alternatives):  # type: ignore[union-attr]
-            node = node.model_copy(update={"alternatives": alternatives})
+            node = copy_with(node, {"alternatives": alternatives})
         result = _normalise_choice(node)  # type: ignore[arg-type]
     else:
         item = _normalise_node(node.item, merge_literals)  # type: ignore[union-attr]
         if item is not node.item:  # type: ignore[union-attr]
-            node = node.model_copy(update={"item": item})
+            node = copy_with(node, {"item": item})
         result = _normalise_repeat(node)  # type: ignore[arg-type]
     if len(forms) >= _NORMAL_FORM_LIMIT:
         forms.clear()
@@ -154,7 +155,7 @@ def _normalise_seq(seq: Seq, merge_literals: bool) -> Expr:
         return items[0]
     if not children_changed(tuple(items), seq.items):
         return seq  # already normal: keep the node (and every memo keyed by it)
-    return seq.model_copy(update={"items": tuple(items)})
+    return copy_with(seq, {"items": tuple(items)})
 
 
 def _mergeable(left: Expr, right: Expr) -> bool:
@@ -208,7 +209,7 @@ def _normalise_choice(choice: Choice) -> Expr:
         return alternatives[0]
     if not children_changed(tuple(alternatives), choice.alternatives):
         return choice  # already normal: keep the node (and every memo keyed by it)
-    return choice.model_copy(update={"alternatives": tuple(alternatives)})
+    return copy_with(choice, {"alternatives": tuple(alternatives)})
 
 
 def _normalise_repeat(repeat: Repeat) -> Expr:

@@ -23,6 +23,7 @@ from gramkiln.ir import (
     SpecialToken,
     Subgrammar,
     TokenSet,
+    copy_with,
     expr_facts,
     ir_from_msgpack,
     ir_to_msgpack,
@@ -373,3 +374,33 @@ def test_nodes_are_frozen_and_hashable() -> None:
         literal.text = "b"  # type: ignore[misc]
     assert hash(literal) == hash(Literal(text="a"))
     assert CharClass.of([(5, 9), (1, 4), (7, 12)]).ranges == ((1, 12),)
+
+
+# ---------------------------------------------------------------------------------------------
+# copy_with (the passes' cheap model_copy)
+
+
+@given(rich_grammars())
+def test_copy_with_equals_model_copy(grammar: GrammarIR) -> None:
+    for rule in grammar.rules:
+        for node in walk(rule.body):
+            update: dict[str, object] = {"span": Span(line=1, column=2)}
+            if isinstance(node, Seq):
+                update["items"] = node.items[::-1]
+            fast, slow = copy_with(node, update), node.model_copy(update=update)
+            assert type(fast) is type(slow)
+            assert fast == slow and hash(fast) == hash(slow)
+            assert fast.model_fields_set == slow.model_fields_set
+            assert fast.model_dump() == slow.model_dump()
+        renamed = copy_with(rule, {"name": "other"})
+        assert renamed == rule.model_copy(update={"name": "other"})
+        assert ir_to_msgpack(copy_with(grammar, {"rules": (renamed,)})) == ir_to_msgpack(
+            grammar.model_copy(update={"rules": (renamed,)})
+        )
+
+
+def test_ir_models_have_no_private_or_extra_state() -> None:
+    # copy_with relies on both; a model that gains either must be copied by pydantic.
+    for model in (Seq, Choice, Repeat, Literal, CharClass, Ref, Rule, RuleOptions, GrammarIR):
+        assert not model.__private_attributes__
+        assert model.model_config.get("extra") == "forbid"
