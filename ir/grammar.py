@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from gramkiln.ir.nodes import (
@@ -346,10 +346,13 @@ def expr_facts(expr: Node) -> ExprFacts:
         entry = _EXPR_FACTS.get(id(expr))
         if entry is not None and entry[0] is expr:
             return entry[1]
-        facts = _combined_facts(expr)
-        if len(_EXPR_FACTS) >= _EXPR_FACTS_LIMIT:
-            _EXPR_FACTS.clear()  # facts are recomputed from content: clearing is always safe
-        _EXPR_FACTS[id(expr)] = (expr, facts)  # the node is kept so its id stays unique
+        try:
+            facts = _combined_facts(expr, expr_facts)
+        except RecursionError:
+            # Absurdly deep trees (verify must word their problems, not crash): the same
+            # facts from an explicit stack.
+            facts = _facts_without_recursion(expr)
+        _remember_facts(expr, facts)
         return facts
     # Leaves are cheap to describe and far more numerous: not memoised.
     if kind is Ref:
@@ -374,7 +377,38 @@ def expr_facts(expr: Node) -> ExprFacts:
     return _PLAIN_FACTS
 
 
-def _combined_facts(expr: Node) -> ExprFacts:
+def _remember_facts(expr: Node, facts: ExprFacts) -> None:
+    if len(_EXPR_FACTS) >= _EXPR_FACTS_LIMIT:
+        _EXPR_FACTS.clear()  # facts are recomputed from content: clearing is always safe
+    _EXPR_FACTS[id(expr)] = (expr, facts)  # the node is kept so its id stays unique
+
+
+def _facts_without_recursion(root: Node) -> ExprFacts:
+    """``expr_facts(root)`` by an explicit post-order walk (no Python recursion)."""
+    computed: dict[int, ExprFacts] = {}
+
+    def known(child: Node) -> ExprFacts:
+        facts = computed.get(id(child))
+        return facts if facts is not None else expr_facts(child)  # leaves: no recursion
+
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in computed:
+            continue
+        if children_done:
+            computed[id(node)] = facts = _combined_facts(node, known)
+            _remember_facts(node, facts)
+            continue
+        stack.append((node, True))
+        for child in children(node):
+            if type(child) in (Seq, Choice, Repeat) and id(child) not in computed:
+                stack.append((child, False))
+    return computed[id(root)]
+
+
+def _combined_facts(expr: Node, facts_of: Callable[[Node], ExprFacts]) -> ExprFacts:
+    """The facts of a ``Seq``/``Choice``/``Repeat`` from those of its children."""
     kind = type(expr)
     if kind is Seq:
         kids = expr.items  # type: ignore[attr-defined]
@@ -405,8 +439,8 @@ def _combined_facts(expr: Node) -> ExprFacts:
             continue
         if child_kind is Empty:
             continue
-        part_refs, part_embeds, part_tokens, part_unnormalised, part_text, part_largest = (
-            expr_facts(child)
+        part_refs, part_embeds, part_tokens, part_unnormalised, part_text, part_largest = facts_of(
+            child
         )
         if part_refs:
             if collected is not None:

@@ -404,3 +404,15 @@ def test_ir_models_have_no_private_or_extra_state() -> None:
     for model in (Seq, Choice, Repeat, Literal, CharClass, Ref, Rule, RuleOptions, GrammarIR):
         assert not model.__private_attributes__
         assert model.model_config.get("extra") == "forbid"
+
+
+def test_expr_facts_and_verify_survive_absurd_nesting() -> None:
+    # Python recursion gives up near depth 1,000; the facts fall back to an explicit stack.
+    expr = Ref(name="T")
+    for index in range(5000):
+        expr = Seq(items=(expr, Literal(text="b"))) if index % 2 else Choice(alternatives=(expr,))
+    assert tuple(expr_facts(expr)) == _walked_facts(expr)
+    grammar = _grammar(Rule(name="start", body=expr), T)
+    assert grammar.verify() is grammar
+    bad = _grammar(Rule(name="start", body=Seq(items=(expr, Ref(name="gone")))), T)
+    assert "start references undefined gone" in _problems(bad)
