@@ -356,13 +356,14 @@ def expr_facts(expr: Node) -> ExprFacts:
         return facts
     # Leaves are cheap to describe and far more numerous: not memoised.
     if kind is Ref:
-        facts = _REF_FACTS.get(expr.name)  # type: ignore[attr-defined]
-        if facts is None:
-            facts = ExprFacts(frozenset((expr.name,)), _NO_NAMES, False, False, True, 0)  # type: ignore[attr-defined]
+        name: str = expr.name  # type: ignore[attr-defined]
+        ref_facts = _REF_FACTS.get(name)
+        if ref_facts is None:
+            ref_facts = ExprFacts(frozenset((name,)), _NO_NAMES, False, False, True, 0)
             if len(_REF_FACTS) >= _EXPR_FACTS_LIMIT:
                 _REF_FACTS.clear()
-            _REF_FACTS[expr.name] = facts  # type: ignore[attr-defined]
-        return facts
+            _REF_FACTS[name] = ref_facts
+        return ref_facts
     if kind is Literal or kind is Bytes or kind is CharClass:
         return _TEXT_FACTS
     if kind is Embed:
