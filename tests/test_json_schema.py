@@ -876,3 +876,20 @@ def test_helpers_share_identical_structures() -> None:
     second = choice(seq(lit('"'), rule_ref("a"), lit('"')), lit("null"))
     assert first is second
     assert seq(lit("a"), lit("b")) is lit("ab")
+
+
+def test_sharing_across_compiles_leaves_output_unchanged() -> None:
+    # Interned nodes and identity memos outlive a compile; what a process compiled before
+    # must not change a grammar or its artifact (artifacts are deterministic).
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "tags": {"type": "array"}},
+        "required": ["name"],
+    }
+    other = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}}}
+    first = Grammar.from_json_schema(schema)
+    first_bytes = first.compile().to_bytes()
+    Grammar.from_json_schema(other).compile()
+    again = Grammar.from_json_schema(schema)
+    assert str(again) == str(first)
+    assert again.compile().to_bytes() == first_bytes
