@@ -328,11 +328,13 @@ class ExprFacts(NamedTuple):
     """Whether it contains a ``Literal``, ``Bytes``, ``CharClass`` or ``Ref``."""
     largest_count: int
     """The largest ``min`` or ``max`` of any ``Repeat`` in it (0 without repeats)."""
+    has_repeat: bool
+    """Whether it contains a ``Repeat`` at all."""
 
 
 _NO_NAMES: frozenset[str] = frozenset()
-_PLAIN_FACTS = ExprFacts(_NO_NAMES, _NO_NAMES, False, False, False, 0)
-_TEXT_FACTS = ExprFacts(_NO_NAMES, _NO_NAMES, False, False, True, 0)
+_PLAIN_FACTS = ExprFacts(_NO_NAMES, _NO_NAMES, False, False, False, 0, False)
+_TEXT_FACTS = ExprFacts(_NO_NAMES, _NO_NAMES, False, False, True, 0, False)
 
 
 def expr_facts(expr: Node) -> ExprFacts:
@@ -359,7 +361,7 @@ def expr_facts(expr: Node) -> ExprFacts:
         name: str = expr.name  # type: ignore[attr-defined]
         ref_facts = _REF_FACTS.get(name)
         if ref_facts is None:
-            ref_facts = ExprFacts(frozenset((name,)), _NO_NAMES, False, False, True, 0)
+            ref_facts = ExprFacts(frozenset((name,)), _NO_NAMES, False, False, True, 0, False)
             if len(_REF_FACTS) >= _EXPR_FACTS_LIMIT:
                 _REF_FACTS.clear()
             _REF_FACTS[name] = ref_facts
@@ -367,14 +369,13 @@ def expr_facts(expr: Node) -> ExprFacts:
     if kind is Literal or kind is Bytes or kind is CharClass:
         return _TEXT_FACTS
     if kind is Embed:
-        return ExprFacts(_NO_NAMES, frozenset((expr.name,)), True, False, False, 0)  # type: ignore[attr-defined]
+        return ExprFacts(_NO_NAMES, frozenset((expr.name,)), True, False, False, 0, False)  # type: ignore[attr-defined]
     if kind is TokenSet:
         ranges = expr.ranges  # type: ignore[attr-defined]
-        return ExprFacts(
-            _NO_NAMES, _NO_NAMES, True, list(ranges) != normalise_ranges(ranges), False, 0
-        )
+        unnormalised = list(ranges) != normalise_ranges(ranges)
+        return ExprFacts(_NO_NAMES, _NO_NAMES, True, unnormalised, False, 0, False)
     if kind is SpecialToken:
-        return ExprFacts(_NO_NAMES, _NO_NAMES, True, False, False, 0)
+        return ExprFacts(_NO_NAMES, _NO_NAMES, True, False, False, 0, False)
     return _PLAIN_FACTS
 
 
@@ -420,6 +421,7 @@ def _combined_facts(expr: Node, facts_of: Callable[[Node], ExprFacts]) -> ExprFa
     else:
         kids = (expr.item,)  # type: ignore[attr-defined]
         largest = max(expr.min, expr.max or 0)  # type: ignore[attr-defined]
+    has_repeat = kind is Repeat
     # The names of the children's sets: shared as long as at most one child brings names,
     # collected in a private set once several do (joining frozensets pairwise would copy
     # the growing set once per child: quadratic on a choice of 900 keyed members).
@@ -440,9 +442,15 @@ def _combined_facts(expr: Node, facts_of: Callable[[Node], ExprFacts]) -> ExprFa
             continue
         if child_kind is Empty:
             continue
-        part_refs, part_embeds, part_tokens, part_unnormalised, part_text, part_largest = facts_of(
-            child
-        )
+        (
+            part_refs,
+            part_embeds,
+            part_tokens,
+            part_unnormalised,
+            part_text,
+            part_largest,
+            part_repeat,
+        ) = facts_of(child)
         if part_refs:
             if collected is not None:
                 collected.update(part_refs)
@@ -456,11 +464,12 @@ def _combined_facts(expr: Node, facts_of: Callable[[Node], ExprFacts]) -> ExprFa
         token_elements |= part_tokens
         unnormalised |= part_unnormalised
         has_text |= part_text
+        has_repeat |= part_repeat
         if part_largest > largest:
             largest = part_largest
     if collected is not None:
         refs = frozenset(collected)
-    return ExprFacts(refs, embeds, token_elements, unnormalised, has_text, largest)
+    return ExprFacts(refs, embeds, token_elements, unnormalised, has_text, largest, has_repeat)
 
 
 _EXPR_FACTS: dict[int, tuple[Node, ExprFacts]] = {}

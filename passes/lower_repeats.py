@@ -18,6 +18,7 @@ from gramkiln.ir import (
     SpecialToken,
     TokenSet,
     copy_with,
+    expr_facts,
     structural_key,
 )
 from gramkiln.passes._common import (
@@ -70,7 +71,9 @@ def lower_repeats(grammar: GrammarIR) -> GrammarIR:
     lowered: dict[int, tuple[Expr, Expr]] = {}
     rules = [
         rule
-        if is_lexeme_like(rule) or rule.name in inside_lexemes
+        if is_lexeme_like(rule)
+        or rule.name in inside_lexemes
+        or not expr_facts(rule.body).has_repeat  # nothing to lower: skip the walk
         else _with_body(rule, map_expr(rule.body, lowerer.lower, lowered))
         for rule in grammar.rules
     ]

@@ -175,6 +175,7 @@ def _walked_facts(expr: object) -> tuple:
         ),
         any(n.kind in ("literal", "bytes", "class", "ref") for n in nodes),
         max(counts, default=0),
+        bool(counts),
     )
 
 
