@@ -2,12 +2,14 @@
 
 from gramkiln.ir.grammar import (
     IR_VERSION,
+    ExprFacts,
     GrammarIR,
     GrammarOptions,
     Rule,
     RuleOptions,
     Subgrammar,
     children,
+    expr_facts,
     strip_spans,
     structural_key,
     walk,
@@ -27,6 +29,7 @@ from gramkiln.ir.nodes import (
     Span,
     SpecialToken,
     TokenSet,
+    copy_with,
 )
 from gramkiln.ir.serialize import ir_from_msgpack, ir_to_msgpack
 from gramkiln.ir.text import parse_expr, parse_grammar, print_expr, print_grammar, print_rule
@@ -39,6 +42,7 @@ __all__ = [
     "Embed",
     "Empty",
     "Expr",
+    "ExprFacts",
     "GrammarIR",
     "GrammarOptions",
     "Literal",
@@ -53,6 +57,8 @@ __all__ = [
     "Subgrammar",
     "TokenSet",
     "children",
+    "copy_with",
+    "expr_facts",
     "ir_from_msgpack",
     "ir_to_msgpack",
     "parse_expr",

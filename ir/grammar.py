@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from gramkiln.ir.nodes import (
     Bytes,
@@ -151,15 +152,56 @@ class GrammarIR(Node):
 
         if _VERIFIED.get(id(self)) is self:
             return self
-        problems = list(self.problems())
-        if problems:
-            raise IRError("invalid IR:\n  " + "\n  ".join(problems))
+        # The quick check reads memoised per-subtree facts, so subtrees that earlier
+        # grammars shared (the passes keep what they do not change) cost nothing; it only
+        # says yes or "maybe not", and the full walk below words every problem.
+        if not self._quickly_valid():
+            problems = list(self.problems())
+            if problems:
+                raise IRError("invalid IR:\n  " + "\n  ".join(problems))
         # A grammar is immutable, so one check holds for its lifetime; front ends, Grammar and
         # compile all verify the same object, which costs seconds on big JSON Schemas.
         if len(_VERIFIED) >= 256:
             _VERIFIED.clear()
         _VERIFIED[id(self)] = self
         return self
+
+    def _quickly_valid(self) -> bool:
+        """True when ``problems`` would yield nothing, judged from ``expr_facts``; False
+        means "maybe not" (the caller then runs ``problems`` for the exact messages)."""
+        if self.ir_version != IR_VERSION:
+            return False
+        is_terminal: dict[str, bool] = {}
+        for rule in self.rules:
+            if rule.name in is_terminal:
+                return False
+            is_terminal[rule.name] = rule.terminal
+        sub_names = frozenset(sub.name for sub in self.subgrammars)
+        if self.start not in is_terminal or len(sub_names) != len(self.subgrammars):
+            return False
+        terminal_refs: dict[str, frozenset[str]] = {}
+        for rule in self.rules:
+            for expr in (rule.body, rule.options.suffix, rule.options.stop):
+                if expr is None:
+                    continue
+                facts = expr_facts(expr)
+                if facts.unnormalised_token_set or not facts.embeds <= sub_names:
+                    return False
+                if rule.terminal and facts.token_elements:
+                    return False
+                for name in facts.refs:
+                    target_is_terminal = is_terminal.get(name)
+                    if target_is_terminal is None or (rule.terminal and not target_is_terminal):
+                        return False
+            if rule.terminal:
+                terminal_refs[rule.name] = expr_facts(rule.body).refs
+        for expr in self.ignore:
+            facts = expr_facts(expr)
+            if facts.token_elements or not all(is_terminal.get(n) for n in facts.refs):
+                return False
+        if _has_cycle(terminal_refs):
+            return False
+        return all(sub.grammar._quickly_valid() for sub in self.subgrammars)
 
     def problems(self, where: str = "") -> Iterator[str]:
         """Yield a description of every invariant this IR violates."""
@@ -246,6 +288,195 @@ def _terminal_cycles(grammar: GrammarIR, where: str) -> Iterator[str]:
             yield from visit(name, [name])
 
 
+def _has_cycle(edges: dict[str, frozenset[str]]) -> bool:
+    """Whether the graph ``edges`` (every target is a key) has a cycle (iterative DFS)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    for root in edges:
+        if root in state:
+            continue
+        state[root] = 1
+        stack = [(root, iter(edges[root]))]
+        while stack:
+            name, targets = stack[-1]
+            for target in targets:
+                seen = state.get(target)
+                if seen == 1:
+                    return True
+                if seen is None:
+                    state[target] = 1
+                    stack.append((target, iter(edges[target])))
+                    break
+            else:
+                state[name] = 2
+                stack.pop()
+    return False
+
+
+class ExprFacts(NamedTuple):
+    """What ``verify`` and the passes ask about a whole subtree, without walking it."""
+
+    refs: frozenset[str]
+    """Names of every ``Ref`` in the subtree."""
+    embeds: frozenset[str]
+    """Sub-grammar names of every ``Embed`` in the subtree."""
+    token_elements: bool
+    """Whether it contains a ``TokenSet``, ``SpecialToken`` or ``Embed``: the only kinds
+    that may not appear inside a terminal."""
+    unnormalised_token_set: bool
+    """Whether it contains a ``TokenSet`` whose ranges are not normalised."""
+    has_text: bool
+    """Whether it contains a ``Literal``, ``Bytes``, ``CharClass`` or ``Ref``."""
+    largest_count: int
+    """The largest ``min`` or ``max`` of any ``Repeat`` in it (0 without repeats)."""
+    has_repeat: bool
+    """Whether it contains a ``Repeat`` at all."""
+
+
+_NO_NAMES: frozenset[str] = frozenset()
+_PLAIN_FACTS = ExprFacts(_NO_NAMES, _NO_NAMES, False, False, False, 0, False)
+_TEXT_FACTS = ExprFacts(_NO_NAMES, _NO_NAMES, False, False, True, 0, False)
+
+
+def expr_facts(expr: Node) -> ExprFacts:
+    """The :class:`ExprFacts` of ``expr``, memoised by node identity like ``structural_key``.
+
+    Computed bottom-up, so a tree costs one visit per node however often (and by however
+    many grammars) its subtrees are asked about.
+    """
+    kind = type(expr)
+    if kind is Seq or kind is Choice or kind is Repeat:
+        entry = _EXPR_FACTS.get(id(expr))
+        if entry is not None and entry[0] is expr:
+            return entry[1]
+        try:
+            facts = _combined_facts(expr, expr_facts)
+        except RecursionError:
+            # Absurdly deep trees (verify must word their problems, not crash): the same
+            # facts from an explicit stack.
+            facts = _facts_without_recursion(expr)
+        _remember_facts(expr, facts)
+        return facts
+    # Leaves are cheap to describe and far more numerous: not memoised.
+    if kind is Ref:
+        name: str = expr.name  # type: ignore[attr-defined]
+        ref_facts = _REF_FACTS.get(name)
+        if ref_facts is None:
+            ref_facts = ExprFacts(frozenset((name,)), _NO_NAMES, False, False, True, 0, False)
+            if len(_REF_FACTS) >= _EXPR_FACTS_LIMIT:
+                _REF_FACTS.clear()
+            _REF_FACTS[name] = ref_facts
+        return ref_facts
+    if kind is Literal or kind is Bytes or kind is CharClass:
+        return _TEXT_FACTS
+    if kind is Embed:
+        return ExprFacts(_NO_NAMES, frozenset((expr.name,)), True, False, False, 0, False)  # type: ignore[attr-defined]
+    if kind is TokenSet:
+        ranges = expr.ranges  # type: ignore[attr-defined]
+        unnormalised = list(ranges) != normalise_ranges(ranges)
+        return ExprFacts(_NO_NAMES, _NO_NAMES, True, unnormalised, False, 0, False)
+    if kind is SpecialToken:
+        return ExprFacts(_NO_NAMES, _NO_NAMES, True, False, False, 0, False)
+    return _PLAIN_FACTS
+
+
+def _remember_facts(expr: Node, facts: ExprFacts) -> None:
+    if len(_EXPR_FACTS) >= _EXPR_FACTS_LIMIT:
+        _EXPR_FACTS.clear()  # facts are recomputed from content: clearing is always safe
+    _EXPR_FACTS[id(expr)] = (expr, facts)  # the node is kept so its id stays unique
+
+
+def _facts_without_recursion(root: Node) -> ExprFacts:
+    """``expr_facts(root)`` by an explicit post-order walk (no Python recursion)."""
+    computed: dict[int, ExprFacts] = {}
+
+    def known(child: Node) -> ExprFacts:
+        facts = computed.get(id(child))
+        return facts if facts is not None else expr_facts(child)  # leaves: no recursion
+
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in computed:
+            continue
+        if children_done:
+            computed[id(node)] = facts = _combined_facts(node, known)
+            _remember_facts(node, facts)
+            continue
+        stack.append((node, True))
+        for child in children(node):
+            if type(child) in (Seq, Choice, Repeat) and id(child) not in computed:
+                stack.append((child, False))
+    return computed[id(root)]
+
+
+def _combined_facts(expr: Node, facts_of: Callable[[Node], ExprFacts]) -> ExprFacts:
+    """The facts of a ``Seq``/``Choice``/``Repeat`` from those of its children."""
+    kind = type(expr)
+    if kind is Seq:
+        kids = expr.items  # type: ignore[attr-defined]
+        largest = 0
+    elif kind is Choice:
+        kids = expr.alternatives  # type: ignore[attr-defined]
+        largest = 0
+    else:
+        kids = (expr.item,)  # type: ignore[attr-defined]
+        largest = max(expr.min, expr.max or 0)  # type: ignore[attr-defined]
+    has_repeat = kind is Repeat
+    # The names of the children's sets: shared as long as at most one child brings names,
+    # collected in a private set once several do (joining frozensets pairwise would copy
+    # the growing set once per child: quadratic on a choice of 900 keyed members).
+    refs = embeds = _NO_NAMES
+    collected: set[str] | None = None
+    token_elements = unnormalised = has_text = False
+    for child in kids:
+        # Text leaves and references are most children: handled here without a call.
+        child_kind = type(child)
+        if child_kind is Ref:
+            if collected is None:
+                collected = set(refs)
+            collected.add(child.name)
+            has_text = True
+            continue
+        if child_kind is Literal or child_kind is CharClass or child_kind is Bytes:
+            has_text = True
+            continue
+        if child_kind is Empty:
+            continue
+        (
+            part_refs,
+            part_embeds,
+            part_tokens,
+            part_unnormalised,
+            part_text,
+            part_largest,
+            part_repeat,
+        ) = facts_of(child)
+        if part_refs:
+            if collected is not None:
+                collected.update(part_refs)
+            elif not refs:
+                refs = part_refs
+            elif part_refs is not refs and not part_refs <= refs:
+                collected = set(refs)
+                collected.update(part_refs)
+        if part_embeds and not part_embeds <= embeds:
+            embeds = part_embeds if not embeds else embeds | part_embeds
+        token_elements |= part_tokens
+        unnormalised |= part_unnormalised
+        has_text |= part_text
+        has_repeat |= part_repeat
+        if part_largest > largest:
+            largest = part_largest
+    if collected is not None:
+        refs = frozenset(collected)
+    return ExprFacts(refs, embeds, token_elements, unnormalised, has_text, largest, has_repeat)
+
+
+_EXPR_FACTS: dict[int, tuple[Node, ExprFacts]] = {}
+_REF_FACTS: dict[str, ExprFacts] = {}  # a Ref's facts depend on its name only
+_EXPR_FACTS_LIMIT = 1 << 19
+
+
 def children(node: Node) -> tuple[Expr, ...]:
     """Direct sub-expressions of an expression node."""
     if isinstance(node, Seq):
@@ -315,10 +546,17 @@ def structural_key(expr: Node) -> bytes:
     kind = type(expr)
     # The common node kinds are spelled out (this runs a few hundred thousand times on big
     # JSON Schemas); every other model goes through its fields generically.
-    if kind is Seq:
-        data = b"S" + b"".join([structural_key(item) for item in expr.items])  # type: ignore[attr-defined]
-    elif kind is Choice:
-        data = b"C" + b"".join([structural_key(alt) for alt in expr.alternatives])  # type: ignore[attr-defined]
+    if kind is Seq or kind is Choice:
+        # Children's keys are nearly always memoised already: looked up here, not called.
+        memo = _STRUCTURAL_KEYS
+        data_parts = [b"S" if kind is Seq else b"C"]
+        for child in expr.items if kind is Seq else expr.alternatives:  # type: ignore[attr-defined]
+            known = memo.get(id(child))
+            if known is not None and known[0] is child:
+                data_parts.append(known[1])
+            else:
+                data_parts.append(structural_key(child))
+        data = b"".join(data_parts)
     elif kind is Ref:
         data = b"F" + expr.name.encode()  # type: ignore[attr-defined]
     else:

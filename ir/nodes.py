@@ -7,7 +7,8 @@ optional and never take part in the canonical text form.
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, TypeVar
 from typing import Literal as TypingLiteral
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -20,6 +21,9 @@ class Node(BaseModel):
     """Base of every IR model: immutable, strict about unknown fields."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+NodeT = TypeVar("NodeT", bound=Node)
 
 
 class Span(Node):
@@ -207,6 +211,29 @@ Expr = Annotated[
 
 for _model in (Seq, Choice, Repeat):
     _model.model_rebuild()
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def copy_with(node: NodeT, update: Mapping[str, object]) -> NodeT:
+    """``node.model_copy(update=update)``, at well under half the cost.
+
+    Like ``model_copy`` it does not validate ``update`` (callers pass values of the fields'
+    types). IR models forbid extra fields and have no private attributes, so a copy is the
+    field dict plus the set of given fields; pydantic's generic ``__copy__`` copies four
+    attributes through ``copy.copy``, which made it a fifth of ``fuse_terminals``.
+    ``tests/test_ir.py`` checks the result equals ``model_copy``'s.
+    """
+    copy = _new_object(type(node))
+    fields = node.__dict__.copy()
+    fields.update(update)
+    _set_attribute(copy, "__dict__", fields)
+    _set_attribute(copy, "__pydantic_fields_set__", node.__pydantic_fields_set__ | update.keys())
+    _set_attribute(copy, "__pydantic_extra__", None)
+    _set_attribute(copy, "__pydantic_private__", None)
+    return copy
 
 
 def normalise_ranges(ranges) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]

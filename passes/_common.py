@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from operator import is_
 
 from gramkiln.ir import (
     Bytes,
@@ -23,6 +24,8 @@ from gramkiln.ir import (
     Seq,
     SpecialToken,
     TokenSet,
+    copy_with,
+    expr_facts,
     walk,
 )
 
@@ -41,31 +44,44 @@ TERMINAL_NODE_KINDS = (Literal, Bytes, CharClass, Seq, Choice, Repeat, Empty)
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_\-.]")
 
 
-def map_expr(expr: Expr, rewrite: Callable[[Expr], Expr]) -> Expr:
+def map_expr(
+    expr: Expr, rewrite: Callable[[Expr], Expr], memo: dict[int, tuple[Expr, Expr]] | None = None
+) -> Expr:
     """Rebuild ``expr`` bottom-up, applying ``rewrite`` to every node after its children.
 
     Nodes whose children did not change are kept as they are, so unchanged subtrees keep
-    their identity and spans.
+    their identity and spans. When ``rewrite`` depends on nothing but the node, pass a
+    ``memo`` (shared across calls): a subtree shared by several places (front ends
+    hash-cons) is then rewritten once, and its result is shared too.
     """
+    if memo is not None:
+        known = memo.get(id(expr))
+        if known is not None and known[0] is expr:
+            return known[1]
+    original = expr
     if isinstance(expr, Seq):
-        items = tuple(map_expr(item, rewrite) for item in expr.items)
+        items = tuple([map_expr(item, rewrite, memo) for item in expr.items])
         if children_changed(items, expr.items):
-            expr = expr.model_copy(update={"items": items})
+            expr = copy_with(expr, {"items": items})
     elif isinstance(expr, Choice):
-        alternatives = tuple(map_expr(alt, rewrite) for alt in expr.alternatives)
+        alternatives = tuple([map_expr(alt, rewrite, memo) for alt in expr.alternatives])
         if children_changed(alternatives, expr.alternatives):
-            expr = expr.model_copy(update={"alternatives": alternatives})
+            expr = copy_with(expr, {"alternatives": alternatives})
     elif isinstance(expr, Repeat):
-        item = map_expr(expr.item, rewrite)
+        item = map_expr(expr.item, rewrite, memo)
         if item is not expr.item:
-            expr = expr.model_copy(update={"item": item})
-    return rewrite(expr)
+            expr = copy_with(expr, {"item": item})
+    result = rewrite(expr)
+    if memo is not None:
+        memo[id(original)] = (original, result)  # the node is kept so its id stays unique
+    return result
 
 
 def children_changed(new: tuple, old: tuple) -> bool:
     """Whether rebuilt children differ from the old ones (by identity, not equality)."""
     # Identity, not equality: comparing pydantic trees deeply at every level is quadratic.
-    return len(new) != len(old) or any(a is not b for a, b in zip(new, old, strict=True))
+    # map(is_, ...) runs the comparison loop in C (this is asked at every node of every pass).
+    return len(new) != len(old) or not all(map(is_, new, old))
 
 
 def rename_refs(expr: Expr, renames: dict[str, str]) -> Expr:
@@ -75,7 +91,7 @@ def rename_refs(expr: Expr, renames: dict[str, str]) -> Expr:
 
     def rename(node: Expr) -> Expr:
         if isinstance(node, Ref) and node.name in renames:
-            return node.model_copy(update={"name": renames[node.name]})
+            return copy_with(node, {"name": renames[node.name]})
         return node
 
     return map_expr(expr, rename)
@@ -99,7 +115,7 @@ def rules_inside_lexemes(grammar: GrammarIR) -> set[str]:
         name
         for rule in grammar.rules
         if is_lexeme_like(rule) and not rule.terminal
-        for name in referenced_names(rule_exprs(rule))
+        for name in referenced_name_set(rule_exprs(rule))
     ]
     while pending:
         name = pending.pop()
@@ -107,19 +123,24 @@ def rules_inside_lexemes(grammar: GrammarIR) -> set[str]:
         if rule is None or rule.terminal or name in inside:
             continue
         inside.add(name)
-        pending.extend(referenced_names(rule_exprs(rule)))
+        pending.extend(referenced_name_set(rule_exprs(rule)))
     return inside
 
 
 def is_terminal_only(expr: Expr, terminals: set[str] | frozenset[str]) -> bool:
     """Whether ``expr`` could be the body of a terminal (only text nodes and terminal refs)."""
-    for node in walk(expr):
-        if isinstance(node, Ref):
-            if node.name not in terminals:
-                return False
-        elif not isinstance(node, TERMINAL_NODE_KINDS):
-            return False
-    return True
+    # Token elements are the only node kinds a terminal may not hold besides rule refs;
+    # the facts are memoised per subtree, so asking at every level stays linear.
+    facts = expr_facts(expr)
+    return not facts.token_elements and facts.refs <= terminals
+
+
+def referenced_name_set(exprs: Iterable[Expr]) -> frozenset[str]:
+    """Names of every ``Ref`` in ``exprs`` (memoised per subtree, see ``expr_facts``)."""
+    names: frozenset[str] = frozenset()
+    for expr in exprs:
+        names = names | expr_facts(expr).refs
+    return names
 
 
 def referenced_names(exprs: Iterable[Expr]) -> list[str]:
@@ -196,6 +217,4 @@ def is_empty_language(expr: Expr) -> bool:
 
 def with_subgrammars(grammar: GrammarIR, transform: Callable[[GrammarIR], GrammarIR]) -> tuple:
     """The sub-grammars of ``grammar`` with ``transform`` applied to each nested grammar."""
-    return tuple(
-        sub.model_copy(update={"grammar": transform(sub.grammar)}) for sub in grammar.subgrammars
-    )
+    return tuple(copy_with(sub, {"grammar": transform(sub.grammar)}) for sub in grammar.subgrammars)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gramkiln.ir import Embed, GrammarIR, walk
-from gramkiln.passes._common import referenced_names, rule_exprs
+from gramkiln.ir import GrammarIR, expr_facts
+from gramkiln.passes._common import referenced_name_set, rule_exprs
 
 
 def eliminate_dead_rules(grammar: GrammarIR) -> GrammarIR:
@@ -20,17 +20,16 @@ def eliminate_dead_rules(grammar: GrammarIR) -> GrammarIR:
     rules = grammar.rule_map()
     live: set[str] = set()
     embedded: set[str] = set()
-    pending = [grammar.start, *referenced_names(grammar.ignore)]
+    pending = [grammar.start, *referenced_name_set(grammar.ignore)]
     while pending:
         name = pending.pop()
         if name in live or name not in rules:
             continue
         live.add(name)
-        exprs = rule_exprs(rules[name])
-        pending.extend(referenced_names(exprs))
-        embedded.update(
-            node.name for expr in exprs for node in walk(expr) if isinstance(node, Embed)
-        )
+        for expr in rule_exprs(rules[name]):
+            facts = expr_facts(expr)  # memoised per subtree: no walk of unchanged bodies
+            pending.extend(facts.refs)
+            embedded.update(facts.embeds)
     subgrammars = tuple(
         sub.model_copy(update={"grammar": eliminate_dead_rules(sub.grammar)})
         for sub in grammar.subgrammars

@@ -13,6 +13,8 @@ from gramkiln.ir import (
     Repeat,
     Rule,
     Seq,
+    copy_with,
+    expr_facts,
     strip_spans,
     structural_key,
     walk,
@@ -21,6 +23,7 @@ from gramkiln.passes._common import (
     MARKER_PREFIXES,
     TEXT_LEAVES,
     NameAllocator,
+    children_changed,
     is_lexeme_like,
     is_terminal_only,
     map_expr,
@@ -81,7 +84,7 @@ def fuse_terminals(grammar: GrammarIR) -> GrammarIR:
         if is_lexeme_like(rule):
             body = _inline_plain_rules(body, by_name, (rule.name,))
         body = fuser.fuse(body, whole_runs=fuser.whole_runs(rule))
-        rules.append(rule.model_copy(update={"body": body}))
+        rules.append(rule if body is rule.body else copy_with(rule, {"body": body}))
     return grammar.model_copy(
         update={
             "rules": (*rules, *fuser.new_terminals),
@@ -131,6 +134,7 @@ class _Fuser:
         self._names = NameAllocator(rule.name for rule in grammar.rules)
         self._by_structure: dict[bytes, str] = {}
         self._fusable_memo: dict[int, tuple[Expr, bool]] = {}
+        self._fused_memo: dict[tuple[int, bool], tuple[Expr, Expr]] = {}
         self.new_terminals: list[Rule] = []
 
     def whole_runs(self, rule: Rule) -> bool:
@@ -139,22 +143,43 @@ class _Fuser:
 
     def fuse(self, expr: Expr, *, whole_runs: bool) -> Expr:
         """``expr`` with its terminal-only parts replaced by terminal references."""
+        # Memoised by identity: front ends share subtrees (hash-consing), and the result for
+        # a subtree depends only on it (terminals are deduplicated by structure, so a second
+        # occurrence would get the same names anyway). Shared input stays shared output.
+        kind = type(expr)
+        if kind is Ref or kind is Empty:
+            return expr  # nothing to fuse (a lone reference stays as it is)
+        key = (id(expr), whole_runs)
+        known = self._fused_memo.get(key)
+        if known is not None and known[0] is expr:
+            return known[1]
+        fused = self._fuse_uncached(expr, whole_runs)
+        self._fused_memo[key] = (expr, fused)
+        return fused
+
+    def _fuse_uncached(self, expr: Expr, whole_runs: bool) -> Expr:
         if whole_runs and self._fusable(expr):
             return self._terminal_ref(expr)
         if isinstance(expr, TEXT_LEAVES):
             return self._terminal_ref(expr)
+        # Unchanged nodes are kept (not copied) so that later passes' memos still know them.
         if isinstance(expr, Seq):
             items = self._fuse_seq(expr.items, whole_runs)
-            return expr.model_copy(update={"items": items})
+            if not children_changed(items, expr.items):
+                return expr
+            return copy_with(expr, {"items": items})
         if isinstance(expr, Choice):
             alternatives = self._fuse_choice(expr.alternatives, whole_runs)
             if len(alternatives) == 1:
                 return alternatives[0]
-            return expr.model_copy(update={"alternatives": alternatives})
+            if not children_changed(alternatives, expr.alternatives):
+                return expr
+            return copy_with(expr, {"alternatives": alternatives})
         if isinstance(expr, Repeat):
             if whole_runs and _large_count(expr) and self._fusable(expr.item):
                 return self.split_counted_repeat(expr)
-            return expr.model_copy(update={"item": self.fuse(expr.item, whole_runs=whole_runs)})
+            item = self.fuse(expr.item, whole_runs=whole_runs)
+            return expr if item is expr.item else copy_with(expr, {"item": item})
         return expr
 
     def split_counted_repeat(self, expr: Repeat) -> Expr:
@@ -196,12 +221,15 @@ class _Fuser:
         if not parts:
             return Empty(span=expr.span)
         if len(parts) == 1 and not isinstance(parts[0], Ref):
-            return parts[0].model_copy(update={"span": expr.span})
+            return copy_with(parts[0], {"span": expr.span})
         return Seq(items=tuple(parts), span=expr.span)
 
     def _fusable(self, expr: Expr) -> bool:
         """Terminal-only, matching some text, not already a single terminal reference, and
         without a counted repetition too large for one DFA."""
+        kind = type(expr)
+        if kind is Ref or kind is Empty:
+            return False
         # Asked again for every subtree on the way down: memoised so fusing stays linear.
         known = self._fusable_memo.get(id(expr))
         if known is not None and known[0] is expr:
@@ -213,14 +241,12 @@ class _Fuser:
     def _fusable_uncached(self, expr: Expr) -> bool:
         if isinstance(expr, (Ref, Empty)) or not is_terminal_only(expr, self.terminals):
             return False
-        has_text = False
-        for node in walk(expr):
-            if isinstance(node, Ref) and node.name.startswith(MARKER_PREFIXES):
-                return False
-            if isinstance(node, Repeat) and _large_count(node):
-                return False
-            has_text = has_text or isinstance(node, (*TEXT_LEAVES, Ref))
-        return has_text
+        facts = expr_facts(expr)
+        if facts.largest_count > MAX_FUSED_COUNT:
+            return False
+        if any(name.startswith(MARKER_PREFIXES) for name in facts.refs):
+            return False
+        return facts.has_text
 
     def _fuse_seq(self, items: tuple[Expr, ...], whole_runs: bool) -> tuple[Expr, ...]:
         if not whole_runs:
@@ -236,7 +262,11 @@ class _Fuser:
             run.clear()
 
         for item in items:
-            if self._fusable(item) or (isinstance(item, Ref) and self._plain_terminal(item)):
+            if (
+                self._plain_terminal(item)  # type: ignore[arg-type]
+                if type(item) is Ref
+                else self._fusable(item)
+            ):
                 run.append(item)
             else:
                 flush()

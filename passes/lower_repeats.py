@@ -17,6 +17,8 @@ from gramkiln.ir import (
     Seq,
     SpecialToken,
     TokenSet,
+    copy_with,
+    expr_facts,
     structural_key,
 )
 from gramkiln.passes._common import (
@@ -64,10 +66,15 @@ def lower_repeats(grammar: GrammarIR) -> GrammarIR:
     """
     lowerer = _RepeatLowerer(grammar)
     inside_lexemes = rules_inside_lexemes(grammar)
+    # Lowering a node depends only on the node (helpers are shared by structure), so one
+    # memo serves every rule and shared subtrees are lowered once.
+    lowered: dict[int, tuple[Expr, Expr]] = {}
     rules = [
         rule
-        if is_lexeme_like(rule) or rule.name in inside_lexemes
-        else rule.model_copy(update={"body": map_expr(rule.body, lowerer.lower)})
+        if is_lexeme_like(rule)
+        or rule.name in inside_lexemes
+        or not expr_facts(rule.body).has_repeat  # nothing to lower: skip the walk
+        else _with_body(rule, map_expr(rule.body, lowerer.lower, lowered))
         for rule in grammar.rules
     ]
     return grammar.model_copy(
@@ -76,6 +83,12 @@ def lower_repeats(grammar: GrammarIR) -> GrammarIR:
             "subgrammars": with_subgrammars(grammar, lower_repeats),
         }
     )
+
+
+def _with_body(rule: Rule, body: Expr) -> Rule:
+    """``rule`` with ``body``; the rule itself when the body is unchanged, so that the memos
+    of later passes (keyed by identity) still know it."""
+    return rule if body is rule.body else copy_with(rule, {"body": body})
 
 
 class _RepeatLowerer:
@@ -110,11 +123,7 @@ class _RepeatLowerer:
             items.append(Ref(name=self._optional_chain(element, high - low)))
         if len(items) == 1:
             item_only = items[0]
-            return (
-                item_only.model_copy(update={"span": span})
-                if isinstance(item_only, Ref)
-                else item_only
-            )
+            return copy_with(item_only, {"span": span}) if isinstance(item_only, Ref) else item_only
         return Seq(items=tuple(items), span=span)
 
     def _as_element(self, item: Expr) -> Expr:

@@ -14,12 +14,12 @@ from gramkiln.ir import (
     Rule,
     Seq,
     Span,
+    copy_with,
     structural_key,
 )
 from gramkiln.passes._common import (
     children_changed,
     is_empty_language,
-    is_empty_text,
     is_lexeme_like,
     with_subgrammars,
 )
@@ -64,15 +64,21 @@ def normalise_expressions(grammar: GrammarIR) -> GrammarIR:
 
 def _normalise_rule(rule: Rule, merge_everywhere: bool) -> Rule:
     merge = merge_everywhere or is_lexeme_like(rule)
-    update: dict[str, object] = {"body": normalise_expr(rule.body, merge_literals=merge)}
-    marker_updates = {
-        key: normalise_expr(marker, merge_literals=True)
-        for key, marker in (("suffix", rule.options.suffix), ("stop", rule.options.stop))
-        if marker is not None
-    }
+    update: dict[str, object] = {}
+    body = normalise_expr(rule.body, merge_literals=merge)
+    if body is not rule.body:
+        update["body"] = body
+    marker_updates: dict[str, Expr] = {}
+    for key, marker in (("suffix", rule.options.suffix), ("stop", rule.options.stop)):
+        if marker is not None:
+            normalised = normalise_expr(marker, merge_literals=True)
+            if normalised is not marker:
+                marker_updates[key] = normalised
     if marker_updates:
-        update["options"] = rule.options.model_copy(update=marker_updates)
-    return rule.model_copy(update=update)
+        update["options"] = copy_with(rule.options, marker_updates)
+    # An unchanged rule is kept as it is: identity lets the memos of later passes (normal
+    # forms, structural keys, verify facts) recognise it.
+    return copy_with(rule, update) if update else rule
 
 
 def normalise_expr(expr: Expr, *, merge_literals: bool) -> Expr:
@@ -80,53 +86,66 @@ def normalise_expr(expr: Expr, *, merge_literals: bool) -> Expr:
     return _normalise_node(expr, merge_literals)
 
 
-# Nodes known to be in normal form (the rewrite is idempotent), by identity and merge flag.
-# The compile pipeline normalises three times and most subtrees survive the passes between
-# untouched, so later runs skip them instead of rebuilding and re-keying them.
-_NORMAL_NODES: dict[tuple[int, bool], Expr] = {}
-_NORMAL_NODE_LIMIT = 1 << 19
+# Normal forms by input node identity, one table per merge flag: node -> (node, normal form).
+# A normal node maps to itself (the rewrite is idempotent). The compile pipeline normalises
+# three times and most subtrees survive the passes between untouched, so later runs skip them;
+# and front ends share subtrees (hash-consing), so a shared subtree is normalised once.
+_NORMAL_FORMS: dict[bool, dict[int, tuple[Expr, Expr]]] = {False: {}, True: {}}
+_NORMAL_FORM_LIMIT = 1 << 19
 
 
 def _normalise_node(node: Expr, merge_literals: bool) -> Expr:
-    known = _NORMAL_NODES.get((id(node), merge_literals))
-    if known is not None and known is node:
+    kind = type(node)
+    if kind is not Seq and kind is not Choice and kind is not Repeat:
+        # Leaves: only empty text changes; not worth a memo entry.
+        if (kind is Literal and not node.text) or (kind is Bytes and not node.data):  # type: ignore[union-attr]
+            return Empty(span=node.span)  # type: ignore[union-attr]
         return node
-    if isinstance(node, Seq):
-        items = tuple(_normalise_node(item, merge_literals) for item in node.items)
-        if children_changed(items, node.items):
-            node = node.model_copy(update={"items": items})
-        result = _normalise_seq(node, merge_literals)
-    elif isinstance(node, Choice):
-        alternatives = tuple(_normalise_node(alt, merge_literals) for alt in node.alternatives)
-        if children_changed(alternatives, node.alternatives):
-            node = node.model_copy(update={"alternatives": alternatives})
-        result = _normalise_choice(node)
-    elif isinstance(node, Repeat):
-        item = _normalise_node(node.item, merge_literals)
-        if item is not node.item:
-            node = node.model_copy(update={"item": item})
-        result = _normalise_repeat(node)
-    elif is_empty_text(node):
-        result = Empty(span=node.span)  # type: ignore[union-attr]
+    forms = _NORMAL_FORMS[merge_literals]
+    known = forms.get(id(node))
+    if known is not None and known[0] is node:
+        return known[1]
+    original = node
+    if kind is Seq:
+        items = tuple([_normalise_node(item, merge_literals) for item in node.items])  # type: ignore[union-attr]
+        if children_changed(items, node.items):  # type: ignore[union-attr]
+            node = copy_with(node, {"items": items})
+        result = _normalise_seq(node, merge_literals)  # type: ignore[arg-type]
+    elif kind is Choice:
+        alternatives = tuple([_normalise_node(alt, merge_literals) for alt in node.alternatives])  # type: ignore[union-attr]
+        if children_changed(alternatives, node.alternatives):  # type: ignore[union-attr]
+            node = copy_with(node, {"alternatives": alternatives})
+        result = _normalise_choice(node)  # type: ignore[arg-type]
     else:
-        result = node
-    if len(_NORMAL_NODES) >= _NORMAL_NODE_LIMIT:
-        _NORMAL_NODES.clear()
-    # Kept with the node so that its id cannot be reused while the entry lives.
-    _NORMAL_NODES[(id(result), merge_literals)] = result
+        item = _normalise_node(node.item, merge_literals)  # type: ignore[union-attr]
+        if item is not node.item:  # type: ignore[union-attr]
+            node = copy_with(node, {"item": item})
+        result = _normalise_repeat(node)  # type: ignore[arg-type]
+    if len(forms) >= _NORMAL_FORM_LIMIT:
+        forms.clear()
+    # Entries keep their nodes alive, so that their ids cannot be reused while they live.
+    forms[id(original)] = (original, result)
+    if result is not original:
+        forms[id(result)] = (result, result)
     return result
 
 
 def _normalise_seq(seq: Seq, merge_literals: bool) -> Expr:
+    # Exact type tests (IR node classes are never subclassed): this runs at every sequence.
     items: list[Expr] = []
     for item in seq.items:
-        members = item.items if isinstance(item, Seq) else (item,)
-        for member in members:
-            if is_empty_language(member):
-                return member
-            if isinstance(member, Empty):
+        for member in item.items if type(item) is Seq else (item,):  # type: ignore[union-attr]
+            kind = type(member)
+            if kind is Empty:
                 continue
-            if merge_literals and items and _mergeable(items[-1], member):
+            if kind is Choice and not member.alternatives:  # type: ignore[union-attr]
+                return member  # the empty language
+            if (
+                merge_literals
+                and (kind is Literal or kind is Bytes)
+                and items
+                and _mergeable(items[-1], member)
+            ):
                 items[-1] = _merge_text(items[-1], member)
             else:
                 items.append(member)
@@ -134,7 +153,9 @@ def _normalise_seq(seq: Seq, merge_literals: bool) -> Expr:
         return Empty(span=seq.span)
     if len(items) == 1:
         return items[0]
-    return seq.model_copy(update={"items": tuple(items)})
+    if not children_changed(tuple(items), seq.items):
+        return seq  # already normal: keep the node (and every memo keyed by it)
+    return copy_with(seq, {"items": tuple(items)})
 
 
 def _mergeable(left: Expr, right: Expr) -> bool:
@@ -163,32 +184,32 @@ def _joined_span(first: Span | None, last: Span | None) -> Span | None:
 
 def _normalise_choice(choice: Choice) -> Expr:
     alternatives: list[Expr] = []
-    seen: set[Expr] = set()
-    class_position: int | None = None
-    class_ranges: list[tuple[int, int]] = []
-    class_count = 0
+    seen: set[bytes] = set()
+    classes: list[CharClass] = []
+    class_position = 0
     for alternative in choice.alternatives:
-        members = alternative.alternatives if isinstance(alternative, Choice) else (alternative,)
+        members = alternative.alternatives if type(alternative) is Choice else (alternative,)  # type: ignore[union-attr]
         for member in members:
             key = structural_key(member)
             if key in seen:
                 continue
             seen.add(key)
-            if isinstance(member, CharClass):
-                class_count += 1
-                class_ranges.extend(member.positive_ranges())
-                if class_position is None:
+            if type(member) is CharClass:
+                if not classes:
                     class_position = len(alternatives)
+                classes.append(member)  # type: ignore[arg-type]
             alternatives.append(member)
-    if class_count > 1 and class_position is not None:
+    if len(classes) > 1:
         # One class for the union: a single lexeme either way, so ignore semantics hold.
-        first_class = alternatives[class_position]
-        merged = CharClass.of(class_ranges, span=first_class.span)  # type: ignore[union-attr]
-        alternatives = [alt for alt in alternatives if not isinstance(alt, CharClass)]
+        class_ranges = [pair for member in classes for pair in member.positive_ranges()]
+        merged = CharClass.of(class_ranges, span=classes[0].span)
+        alternatives = [alt for alt in alternatives if type(alt) is not CharClass]
         alternatives.insert(class_position, merged)
     if len(alternatives) == 1:
         return alternatives[0]
-    return choice.model_copy(update={"alternatives": tuple(alternatives)})
+    if not children_changed(tuple(alternatives), choice.alternatives):
+        return choice  # already normal: keep the node (and every memo keyed by it)
+    return copy_with(choice, {"alternatives": tuple(alternatives)})
 
 
 def _normalise_repeat(repeat: Repeat) -> Expr:

@@ -20,7 +20,7 @@ from gramkiln.passes._common import (
     is_lexeme_like,
     map_expr,
     optional,
-    referenced_names,
+    referenced_name_set,
     rename_refs,
     rule_exprs,
     with_subgrammars,
@@ -146,17 +146,17 @@ def _contexts(grammar: GrammarIR) -> tuple[set[str], set[str]]:
             continue
         if is_lexeme_like(rule):
             if not rule.terminal:
-                raw_pending.extend(referenced_names(rule_exprs(rule)))
+                raw_pending.extend(referenced_name_set(rule_exprs(rule)))
             continue
         normal.add(name)
-        normal_pending.extend(referenced_names([rule.body]))
+        normal_pending.extend(referenced_name_set([rule.body]))
     while raw_pending:
         name = raw_pending.pop()
         rule = rules.get(name)
         if rule is None or name in raw or rule.terminal:
             continue
         raw.add(name)
-        raw_pending.extend(referenced_names(rule_exprs(rule)))
+        raw_pending.extend(referenced_name_set(rule_exprs(rule)))
     for rule in grammar.rules:
         if not is_lexeme_like(rule) and rule.name not in raw:
             normal.add(rule.name)

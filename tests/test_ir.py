@@ -23,6 +23,8 @@ from gramkiln.ir import (
     SpecialToken,
     Subgrammar,
     TokenSet,
+    copy_with,
+    expr_facts,
     ir_from_msgpack,
     ir_to_msgpack,
     parse_expr,
@@ -30,7 +32,9 @@ from gramkiln.ir import (
     print_expr,
     print_grammar,
     strip_spans,
+    walk,
 )
+from gramkiln.ir.nodes import normalise_ranges
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -156,6 +160,51 @@ def _problems(grammar: GrammarIR) -> str:
 
 START = Rule(name="start", body=Ref(name="T"))
 T = Rule(name="T", body=Literal(text="t"), terminal=True)
+
+
+def _walked_facts(expr: object) -> tuple:
+    """The facts of ``expr`` the slow way: one walk over the whole subtree."""
+    nodes = list(walk(expr))  # type: ignore[arg-type]
+    counts = [max(n.min, n.max or 0) for n in nodes if isinstance(n, Repeat)]
+    return (
+        frozenset(n.name for n in nodes if isinstance(n, Ref)),
+        frozenset(n.name for n in nodes if isinstance(n, Embed)),
+        any(isinstance(n, (TokenSet, SpecialToken, Embed)) for n in nodes),
+        any(
+            isinstance(n, TokenSet) and list(n.ranges) != normalise_ranges(n.ranges) for n in nodes
+        ),
+        any(n.kind in ("literal", "bytes", "class", "ref") for n in nodes),
+        max(counts, default=0),
+        bool(counts),
+    )
+
+
+@given(rich_grammars())
+def test_expr_facts_agree_with_a_walk(grammar: GrammarIR) -> None:
+    for rule in grammar.rules:
+        assert tuple(expr_facts(rule.body)) == _walked_facts(rule.body)
+        for sub_expr in walk(rule.body):
+            assert tuple(expr_facts(sub_expr)) == _walked_facts(sub_expr)
+
+
+@given(grammars(subgrammars=True))
+def test_the_quick_verify_check_passes_valid_grammars(grammar: GrammarIR) -> None:
+    # verify() trusts _quickly_valid when it says yes; for valid grammars it must say yes,
+    # or every verify falls back to the full walk.
+    assert not list(grammar.problems())
+    assert grammar._quickly_valid()
+
+
+def test_the_quick_verify_check_flags_shared_subtrees_in_each_context() -> None:
+    # The same subtree object is fine in a rule and a problem in a terminal: the facts are
+    # memoised per node, the judgement per use.
+    shared = Seq(items=(Literal(text="a"), SpecialToken(text="<x>")))
+    ok = _grammar(Rule(name="start", body=shared), T)
+    assert ok.verify() is ok
+    bad = _grammar(
+        Rule(name="start", body=Ref(name="U")), Rule(name="U", body=shared, terminal=True)
+    )
+    assert "terminal U cannot contain special elements" in _problems(bad)
 
 
 def test_verify_accepts_a_valid_grammar() -> None:
@@ -326,3 +375,45 @@ def test_nodes_are_frozen_and_hashable() -> None:
         literal.text = "b"  # type: ignore[misc]
     assert hash(literal) == hash(Literal(text="a"))
     assert CharClass.of([(5, 9), (1, 4), (7, 12)]).ranges == ((1, 12),)
+
+
+# ---------------------------------------------------------------------------------------------
+# copy_with (the passes' cheap model_copy)
+
+
+@given(rich_grammars())
+def test_copy_with_equals_model_copy(grammar: GrammarIR) -> None:
+    for rule in grammar.rules:
+        for node in walk(rule.body):
+            update: dict[str, object] = {"span": Span(line=1, column=2)}
+            if isinstance(node, Seq):
+                update["items"] = node.items[::-1]
+            fast, slow = copy_with(node, update), node.model_copy(update=update)
+            assert type(fast) is type(slow)
+            assert fast == slow and hash(fast) == hash(slow)
+            assert fast.model_fields_set == slow.model_fields_set
+            assert fast.model_dump() == slow.model_dump()
+        renamed = copy_with(rule, {"name": "other"})
+        assert renamed == rule.model_copy(update={"name": "other"})
+        assert ir_to_msgpack(copy_with(grammar, {"rules": (renamed,)})) == ir_to_msgpack(
+            grammar.model_copy(update={"rules": (renamed,)})
+        )
+
+
+def test_ir_models_have_no_private_or_extra_state() -> None:
+    # copy_with relies on both; a model that gains either must be copied by pydantic.
+    for model in (Seq, Choice, Repeat, Literal, CharClass, Ref, Rule, RuleOptions, GrammarIR):
+        assert not model.__private_attributes__
+        assert model.model_config.get("extra") == "forbid"
+
+
+def test_expr_facts_and_verify_survive_absurd_nesting() -> None:
+    # Python recursion gives up near depth 1,000; the facts fall back to an explicit stack.
+    expr = Ref(name="T")
+    for index in range(5000):
+        expr = Seq(items=(expr, Literal(text="b"))) if index % 2 else Choice(alternatives=(expr,))
+    assert tuple(expr_facts(expr)) == _walked_facts(expr)
+    grammar = _grammar(Rule(name="start", body=expr), T)
+    assert grammar.verify() is grammar
+    bad = _grammar(Rule(name="start", body=Seq(items=(expr, Ref(name="gone")))), T)
+    assert "start references undefined gone" in _problems(bad)

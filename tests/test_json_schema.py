@@ -12,7 +12,20 @@ from typing import Any
 
 import pytest
 from gramkiln.frontend.json_schema import JsonSchemaOptions, json_schema_grammar
+from gramkiln.frontend.json_schema.exprs import assembled, choice, lit, rule_ref, seq
 from gramkiln.frontend.json_schema.objects import _tracked_required_count
+from gramkiln.ir import (
+    CharClass,
+    Choice,
+    GrammarIR,
+    Literal,
+    Ref,
+    Rule,
+    Seq,
+    ir_to_msgpack,
+    print_expr,
+)
+from pydantic import ValidationError
 
 from gramkiln import Grammar
 from gramkiln.errors import GrammarError
@@ -959,3 +972,58 @@ def test_negated_zero_lower_bounds_are_always_satisfied(schema: dict[str, Any]) 
     for instance in ["", "a", "ab", [], [1], [1, 2], 0, None, {}]:
         text = json.dumps(instance)
         assert grammar.accepts(text) == validator.is_valid(instance), text
+
+
+# ---------------------------------------------------------------------------------------------
+# expression helpers: hash-consing and trusted assembly
+
+
+def test_assembled_nodes_equal_validated_ones() -> None:
+    children = (Literal(text="a"), Ref(name="x"), CharClass(ranges=((1, 5),)))
+    for node_class, field in ((Seq, "items"), (Choice, "alternatives")):
+        fast = assembled(node_class, children)
+        slow = node_class(**{field: children})
+        assert type(fast) is node_class
+        assert fast == slow and hash(fast) == hash(slow)
+        assert fast.model_dump() == slow.model_dump()
+        assert fast.model_fields_set == slow.model_fields_set
+        assert repr(fast) == repr(slow) and print_expr(fast) == print_expr(slow)
+        assert fast.model_copy(update={field: children[:2]}) == slow.model_copy(
+            update={field: children[:2]}
+        )
+        grammar = GrammarIR(
+            rules=(Rule(name="start", body=fast), Rule(name="x", body=Literal(text="y")))
+        )
+        same = GrammarIR(
+            rules=(Rule(name="start", body=slow), Rule(name="x", body=Literal(text="y")))
+        )
+        assert ir_to_msgpack(grammar) == ir_to_msgpack(same)
+
+
+def test_assembled_still_rejects_what_validation_rejects() -> None:
+    with pytest.raises(ValidationError):
+        assembled(Seq, (Literal(text="a"), "not a node"))  # type: ignore[arg-type]
+
+
+def test_helpers_share_identical_structures() -> None:
+    first = choice(seq(lit('"'), rule_ref("a"), lit('"')), lit("null"))
+    second = choice(seq(lit('"'), rule_ref("a"), lit('"')), lit("null"))
+    assert first is second
+    assert seq(lit("a"), lit("b")) is lit("ab")
+
+
+def test_sharing_across_compiles_leaves_output_unchanged() -> None:
+    # Interned nodes and identity memos outlive a compile; what a process compiled before
+    # must not change a grammar or its artifact (artifacts are deterministic).
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "tags": {"type": "array"}},
+        "required": ["name"],
+    }
+    other = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}}}
+    first = Grammar.from_json_schema(schema)
+    first_bytes = first.compile().to_bytes()
+    Grammar.from_json_schema(other).compile()
+    again = Grammar.from_json_schema(schema)
+    assert str(again) == str(first)
+    assert again.compile().to_bytes() == first_bytes

@@ -43,10 +43,12 @@ from gramkiln.frontend.json_schema.combinators import (
 from gramkiln.frontend.json_schema.drafts import ANNOTATIONS, CONSTRAINTS, detect_draft, normalize
 from gramkiln.frontend.json_schema.exprs import (
     NEVER,
+    char_class,
     choice,
     is_never,
     lit,
     repeat,
+    rule_ref,
     seq,
 )
 from gramkiln.frontend.json_schema.formats import FORMAT_PATTERNS, format_expr
@@ -109,6 +111,9 @@ class Compiler:
         self.warnings: list[str] = []
         self._counter = 0
         self._nesting = 0
+        # One encoded character per range set: key automata ask for the same sets at every
+        # trie state ("anything but these letters"), and char() only builds shared rules.
+        self._chars: dict[tuple[tuple[int, int], ...], Expr] = {}
 
     # -- public entry -----------------------------------------------------------------------
     def grammar(self) -> GrammarIR:
@@ -168,7 +173,7 @@ class Compiler:
     def add_rule(self, name: str, body: Expr, terminal: bool = False) -> Ref:
         """Define a rule and return a reference to it."""
         self.rules[name] = Rule(name=name, body=body, terminal=terminal)
-        return Ref(name=name)
+        return rule_ref(name)
 
     def shared_rule(
         self, key: Hashable, hint: str, build: Callable[[], Expr], terminal: bool = False
@@ -176,7 +181,7 @@ class Compiler:
         """A rule built once per key (a reference to it, reserved before building)."""
         name = self.rule_for_key.get(key)
         if name is not None:
-            return Ref(name=name)
+            return rule_ref(name)
         name = self.new_name(hint)
         self.rule_for_key[key] = name
         body = build()
@@ -207,12 +212,12 @@ class Compiler:
                         raise Unsupported((), f"more than {MAX_CHAIN_STATES} grammar states needed")
                     names[nxt] = self.new_name(hint)
                     pending.append(nxt)
-                alternatives.append(seq(expr, Ref(name=names[nxt])))
+                alternatives.append(seq(expr, rule_ref(names[nxt])))
             stop = end(state)
             if stop is not None:
                 alternatives.append(stop)
             self.add_rule(names[state], choice(*alternatives))
-        return Ref(name=names[start])
+        return rule_ref(names[start])
 
     def emit_dfa(
         self, dfa: Dfa, hint: str, edge: Callable[[tuple[tuple[int, int], ...]], Expr]
@@ -236,9 +241,9 @@ class Compiler:
             for state in range(dfa.size):
                 alternatives: list[Expr] = [lit("")] if state in dfa.accepting else []
                 for target, ranges in group_edges(dfa.edges[state]).items():
-                    alternatives.append(seq(edge(ranges), Ref(name=names[target])))
+                    alternatives.append(seq(edge(ranges), rule_ref(names[target])))
                 self.add_rule(names[state], choice(*alternatives))
-            return Ref(name=names[dfa.start])
+            return rule_ref(names[dfa.start])
         # Acyclic apart from self-loops: a state reached from one place only is written inline
         # (keys that are "any string but these names" are tries: nearly every state is), the
         # others become terminal rules; inlining stops at a modest depth to keep nesting flat.
@@ -254,7 +259,7 @@ class Compiler:
                 if state not in rule_names:
                     rule_names[state] = self.new_name(hint)
                     self.add_rule(rule_names[state], state_expr_body(state, 0), terminal=True)
-                return Ref(name=rule_names[state])
+                return rule_ref(rule_names[state])
             return state_expr_body(state, nesting)
 
         def state_expr_body(state: int, nesting: int) -> Expr:
@@ -832,7 +837,7 @@ class Compiler:
             except AutomatonTooLarge as exc:
                 self.unsupported(pointer, ["multipleOf"], str(exc))
                 return plain_number_expr(integer, zero_fraction)
-            return self.emit_dfa(dfa, "num", lambda ranges: CharClass.of(list(ranges)))
+            return self.emit_dfa(dfa, "num", char_class)
 
         return self.shared_rule(("number", spec), "number_range", build)
 
@@ -854,7 +859,7 @@ class Compiler:
         key = ("string", min_length, max_length, patterns, formats, excluded, anti)
         name = self.rule_for_key.get(key)
         if name is not None:
-            return Ref(name=name)
+            return rule_ref(name)
         content = self.string_content(
             min_length, max_length, patterns, formats, excluded, pointer, anti
         )
@@ -876,6 +881,12 @@ class Compiler:
 
     def char(self, ranges: tuple[tuple[int, int], ...]) -> Expr:
         """One encoded string character from ``ranges``; big expressions become shared rules."""
+        known = self._chars.get(ranges)
+        if known is None:
+            known = self._chars[ranges] = self._char(ranges)
+        return known
+
+    def _char(self, ranges: tuple[tuple[int, int], ...]) -> Expr:
         ascii_part = tuple((lo, min(hi, 0x7F)) for lo, hi in ranges if lo <= 0x7F)
         other_part = tuple((max(lo, 0x80), hi) for lo, hi in ranges if hi >= 0x80)
         if ascii_part and other_part:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from gramkiln.frontend.json_schema.exprs import (
+    EMPTY,
     NEVER,
     char_class,
     choice,
@@ -53,6 +54,7 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
     return tuple(normalise_ranges(out))
 
 
+@cache  # at most 16 * 16 pairs
 def _hex_digit_class(lo: int, hi: int) -> Expr:
     """One hex digit in [lo, hi] (0..15), accepting both letter cases."""
     ranges = []
@@ -62,7 +64,7 @@ def _hex_digit_class(lo: int, hi: int) -> Expr:
         else:
             ranges.append((0x61 + value - 10, 0x61 + value - 10))
             ranges.append((0x41 + value - 10, 0x41 + value - 10))
-    return CharClass.of(ranges)
+    return char_class(ranges)
 
 
 def fixed_width_ranges(lo: int, hi: int, width: int, base: int) -> list[list[tuple[int, int]]]:
@@ -101,6 +103,7 @@ def fixed_width_ranges(lo: int, hi: int, width: int, base: int) -> list[list[tup
     return out
 
 
+@lru_cache(maxsize=4096)  # key automata ask for the same intervals at many trie states
 def _hex4(lo: int, hi: int) -> Expr:
     """Four hex digits spelling a value in [lo, hi]."""
     return choice(
@@ -117,7 +120,7 @@ def encoded_char(ranges: Ranges) -> Expr:
     alternatives: list[Expr] = []
     raw = _intersect(ranges, RAW_ALLOWED)
     if raw:
-        alternatives.append(CharClass(ranges=raw))
+        alternatives.append(char_class(raw))
     shorts = sorted(
         {letter for code, letter in SHORT_ESCAPES.items() if _intersect(ranges, ((code, code),))}
     )
@@ -187,7 +190,7 @@ def encode_expr(expr: Expr, char: Callable[[Ranges], Expr] = encoded_char) -> Ex
     if isinstance(expr, Repeat):
         inner = encode_expr(expr.item, char)
         if is_never(inner):
-            return Empty() if expr.min == 0 else NEVER
+            return EMPTY if expr.min == 0 else NEVER
         return repeat(inner, expr.min, expr.max)
     raise TypeError(f"{type(expr).__name__} cannot appear in a string pattern")
 
@@ -199,4 +202,4 @@ def json_string_literal(value: str) -> Expr:
     not included: keys and enum values stay single literals, which keeps grammars small.
     """
     spellings = {json.dumps(value), json.dumps(value, ensure_ascii=False)}
-    return choice(*(Literal(text=s) for s in sorted(spellings)))
+    return choice(*(lit(s) for s in sorted(spellings)))
