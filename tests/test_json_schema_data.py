@@ -30,6 +30,9 @@ SUITE_FILES = (
     "minimum",
     "oneOf",
     "ref",
+    "unevaluatedProperties",
+    "patternProperties",
+    "allOf",
     "anyOf",
 )
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared data folder not found at {DATA}")

@@ -172,6 +172,17 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     for keyword in ("unevaluatedProperties", "unevaluatedItems"):
         if keyword in a or keyword in b:
             out[keyword] = _all_of(a.get(keyword, True), b.get(keyword, True))
+    if "__pattern_branches" in out and (
+        "unevaluatedProperties" in out or "__shadow" in a or "__shadow" in b
+    ):
+        # Which keys a side evaluates is what unevaluatedProperties reads; per-side pattern
+        # pairs do not record it (measured: the suite's "dynamic evaluation inside nested
+        # refs" was accepted with two oneOf branches matching).
+        raise Unmergeable(
+            "patternProperties",
+            "allOf combines patternProperties with another branch's additionalProperties "
+            "under unevaluatedProperties",
+        )
     if "propertyNames" in a and "propertyNames" in b:
         out["propertyNames"] = {"allOf": [a["propertyNames"], b["propertyNames"]]}
     elif "propertyNames" in a or "propertyNames" in b:
