@@ -314,6 +314,9 @@ def flatten_grammar(ir: GrammarIR, vocab: Any) -> FlatGrammar:
     return flat
 
 
+_DEAD_ROW = np.full((1, 256), -1, dtype=np.int32)
+
+
 def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> bytes:
     """Run the C++ builder; returns the runtime blob.
 
@@ -325,36 +328,42 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
 
     n = len(flat.nonterminal_names)
     lexeme_count = len(flat.lexeme_dfas)
-
-    def number(symbol: tuple[str, int]) -> int:
-        kind, index = symbol
-        return index if kind == "N" else n + index if kind == "L" else n + lexeme_count + index
+    first_id = {"N": 0, "L": n, "S": n + lexeme_count}  # symbol numbering by kind
 
     prod_lhs: list[int] = []
     prod_offsets: list[int] = [0]
     prod_rhs: list[int] = []
     for lhs, rhs in flat.productions:
         prod_lhs.append(lhs)
-        prod_rhs.extend(number(s) for s in rhs)
+        prod_rhs.extend([first_id[kind] + index for kind, index in rhs])
         prod_offsets.append(len(prod_rhs))
-    tables, accepting, owner, starts = [], [], [], []
-    base = 0
-    for index, dfa in enumerate(flat.lexeme_dfas):
-        count = len(dfa.accepting)
-        if count == 0:  # empty language: one dead state keeps the numbering simple
-            tables.append(np.full((1, 256), -1, dtype=np.int32))
-            accepting.append(0)
-            owner.append(index)
-            starts.append(base)
-            base += 1
-            continue
-        table = np.asarray(dfa.table, dtype=np.int32)
-        tables.append(np.where(table >= 0, table + base, -1).astype(np.int32))
-        accepting.extend(int(a) for a in dfa.accepting)
-        owner.extend([index] * count)
-        starts.append(base + int(dfa.start))
-        base += count
-    table_bytes = np.concatenate(tables).astype("<i4").tobytes() if tables else b""
+    # All DFA tables in one array, each lexeme's state ids shifted by its first global id in
+    # one vectorised pass. A lexeme with the empty language gets one dead state, which keeps
+    # the numbering simple.
+    dfas = flat.lexeme_dfas
+    counts = [len(dfa.accepting) or 1 for dfa in dfas]
+    bases = np.cumsum([0, *counts[:-1]], dtype=np.int64).tolist() if dfas else []
+    if dfas:
+        table = np.concatenate(
+            [
+                np.asarray(dfa.table, dtype=np.int32) if len(dfa.accepting) else _DEAD_ROW
+                for dfa in dfas
+            ],
+            dtype=np.int32,
+        )
+        shift = np.repeat(np.asarray(bases, dtype=np.int32), counts)[:, None]
+        np.add(table, shift, out=table, where=table >= 0)
+        table_bytes = table.astype("<i4", copy=False).tobytes()
+    else:
+        table_bytes = b""
+    accepting = b"".join(
+        bytes(map(bool, dfa.accepting)) if len(dfa.accepting) else b"\0" for dfa in dfas
+    )
+    owner = np.repeat(np.arange(len(dfas), dtype=np.uint32), counts).tolist()
+    starts = [
+        base + (int(dfa.start) if len(dfa.accepting) else 0)
+        for base, dfa in zip(bases, dfas, strict=True)
+    ]
     tokenset_offsets: list[int] = [0]
     tokenset_ids: list[int] = []
     for ids in flat.tokensets:
@@ -368,7 +377,7 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         prod_rhs,
         starts,
         table_bytes,
-        bytes(accepting),
+        accepting,
         owner,
         tokenset_offsets,
         tokenset_ids,

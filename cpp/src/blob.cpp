@@ -833,63 +833,49 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     }
     live_offsets[q + 1] = static_cast<uint32_t>(live_bytes.size());
   }
-  // Depth-first from `node`, entered in state `state` (after the node's byte): children are
-  // visited in node order, so token ranges and exits come out ascending. Recursion depth is at
-  // most the longest token.
-  struct Walker {
-    const TokenTrie& trie;
-    const VocabIndex& vocab;
-    const GrammarSpec& grammar;
-    const std::vector<uint32_t>& live_offsets;
-    const std::vector<uint8_t>& live_bytes;
-    Part* part;
-    void visit(uint32_t node, int32_t state) const {
-      const uint32_t first = trie.tok_offsets[node], last = trie.tok_offsets[node + 1];
+  // The walk of the subtree of `root`, entered in state `next` (after the root's byte). The
+  // trie is stored depth first (node n's subtree is [n, end[n])), so the walk is one forward
+  // scan over node ids: each node's state is its parent's state (kept per depth) stepped by the
+  // node's byte, and a dead step jumps over the node's whole subtree. Nodes come in node order,
+  // so token ranges and exit nodes come out ascending (the same pre-order a recursive walk
+  // gives), with sequential memory access and no per-node child lookups.
+  std::vector<int32_t> state_at_depth(static_cast<size_t>(v.max_text_length) + 2);
+  auto walk_part = [&](uint32_t root, int32_t next) {
+    Part part;
+    const int32_t* table = g.dfa_table.data();
+    const uint8_t* accepting = g.dfa_accepting.data();
+    const uint32_t* tok_offsets = trie.tok_offsets.data();
+    const uint32_t* subtree_end = trie.end.data();
+    const uint16_t* depth = trie.depth.data();
+    const uint8_t* node_byte = trie.byte.data();
+    auto& ranges = part.token_ranges;
+    auto enter = [&](uint32_t node, int32_t state) {
+      const uint32_t first = tok_offsets[node], last = tok_offsets[node + 1];
       if (first != last) {
-        auto& ranges = part->token_ranges;
         if (!ranges.empty() && ranges.back().second == first) {
           ranges.back().second = last;
         } else {
           ranges.emplace_back(first, last);
         }
-        part->num_tokens += last - first;
+        part.num_tokens += last - first;
       }
-      const uint32_t c_begin = vocab.child_offsets[node], c_end = vocab.child_offsets[node + 1];
-      if (c_begin == c_end) return;
-      if (grammar.dfa_accepting[state]) part->exit_nodes.push_back(node);
-      const int32_t* row = &grammar.dfa_table[static_cast<size_t>(state) * 256];
-      const uint32_t l_begin = live_offsets[state], l_end = live_offsets[state + 1];
-      if ((l_end - l_begin) * 8 < c_end - c_begin) {
-        uint32_t low = c_begin;
-        for (uint32_t l = l_begin; l < l_end && low < c_end; ++l) {
-          const uint8_t byte = live_bytes[l];
-          uint32_t lo = low, hi = c_end;  // first child with a byte >= `byte`
-          while (lo < hi) {
-            const uint32_t mid = (lo + hi) / 2;
-            if (trie.byte[vocab.child_nodes[mid]] < byte) {
-              lo = mid + 1;
-            } else {
-              hi = mid;
-            }
-          }
-          low = lo;
-          if (lo < c_end && trie.byte[vocab.child_nodes[lo]] == byte) {
-            visit(vocab.child_nodes[lo], row[byte]);
-            ++low;
-          }
-        }
-      } else {
-        for (uint32_t i = c_begin; i < c_end; ++i) {
-          const uint32_t child = vocab.child_nodes[i];
-          const int32_t next = row[trie.byte[child]];
-          if (next >= 0) visit(child, next);
-        }
+      if (accepting[state] && subtree_end[node] > node + 1) part.exit_nodes.push_back(node);
+    };
+    const uint32_t root_depth = depth[root];
+    state_at_depth[0] = next;
+    enter(root, next);
+    for (uint32_t node = root + 1, stop = subtree_end[root]; node < stop;) {
+      const uint32_t level = depth[node] - root_depth;
+      const int32_t state = table[static_cast<size_t>(state_at_depth[level - 1]) * 256 +
+                                  node_byte[node]];
+      if (state < 0) {
+        node = subtree_end[node];
+        continue;
       }
+      state_at_depth[level] = state;
+      enter(node, state);
+      ++node;
     }
-  };
-  auto walk_part = [&](uint32_t root, int32_t next) {
-    Part part;
-    Walker{trie, v, g, live_offsets, live_bytes, &part}.visit(root, next);
     return part;
   };
   auto set_part = [&](const Part& part, uint32_t* out) {
