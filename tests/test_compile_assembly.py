@@ -7,6 +7,8 @@ artifact bytes as an eager assembly, the same errors.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from gramkiln.ir import (
@@ -170,3 +172,71 @@ def test_from_parts_gives_the_eager_artifact_bytes() -> None:
     assert compile_grammar(ir, vocab).to_bytes() == eager  # save() / repr() complete it too
     loaded = CompiledGrammar.load(eager, vocab)
     assert loaded.header == compiled.header and loaded.to_bytes() == eager
+
+
+# Byte tokens plus multi-byte ones that cross string, key and value boundaries.
+WALK_TOKENS = [bytes([b]) for b in range(256)] + [
+    b'{"',
+    b'":',
+    b'": "',
+    b'","',
+    b'"}',
+    b"ab",
+    b"abc",
+    b"abcd",
+    b"abcde",
+    b'a"',
+    b'\\"',
+    b"\\u00",
+    b"12",
+    b"1.5",
+    b"true",
+    b'"],',
+    "\u00e9t\u00e9".encode(),
+]
+WALK_SCHEMAS = [
+    {"type": "object", "properties": {"ab": {"type": "string"}, "n": {"type": "integer"}}},
+    {"type": "array", "items": {"type": "string", "maxLength": 3}},
+    {"type": "object", "properties": {"abc": {"type": "number"}, "t": {"type": "boolean"}}},
+    {"type": "string", "pattern": "^[a-z]+$"},
+]
+
+
+def test_walk_cache_never_changes_the_tables() -> None:
+    # The vocabulary's walk cache replays walks by the language of the state entered; a hit
+    # must be exactly the walk it replaces, whatever grammar filled the cache, in any order and
+    # from concurrent compiles.
+    vocab = Vocab(WALK_TOKENS, eos_ids=[0], special_ids=[0])
+    index = vocab.core_index()
+    irs = [Grammar.from_json_schema(schema).ir for schema in WALK_SCHEMAS]
+    # Words of even and of odd length: after the first letter both lexemes are a two-state
+    # cycle over the letters, accepting in opposite states (a key must tell them apart).
+    for word in ("([a-z][a-z])+", "[a-z]([a-z][a-z])*"):
+        irs.append(parse_grammar(f"%ir 1\n%start start\nrule start = W\nterm W = {word}\n"))
+    cold = []
+    for ir in irs:
+        index.clear_walk_cache()
+        cold.append(compile_grammar(ir, vocab).to_bytes())
+    for order in (list(range(len(irs))), list(reversed(range(len(irs))))):
+        for position in order:
+            assert compile_grammar(irs[position], vocab).to_bytes() == cold[position]
+    index.clear_walk_cache()
+    results: dict[tuple[int, int], bytes] = {}
+
+    def compile_all(worker: int) -> None:
+        for round_ in range(2):
+            for position in range(len(irs)):
+                position = (position + worker) % len(irs)
+                results[(worker, round_ * 10 + position)] = compile_grammar(
+                    irs[position], vocab
+                ).to_bytes()
+
+    workers = [threading.Thread(target=compile_all, args=(worker,)) for worker in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert len(results) == 4 * 2 * len(irs)
+    for (_, key), data in results.items():
+        assert data == cold[key % 10]
+    assert index.clear_walk_cache() > 0  # the string and number walks were shared

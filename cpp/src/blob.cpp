@@ -31,6 +31,17 @@ struct TokenTrie {
   std::vector<uint16_t> depth;  // root 0
 };
 
+// The walk of one first-byte subtree of the trie in one DFA state: the tokens it reaches, as
+// ranges [first, second) of positions in trie.tokens (the tokens of a run of consecutive trie
+// nodes are contiguous, so a wide walk is a handful of ranges), and the nodes with children
+// where the lexeme can end (ascending).
+struct WalkPart {
+  std::vector<std::pair<uint32_t, uint32_t>> token_ranges;
+  uint64_t num_tokens = 0;
+  std::vector<uint32_t> exit_nodes;
+  size_t bytes() const { return 8 * token_ranges.size() + 4 * exit_nodes.size() + 64; }
+};
+
 // Everything the builder needs from a vocabulary, computed once per vocabulary and shared by
 // every compile (immutable after construction, so any number of threads may read it).
 class VocabIndex {
@@ -40,12 +51,17 @@ class VocabIndex {
   uint64_t text_count = 0;
   std::vector<uint32_t> text_bits;
   TokenTrie trie;
-  // Children of node n, ascending (so by byte): child_nodes[child_offsets[n] .. [n + 1]).
-  std::vector<uint32_t> child_offsets, child_nodes;
   std::string stored_trie;  // the trie arrays exactly as every blob stores them
   // The loader's decoded form of this vocabulary's trie, kept alive with the index so that
   // loading any blob built from it (starting with the compile's own check) skips decoding.
   std::shared_ptr<const TrieTables> decoded;
+  // Walks of wide first-byte subtrees by (first-byte node, the language of the state entered,
+  // written canonically): the same string and number lexemes recur across grammars, and their
+  // walks cover most of the trie. A walk depends on nothing else, so a hit is exactly the walk
+  // it replaces and blobs stay byte-identical. Bounded by bytes; past the bound, no new entries.
+  mutable std::mutex walk_mutex;
+  mutable std::unordered_map<std::string, std::shared_ptr<const WalkPart>> walk_cache;
+  mutable size_t walk_cache_bytes = 0;
 };
 
 namespace {
@@ -63,6 +79,12 @@ constexpr uint8_t kInsideDense = 0, kInsideIds = 1, kInsideTextExcept = 2, kInsi
 // the blob (valid blobs stay far below: the builder emits per-class lists of a few states each).
 constexpr uint64_t kMaxExitExpansion = 64;
 constexpr uint64_t kMinExitBudget = uint64_t{1} << 22;
+// Walk cache (VocabIndex::walk_cache): states with at least this many live bytes (the wide
+// walks: strings, numbers) and at most this many reachable states (so the key stays small and
+// quick to write) are looked up; the cache stops growing at kWalkCacheBytes.
+constexpr uint32_t kCachedWalkMinLiveBytes = 16;
+constexpr uint32_t kCachedWalkMaxStates = 32;
+constexpr size_t kWalkCacheBytes = size_t{64} << 20;
 
 // Portable bit count (the generic x86-64 target has no POPCNT, and the builtin then calls a
 // slow library routine).
@@ -704,15 +726,6 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
   }
   index->trie = build_trie(v);
   index->stored_trie = store_trie(index->trie);
-  const TokenTrie& trie = index->trie;
-  const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
-  index->child_offsets.assign(num_nodes + 1, 0);
-  index->child_nodes.reserve(num_nodes);
-  for (uint32_t n = 0; n < num_nodes; ++n) {
-    index->child_offsets[n] = static_cast<uint32_t>(index->child_nodes.size());
-    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) index->child_nodes.push_back(c);
-  }
-  index->child_offsets[num_nodes] = static_cast<uint32_t>(index->child_nodes.size());
   for (uint32_t w = 0; w < index->words; ++w) index->text_count += popcount32(index->text_bits[w]);
   {
     // The loader's cache key: vocab_size, num_tokens, then the text-token array and the
@@ -742,6 +755,14 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
 }
 
 uint32_t vocab_index_size(const VocabIndex& index) { return index.vocab_size; }
+
+size_t clear_walk_cache(const VocabIndex& index) {
+  std::lock_guard<std::mutex> lock(index.walk_mutex);
+  const size_t held = index.walk_cache_bytes;
+  index.walk_cache.clear();
+  index.walk_cache_bytes = 0;
+  return held;
+}
 
 std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
                                const std::vector<uint32_t>& end_tokens) {
@@ -805,15 +826,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   // set is then built from the most similar earlier class's set by swapping the differing
   // parts.
   const TokenTrie& trie = v.trie;
-  struct Part {
-    // Tokens reached, as ranges [first, second) of positions in trie.tokens: the tokens of a
-    // run of consecutive trie nodes are contiguous, so a wide walk is a handful of ranges.
-    std::vector<std::pair<uint32_t, uint32_t>> token_ranges;
-    uint64_t num_tokens = 0;
-    std::vector<uint32_t> exit_nodes;  // ascending
-  };
-  std::vector<Part> parts;
-  std::unordered_map<uint64_t, uint32_t> part_ids;  // first-byte node << 32 | class -> part
+  using Part = WalkPart;
+  std::vector<std::shared_ptr<const Part>> parts;
   constexpr uint32_t kNoPart = 0xffffffffu;
   std::vector<uint32_t> roots;                     // the depth-1 nodes, ascending
   std::vector<uint32_t> root_index(256, kNoPart);  // byte -> index in roots
@@ -822,6 +836,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     roots.push_back(c);
   }
   const size_t num_roots = roots.size();
+  // Part of (first-byte node, class of the state after its byte), by root index and class.
+  std::vector<uint32_t> part_of(num_roots * static_cast<size_t>(num_classes), kNoPart);
   // Live bytes of every state, ascending: a state with few (inside a literal) looks its
   // children up by byte instead of testing every child of the node.
   std::vector<uint32_t> live_offsets(num_states + 1, 0);
@@ -841,7 +857,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   // gives), with sequential memory access and no per-node child lookups.
   std::vector<int32_t> state_at_depth(static_cast<size_t>(v.max_text_length) + 2);
   auto walk_part = [&](uint32_t root, int32_t next) {
-    Part part;
+    auto walked = std::make_shared<Part>();
+    Part& part = *walked;
     const int32_t* table = g.dfa_table.data();
     const uint8_t* accepting = g.dfa_accepting.data();
     const uint32_t* tok_offsets = trie.tok_offsets.data();
@@ -876,7 +893,91 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       enter(node, state);
       ++node;
     }
-    return part;
+    return std::shared_ptr<const Part>(std::move(walked));
+  };
+  // The language of a state written canonically: the states it reaches numbered breadth first
+  // in byte order, each as its accepting flag, its number of runs and its transitions as
+  // maximal byte runs with one target (first byte, target number or 0xff for dead). Equal keys
+  // mean isomorphic automata, so equal languages and equal walks whatever the grammar. False
+  // when more than kCachedWalkMaxStates states are reachable.
+  std::vector<std::pair<uint32_t, uint32_t>> byte_runs;  // (first byte, byte class)
+  for (uint32_t b = 0; b < 256; ++b) {
+    if (b == 0 || byte_class[b] != byte_class[b - 1]) byte_runs.emplace_back(b, byte_class[b]);
+  }
+  std::vector<int32_t> bfs_number(num_states, -1);
+  std::vector<uint32_t> bfs_order;
+  auto write_language = [&](int32_t state, std::string& key) {
+    bfs_order.assign(1, static_cast<uint32_t>(state));
+    bfs_number[state] = 0;
+    bool small = true;
+    for (size_t i = 0; i < bfs_order.size() && small; ++i) {
+      const uint32_t q = bfs_order[i];
+      key.push_back(static_cast<char>(g.dfa_accepting[q] ? 1 : 0));
+      const size_t count_at = key.size();
+      key.append(2, '\0');
+      uint32_t runs = 0;
+      int32_t previous = -2;
+      for (const auto& [first, byte_cls] : byte_runs) {
+        const int32_t t = class_table[static_cast<size_t>(q) * num_byte_classes + byte_cls];
+        int32_t target = -1;
+        if (t >= 0) {
+          if (bfs_number[t] < 0) {
+            if (bfs_order.size() == kCachedWalkMaxStates) {
+              small = false;
+              break;
+            }
+            bfs_number[t] = static_cast<int32_t>(bfs_order.size());
+            bfs_order.push_back(static_cast<uint32_t>(t));
+          }
+          target = bfs_number[t];
+        }
+        if (target != previous) {
+          key.push_back(static_cast<char>(first));
+          key.push_back(static_cast<char>(target < 0 ? 0xff : target));
+          previous = target;
+          ++runs;
+        }
+      }
+      key[count_at] = static_cast<char>(runs & 0xff);
+      key[count_at + 1] = static_cast<char>(runs >> 8);
+    }
+    for (uint32_t q : bfs_order) bfs_number[q] = -1;
+    return small;
+  };
+  // Per state: 0 not looked at yet, 1 its language key is in language_keys, 2 not cached.
+  std::vector<uint8_t> language_status(num_states, 0);
+  std::unordered_map<uint32_t, std::string> language_keys;
+  std::string cache_key;
+  // The part for (root, next): from the vocabulary's walk cache when the state is wide and
+  // small enough to key, else walked here (and remembered there when it qualifies).
+  auto find_or_walk = [&](uint32_t root, int32_t next) -> std::shared_ptr<const Part> {
+    const uint32_t q = static_cast<uint32_t>(next);
+    if (language_status[q] == 0) {
+      language_status[q] = 2;
+      if (live_offsets[q + 1] - live_offsets[q] >= kCachedWalkMinLiveBytes) {
+        std::string key;
+        if (write_language(next, key)) {
+          language_keys.emplace(q, std::move(key));
+          language_status[q] = 1;
+        }
+      }
+    }
+    if (language_status[q] != 1) return walk_part(root, next);
+    cache_key.assign(reinterpret_cast<const char*>(&root), 4);
+    cache_key += language_keys[q];
+    {
+      std::lock_guard<std::mutex> lock(v.walk_mutex);
+      auto found = v.walk_cache.find(cache_key);
+      if (found != v.walk_cache.end()) return found->second;
+    }
+    std::shared_ptr<const Part> walked = walk_part(root, next);
+    const size_t size = walked->bytes() + cache_key.size();
+    std::lock_guard<std::mutex> lock(v.walk_mutex);
+    if (v.walk_cache_bytes + size <= kWalkCacheBytes &&
+        v.walk_cache.emplace(cache_key, walked).second) {
+      v.walk_cache_bytes += size;
+    }
+    return walked;
   };
   auto set_part = [&](const Part& part, uint32_t* out) {
     for (auto [first, last] : part.token_ranges) {
@@ -904,49 +1005,18 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   constexpr size_t kBaseCandidates = 8;
   std::unordered_map<uint32_t, std::vector<uint32_t>> classes_by_big_part;
   std::vector<uint32_t> bits(words);
+  // Per part, the id of its token list (parts differing only in exits share one), and the
+  // classes by a hash of their token-list ids root by root.
+  std::vector<uint32_t> part_tokens;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> parts_by_tokens, classes_by_tokens;
+  uint32_t token_lists = 0;
   std::vector<uint32_t> representative(num_classes, 0xffffffffu);
   for (uint32_t s = num_states; s-- > 0;) representative[state_class[s]] = s;
-  for (uint32_t cls = 0; cls < num_classes; ++cls) {
-    const uint32_t s = representative[cls];
-    uint32_t* own = &class_parts[static_cast<size_t>(cls) * num_roots];
-    uint32_t big_part = kNoPart;
-    size_t big_size = 0;
-    for (uint32_t l = live_offsets[s]; l < live_offsets[s + 1]; ++l) {
-      const uint32_t i = root_index[live_bytes[l]];
-      if (i == kNoPart) continue;
-      const uint32_t root = roots[i];
-      const int32_t next = g.dfa_table[static_cast<size_t>(s) * 256 + trie.byte[root]];
-      const uint64_t key = static_cast<uint64_t>(root) << 32 | state_class[next];
-      auto [found, added] = part_ids.emplace(key, static_cast<uint32_t>(parts.size()));
-      if (added) parts.push_back(walk_part(root, next));
-      own[i] = found->second;
-      const size_t size = parts[own[i]].num_tokens;
-      class_tokens[cls] += size;
-      if (size > big_size) {
-        big_size = size;
-        big_part = own[i];
-      }
-    }
-    // The earlier class sharing the most tokens through identical parts, if that beats
-    // building the set from nothing.
-    uint32_t base = kNoPart;
-    uint64_t base_shared = 0;
-    if (big_part != kNoPart) {
-      auto& candidates = classes_by_big_part[big_part];
-      for (uint32_t other : candidates) {
-        const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
-        uint64_t shared = 0;
-        for (size_t i = 0; i < num_roots; ++i) {
-          if (own[i] != kNoPart && own[i] == theirs[i]) shared += parts[own[i]].num_tokens;
-        }
-        if (shared > base_shared) {
-          base_shared = shared;
-          base = other;
-        }
-      }
-      if (candidates.size() == kBaseCandidates) candidates.erase(candidates.begin());
-      candidates.push_back(cls);
-    }
+  // The inside set of class `cls` (parts `own`): built from the base class's set by swapping
+  // the parts that differ when that is cheaper than from nothing, then deduplicated by content
+  // and, when new, encoded (against the base's set or the previous set, whichever is closer).
+  auto inside_set_of = [&](uint32_t cls, const uint32_t* own, uint32_t base,
+                           uint64_t base_shared) -> uint32_t {
     const uint64_t base_cost = base == kNoPart ? ~uint64_t{0}
                                                : words + (class_tokens[base] - base_shared) +
                                                      (class_tokens[cls] - base_shared);
@@ -955,17 +1025,17 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       bits = set_bits[class_inside[base]];
       for (size_t i = 0; i < num_roots; ++i) {
         if (theirs[i] == own[i] || theirs[i] == kNoPart) continue;
-        clear_part(parts[theirs[i]], bits.data());
+        clear_part(*parts[theirs[i]], bits.data());
       }
       for (size_t i = 0; i < num_roots; ++i) {
         if (theirs[i] == own[i] || own[i] == kNoPart) continue;
-        set_part(parts[own[i]], bits.data());
+        set_part(*parts[own[i]], bits.data());
       }
     } else {
       std::fill(bits.begin(), bits.end(), 0);
       for (size_t i = 0; i < num_roots; ++i) {
         if (own[i] == kNoPart) continue;
-        set_part(parts[own[i]], bits.data());
+        set_part(*parts[own[i]], bits.data());
       }
     }
     std::vector<uint32_t>& same_hash = sets_by_hash[hash_bytes(std::string_view(
@@ -983,23 +1053,109 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       uint32_t delta_base = base != kNoPart ? class_inside[base] : kNoPart;
       if (!set_bits.empty()) {
         const uint32_t previous = static_cast<uint32_t>(set_bits.size() - 1);
-        if (delta_base == kNoPart ||
-            differing_bits(bits, set_bits[previous]) < differing_bits(bits, set_bits[delta_base])) {
+        if (delta_base == kNoPart || differing_bits(bits, set_bits[previous]) <
+                                         differing_bits(bits, set_bits[delta_base])) {
           delta_base = previous;
         }
       }
       const bool has_base = delta_base != kNoPart;
-      encode_inside_set(bits, has_base ? &set_bits[delta_base] : nullptr, has_base ? delta_base : 0,
-                        v, inside_kinds, inside_offsets, inside_data);
+      encode_inside_set(bits, has_base ? &set_bits[delta_base] : nullptr,
+                        has_base ? delta_base : 0, v, inside_kinds, inside_offsets, inside_data);
       set_bits.push_back(bits);
     }
-    class_inside[cls] = set_id;
+    return set_id;
+  };
+  for (uint32_t cls = 0; cls < num_classes; ++cls) {
+    const uint32_t s = representative[cls];
+    uint32_t* own = &class_parts[static_cast<size_t>(cls) * num_roots];
+    uint32_t big_part = kNoPart;
+    size_t big_size = 0;
+    for (uint32_t l = live_offsets[s]; l < live_offsets[s + 1]; ++l) {
+      const uint32_t i = root_index[live_bytes[l]];
+      if (i == kNoPart) continue;
+      const uint32_t root = roots[i];
+      const int32_t next = g.dfa_table[static_cast<size_t>(s) * 256 + trie.byte[root]];
+      uint32_t& part = part_of[i * num_classes + state_class[next]];
+      if (part == kNoPart) {
+        part = static_cast<uint32_t>(parts.size());
+        parts.push_back(find_or_walk(root, next));
+        const auto& ranges = parts.back()->token_ranges;
+        uint64_t hash = mix64(ranges.size());
+        for (const auto& [first, last] : ranges) {
+          hash = mix64(hash ^ (uint64_t{first} << 32 | last));
+        }
+        std::vector<uint32_t>& same = parts_by_tokens[hash];
+        uint32_t list = kNoPart;
+        for (uint32_t other : same) {
+          if (parts[other]->token_ranges == ranges) list = part_tokens[other];
+        }
+        if (list == kNoPart) {
+          list = token_lists++;
+          same.push_back(part);
+        }
+        part_tokens.push_back(list);
+      }
+      own[i] = part;
+      const size_t size = parts[own[i]]->num_tokens;
+      class_tokens[cls] += size;
+      if (size > big_size) {
+        big_size = size;
+        big_part = own[i];
+      }
+    }
+    // The earlier class sharing the most tokens through identical parts, if that beats
+    // building the set from nothing.
+    uint32_t base = kNoPart;
+    uint64_t base_shared = 0;
+    if (big_part != kNoPart) {
+      auto& candidates = classes_by_big_part[big_part];
+      for (uint32_t other : candidates) {
+        const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
+        uint64_t shared = 0;
+        for (size_t i = 0; i < num_roots; ++i) {
+          if (own[i] != kNoPart && own[i] == theirs[i]) shared += parts[own[i]]->num_tokens;
+        }
+        if (shared > base_shared) {
+          base_shared = shared;
+          base = other;
+        }
+      }
+      if (candidates.size() == kBaseCandidates) candidates.erase(candidates.begin());
+      candidates.push_back(cls);
+    }
+    // A class whose parts reach the same tokens root by root as an earlier class's has that
+    // class's inside set: no need to build, hash and compare the dense set.
+    uint64_t tokens_hash = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < num_roots; ++i) {
+      tokens_hash = mix64(tokens_hash ^ (own[i] == kNoPart ? kNoPart : part_tokens[own[i]]));
+    }
+    std::vector<uint32_t>& same_tokens = classes_by_tokens[tokens_hash];
+    uint32_t set_id = kNoPart;
+    for (uint32_t other : same_tokens) {
+      const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
+      bool same = true;
+      for (size_t i = 0; i < num_roots && same; ++i) {
+        same = own[i] == theirs[i] ||
+               (own[i] != kNoPart && theirs[i] != kNoPart &&
+                part_tokens[own[i]] == part_tokens[theirs[i]]);
+      }
+      if (same) {
+        set_id = class_inside[other];
+        break;
+      }
+    }
+    if (set_id != kNoPart) {
+      class_inside[cls] = set_id;
+    } else {
+      same_tokens.push_back(cls);
+      class_inside[cls] = inside_set_of(cls, own, base, base_shared);
+    }
 
     // Exit children by byte, each run ascending (parts come in trie order, each sorted).
     for (auto& list : by_byte) list.clear();
     for (size_t i = 0; i < num_roots; ++i) {
       if (own[i] == kNoPart) continue;
-      for (uint32_t node : parts[own[i]].exit_nodes) {
+      for (uint32_t node : parts[own[i]]->exit_nodes) {
         for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) {
           by_byte[trie.byte[c]].push_back(c);
         }
