@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 from typing import Literal as Literal_
 
@@ -353,9 +354,9 @@ class _Encoder:
         self.code += expr.data
 
     def _class(self, expr: CharClass) -> None:
-        self.code += (_OP_CLASS, 3 + 2 * len(expr.ranges), 1 if expr.negated else 0)
-        for lo, hi in expr.ranges:
-            self.code += (lo, hi)
+        ranges = expr.ranges
+        self.code += (_OP_CLASS, 3 + 2 * len(ranges), 1 if expr.negated else 0)
+        self.code.extend(chain.from_iterable(ranges))
 
     def _seq(self, expr: Seq) -> None:
         self._with_children(_OP_SEQ, expr.items)

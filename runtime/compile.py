@@ -91,6 +91,9 @@ class _Flattener:
         self.ignore_star: tuple[str, int] | None = None
         self.wrapped: dict[tuple[str, int], tuple[str, int]] = {}
         self.pending_rules: list[str] = []  # rules referenced but not flattened yet, in order
+        # Symbols of each rule reference (the same rules are referenced thousands of times
+        # in big JSON Schema grammars; the answer never changes once given).
+        self.references: dict[str, tuple[tuple[str, int], ...]] = {}
 
     # -- symbols ----------------------------------------------------------------------------
     def nonterminal(self, name: str) -> tuple[str, int]:
@@ -156,7 +159,7 @@ class _Flattener:
         if isinstance(expr, Seq):
             out: list[tuple[str, int]] = []
             for item in expr.items:
-                out.extend(self.symbols(item))
+                out.extend(self.reference(item.name) if type(item) is Ref else self.symbols(item))
             return out
         if isinstance(expr, Choice):
             symbol, fresh = self.helper("choice:" + _key(expr))
@@ -175,7 +178,7 @@ class _Flattener:
         if isinstance(expr, CharClass):
             return self.after_lexeme(self.lexeme("lit:" + print_expr(expr), expr))
         if isinstance(expr, Ref):
-            return self.reference(expr.name)
+            return list(self.reference(expr.name))
         if isinstance(expr, TokenSet):
             return self.after_lexeme(self.tokenset(self.token_ids(expr)))
         if isinstance(expr, SpecialToken):
@@ -184,8 +187,14 @@ class _Flattener:
             raise CompileError(f"embedded grammar @{expr.name} was not inlined")
         raise CompileError(f"cannot compile expression of kind {expr.kind}")
 
-    def reference(self, name: str) -> list[tuple[str, int]]:
+    def reference(self, name: str) -> tuple[tuple[str, int], ...]:
         """Symbols for a reference: a lexeme for terminals and lazy-like rules."""
+        known = self.references.get(name)
+        if known is None:
+            known = self.references[name] = tuple(self._reference(name))
+        return known
+
+    def _reference(self, name: str) -> list[tuple[str, int]]:
         rule = self.rules.get(name)
         if rule is None:
             raise CompileError(f"reference to undefined rule {name}")
@@ -253,7 +262,7 @@ class _Flattener:
         prefix = []
         if self.ir.ignore and self.ir.options.allow_initial_skip:
             prefix = [self.ignore_repeat()]
-        self.add(start, prefix + self.reference(self.ir.start))
+        self.add(start, [*prefix, *self.reference(self.ir.start)])
         # First-use order, breadth first: the numbering (and so the artifact) is deterministic.
         position = 0
         while position < len(self.pending_rules):
@@ -310,7 +319,9 @@ def flatten_grammar(ir: GrammarIR, vocab: Any) -> FlatGrammar:
                 missing[user] -= 1
                 if missing[user] == 0:
                     ready.append(user)
-    flat.productions = [(lhs, rhs) for lhs, rhs in flat.productions if all(ok(s) for s in rhs)]
+    # Usually every symbol is productive and there is nothing to remove.
+    if not (all(productive_nt) and all(productive_lexeme) and all(productive_set)):
+        flat.productions = [(lhs, rhs) for lhs, rhs in flat.productions if all(ok(s) for s in rhs)]
     return flat
 
 

@@ -62,6 +62,11 @@ class VocabIndex {
   mutable std::mutex walk_mutex;
   mutable std::unordered_map<std::string, std::shared_ptr<const WalkPart>> walk_cache;
   mutable size_t walk_cache_bytes = 0;
+  // For nodes with a large subtree, the bytes found anywhere below them (4 x 64 bits, at
+  // subtree_bytes[4 * subtree_summary[n]]; kNoSummary for the other nodes). A walk in a state
+  // that loops on all those bytes and does not accept takes the whole subtree at once.
+  std::vector<uint32_t> subtree_summary;
+  std::vector<uint64_t> subtree_bytes;
 };
 
 namespace {
@@ -85,6 +90,9 @@ constexpr uint64_t kMinExitBudget = uint64_t{1} << 22;
 constexpr uint32_t kCachedWalkMinLiveBytes = 16;
 constexpr uint32_t kCachedWalkMaxStates = 32;
 constexpr size_t kWalkCacheBytes = size_t{64} << 20;
+// Subtree summaries (VocabIndex::subtree_summary) for nodes with at least this many nodes below.
+constexpr uint32_t kSummarisedSubtree = 8;
+constexpr uint32_t kNoSummary = 0xffffffffu;
 
 // Portable bit count (the generic x86-64 target has no POPCNT, and the builtin then calls a
 // slow library routine).
@@ -489,29 +497,37 @@ uint32_t state_classes(const std::vector<int32_t>& class_table,
   return count;
 }
 
-uint64_t differing_bits(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
-  uint64_t count = 0;
-  for (size_t w = 0; w < a.size(); ++w) count += popcount32(a[w] ^ b[w]);
-  return count;
+// How many positions lie in exactly one of two ascending lists of disjoint ranges.
+uint64_t ranges_symmetric_difference(const std::vector<std::pair<uint32_t, uint32_t>>& a,
+                                     const std::vector<std::pair<uint32_t, uint32_t>>& b) {
+  uint64_t size = 0, common = 0;
+  for (const auto& [first, last] : a) size += last - first;
+  for (const auto& [first, last] : b) size += last - first;
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    const uint32_t low = std::max(a[i].first, b[j].first);
+    const uint32_t high = std::min(a[i].second, b[j].second);
+    if (low < high) common += high - low;
+    if (a[i].second < b[j].second) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return size - 2 * common;
 }
 
 // An inside set on disk, in the smallest of four forms (ties go to the earlier one): dense
 // words, the ascending ids it holds, the ascending text-token ids it lacks, or an earlier set
 // (`base`, when given) with the ascending ids whose membership differs. Neighbouring states
-// often differ in a few first bytes only, which makes the last form small.
+// often differ in a few first bytes only, which makes the last form small. The caller knows
+// how many tokens the set holds (`present`) and how many differ from the base (`differing`),
+// so the choice needs no pass over the dense set.
 void encode_inside_set(const std::vector<uint32_t>& bits, const std::vector<uint32_t>* base,
-                       uint32_t base_id, const VocabIndex& v, std::vector<uint8_t>& kinds,
+                       uint32_t base_id, uint64_t present, uint64_t differing,
+                       const VocabIndex& v, std::vector<uint8_t>& kinds,
                        std::vector<uint32_t>& offsets, std::vector<uint32_t>& data) {
-  uint64_t present = 0, differing = ~uint64_t{0};
-  const uint64_t text = v.text_count;
-  for (uint32_t w = 0; w < v.words; ++w) present += popcount32(bits[w]);
-  if (base != nullptr) {
-    differing = 0;
-    for (uint32_t w = 0; w < v.words; ++w) {
-      differing += static_cast<uint64_t>(popcount32(bits[w] ^ (*base)[w]));
-    }
-  }
-  const uint64_t missing = text - present;  // inside sets only hold text tokens
+  if (base == nullptr) differing = ~uint64_t{0};
+  const uint64_t missing = v.text_count - present;  // inside sets only hold text tokens
   const uint64_t delta = differing == ~uint64_t{0} ? differing : differing + 1;
   auto append_ids = [&](auto word_at) {
     for (uint32_t w = 0; w < v.words; ++w) {
@@ -726,6 +742,26 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
   }
   index->trie = build_trie(v);
   index->stored_trie = store_trie(index->trie);
+  {
+    // Bytes below every node, children before parents (a node's children follow it in the
+    // depth-first order, so a backward pass sees them first).
+    const TokenTrie& trie = index->trie;
+    const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
+    std::vector<uint64_t> below(static_cast<size_t>(num_nodes) * 4, 0);
+    index->subtree_summary.assign(num_nodes, kNoSummary);
+    for (uint32_t n = num_nodes; n-- > 1;) {
+      uint64_t* mine = &below[static_cast<size_t>(n) * 4];
+      for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) {
+        const uint64_t* theirs = &below[static_cast<size_t>(c) * 4];
+        for (int w = 0; w < 4; ++w) mine[w] |= theirs[w];
+        mine[trie.byte[c] >> 6] |= uint64_t{1} << (trie.byte[c] & 63);
+      }
+      if (trie.end[n] - n - 1 >= kSummarisedSubtree) {
+        index->subtree_summary[n] = static_cast<uint32_t>(index->subtree_bytes.size() / 4);
+        index->subtree_bytes.insert(index->subtree_bytes.end(), mine, mine + 4);
+      }
+    }
+  }
   for (uint32_t w = 0; w < index->words; ++w) index->text_count += popcount32(index->text_bits[w]);
   {
     // The loader's cache key: vocab_size, num_tokens, then the text-token array and the
@@ -856,6 +892,22 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   // so token ranges and exit nodes come out ascending (the same pre-order a recursive walk
   // gives), with sequential memory access and no per-node child lookups.
   std::vector<int32_t> state_at_depth(static_cast<size_t>(v.max_text_length) + 2);
+  // Per state, the bytes on which it stays in itself (4 x 64 bits), computed on first use; only
+  // non-accepting states get them (an accepting state's subtrees hold exits to record).
+  std::vector<uint64_t> self_loops;
+  std::vector<uint32_t> self_loop_index(num_states, kNoSummary);
+  auto loops_of = [&](int32_t state) -> const uint64_t* {
+    uint32_t& at = self_loop_index[state];
+    if (at == kNoSummary) {
+      at = static_cast<uint32_t>(self_loops.size());
+      self_loops.resize(self_loops.size() + 4, 0);
+      const int32_t* row = &g.dfa_table[static_cast<size_t>(state) * 256];
+      for (uint32_t b = 0; b < 256; ++b) {
+        if (row[b] == state) self_loops[at + (b >> 6)] |= uint64_t{1} << (b & 63);
+      }
+    }
+    return &self_loops[at];
+  };
   auto walk_part = [&](uint32_t root, int32_t next) {
     auto walked = std::make_shared<Part>();
     Part& part = *walked;
@@ -878,9 +930,32 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       }
       if (accepting[state] && subtree_end[node] > node + 1) part.exit_nodes.push_back(node);
     };
+    const uint32_t* summary = v.subtree_summary.data();
+    const uint64_t* below = v.subtree_bytes.data();
+    // Whether the whole subtree below `node` stays in `state`: then its tokens are one range
+    // (positions of a subtree are contiguous) and, the state not accepting, it has no exits.
+    auto take_below = [&](uint32_t node, int32_t state) {
+      if (summary[node] == kNoSummary || accepting[state]) return false;
+      const uint64_t* bytes = &below[static_cast<size_t>(summary[node]) * 4];
+      const uint64_t* loops = loops_of(state);
+      for (int w = 0; w < 4; ++w) {
+        if (bytes[w] & ~loops[w]) return false;
+      }
+      const uint32_t first = tok_offsets[node + 1], last = tok_offsets[subtree_end[node]];
+      if (first != last) {
+        if (!ranges.empty() && ranges.back().second == first) {
+          ranges.back().second = last;
+        } else {
+          ranges.emplace_back(first, last);
+        }
+        part.num_tokens += last - first;
+      }
+      return true;
+    };
     const uint32_t root_depth = depth[root];
     state_at_depth[0] = next;
     enter(root, next);
+    if (take_below(root, next)) return std::shared_ptr<const Part>(std::move(walked));
     for (uint32_t node = root + 1, stop = subtree_end[root]; node < stop;) {
       const uint32_t level = depth[node] - root_depth;
       const int32_t state = table[static_cast<size_t>(state_at_depth[level - 1]) * 256 +
@@ -891,7 +966,7 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       }
       state_at_depth[level] = state;
       enter(node, state);
-      ++node;
+      node = take_below(node, state) ? subtree_end[node] : node + 1;
     }
     return std::shared_ptr<const Part>(std::move(walked));
   };
@@ -1000,7 +1075,7 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   std::vector<uint32_t> class_exit_offsets{0}, exit_entry_end, exit_children;
   std::vector<uint8_t> exit_entry_byte;
   std::vector<std::vector<uint32_t>> by_byte(256);
-  std::unordered_map<uint64_t, std::vector<uint32_t>> sets_by_hash;  // hash -> set ids
+  std::vector<uint32_t> set_class;              // per set: the class it was built for
   // Base candidates: the latest classes whose biggest part is a given part.
   constexpr size_t kBaseCandidates = 8;
   std::unordered_map<uint32_t, std::vector<uint32_t>> classes_by_big_part;
@@ -1012,6 +1087,24 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   uint32_t token_lists = 0;
   std::vector<uint32_t> representative(num_classes, 0xffffffffu);
   for (uint32_t s = num_states; s-- > 0;) representative[state_class[s]] = s;
+  // How many tokens are in exactly one of the inside sets of a class with parts `own` and of
+  // class `other`: root by root, since parts of different first bytes are disjoint.
+  auto class_difference = [&](const uint32_t* own, uint32_t other) -> uint64_t {
+    const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
+    uint64_t count = 0;
+    for (size_t i = 0; i < num_roots; ++i) {
+      if (own[i] == theirs[i]) continue;
+      if (own[i] == kNoPart) {
+        count += parts[theirs[i]]->num_tokens;
+      } else if (theirs[i] == kNoPart) {
+        count += parts[own[i]]->num_tokens;
+      } else if (part_tokens[own[i]] != part_tokens[theirs[i]]) {
+        count += ranges_symmetric_difference(parts[own[i]]->token_ranges,
+                                             parts[theirs[i]]->token_ranges);
+      }
+    }
+    return count;
+  };
   // The inside set of class `cls` (parts `own`): built from the base class's set by swapping
   // the parts that differ when that is cheaper than from nothing, then deduplicated by content
   // and, when new, encoded (against the base's set or the previous set, whichever is closer).
@@ -1038,31 +1131,32 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
         set_part(*parts[own[i]], bits.data());
       }
     }
-    std::vector<uint32_t>& same_hash = sets_by_hash[hash_bytes(std::string_view(
-        reinterpret_cast<const char*>(bits.data()), bits.size() * sizeof(uint32_t)))];
-    uint32_t set_id = kNoPart;
-    for (uint32_t id : same_hash) {
-      if (set_bits[id] == bits) set_id = id;
+    // New content (callers deduplicate by token lists, which is exact: parts of different
+    // first bytes are disjoint, and equal token sets have equal range lists).
+    const uint32_t set_id = static_cast<uint32_t>(set_bits.size());
+    // Delta candidates: the base class's set, and the previous set (classes come in state
+    // order, so a chain of string states yields neighbouring sets that differ in the tokens
+    // of one length only). Differences are counted on the parts, root by root.
+    uint32_t delta_base = kNoPart;
+    uint64_t differing = 0;
+    if (base != kNoPart) {
+      delta_base = class_inside[base];
+      differing = class_difference(own, base);
     }
-    if (set_id == kNoPart) {
-      set_id = static_cast<uint32_t>(set_bits.size());
-      same_hash.push_back(set_id);
-      // Delta candidates: the base class's set, and the previous set (classes come in state
-      // order, so a chain of string states yields neighbouring sets that differ in the tokens
-      // of one length only).
-      uint32_t delta_base = base != kNoPart ? class_inside[base] : kNoPart;
-      if (!set_bits.empty()) {
-        const uint32_t previous = static_cast<uint32_t>(set_bits.size() - 1);
-        if (delta_base == kNoPart || differing_bits(bits, set_bits[previous]) <
-                                         differing_bits(bits, set_bits[delta_base])) {
-          delta_base = previous;
-        }
+    if (!set_bits.empty()) {
+      const uint32_t previous = set_id - 1;
+      const uint64_t from_previous = class_difference(own, set_class[previous]);
+      if (delta_base == kNoPart || from_previous < differing) {
+        delta_base = previous;
+        differing = from_previous;
       }
-      const bool has_base = delta_base != kNoPart;
-      encode_inside_set(bits, has_base ? &set_bits[delta_base] : nullptr,
-                        has_base ? delta_base : 0, v, inside_kinds, inside_offsets, inside_data);
-      set_bits.push_back(bits);
     }
+    const bool has_base = delta_base != kNoPart;
+    encode_inside_set(bits, has_base ? &set_bits[delta_base] : nullptr, has_base ? delta_base : 0,
+                      class_tokens[cls], differing, v, inside_kinds, inside_offsets,
+                      inside_data);
+    set_bits.push_back(bits);
+    set_class.push_back(cls);
     return set_id;
   };
   for (uint32_t cls = 0; cls < num_classes; ++cls) {
