@@ -32,11 +32,17 @@ from gramkiln.ir.automata import (
 )
 from gramkiln.runtime.artifact import ir_hash, make_header, write_artifact
 from gramkiln.runtime.compile import FlatGrammar, build_tables, compile_grammar
-from gramkiln.runtime.compiled import RUNTIME_LAYOUT, CompiledGrammar
+from gramkiln.runtime.compiled import (
+    RUNTIME_LAYOUT,
+    CompiledGrammar,
+    allocate_token_bitmask,
+    bitmask_to_ids,
+)
 from gramkiln.runtime.vocab import Vocab
 
 from gramkiln import Grammar
 from gramkiln.errors import CompileError
+from gramkiln.testing import ReferenceMatcher
 
 # A key complement in the shape the JSON Schema front end writes: every key prefix may go on
 # into the string tail TAIL, and all of them end before the same closing quote.
@@ -240,3 +246,35 @@ def test_walk_cache_never_changes_the_tables() -> None:
     for (_, key), data in results.items():
         assert data == cold[key % 10]
     assert index.clear_walk_cache() > 0  # the string and number walks were shared
+
+
+def test_bounded_strings_share_walks_only_within_reach() -> None:
+    # States of a bounded string that agree for as many bytes as a first-byte subtree is deep
+    # share that subtree's walk, even though they differ further on. Subtrees of very different
+    # depths (tokens of up to 9 "a"s, short "b" tokens, multi-byte UTF-8) around a bound of 10
+    # code points: masks must equal brute force at every distance from the bound.
+    tokens = [
+        *(b"a" * length for length in range(1, 10)),
+        b"b",
+        b"bb",
+        b'"',
+        b'a"',
+        b'b"',
+        "\u00e9".encode(),
+        "\u00e9\u00e9a".encode(),
+        b"<eos>",
+    ]
+    vocab = Vocab(tokens, eos_ids=[len(tokens) - 1], special_ids=[len(tokens) - 1])
+    ir = Grammar.from_json_schema({"type": "string", "maxLength": 10}).ir
+    compiled = compile_grammar(ir, vocab)
+    oracle = ReferenceMatcher(ir)
+    for text in [b'"' + b"a" * 10 + b'"', ('"' + "\u00e9" * 4 + "b" * 6 + '"').encode()]:
+        matcher = compiled.matcher()
+        for end in range(1, len(text) + 1):
+            assert matcher.accept_string(text[end - 1 : end])
+            expected = oracle.allowed_tokens(text[:end], tokens, vocab.special_ids, vocab.eos_ids)
+            bitmask = allocate_token_bitmask(1, compiled.vocab_size)
+            matcher.fill_next_token_bitmask(bitmask)
+            assert bitmask_to_ids(bitmask[0], compiled.vocab_size) == [
+                token for token, ok in enumerate(expected) if ok
+            ], text[:end]

@@ -67,6 +67,9 @@ class VocabIndex {
   // that loops on all those bytes and does not accept takes the whole subtree at once.
   std::vector<uint32_t> subtree_summary;
   std::vector<uint64_t> subtree_bytes;
+  // By byte: how many bytes below its depth-1 node the deepest token reaches (how far a walk
+  // of that subtree reads past the state it enters).
+  uint16_t root_height[256] = {};
 };
 
 namespace {
@@ -333,9 +336,14 @@ uint32_t byte_classes(const std::vector<int32_t>& table, uint32_t num_states,
 // successor that changed class in the previous round ("dirty") can move: the others keep the
 // signature they shared with their class, so each round costs the dirty states only (a long
 // chain of string states advances one state per round instead of rescanning all states).
+//
+// `by_depth` receives the partition after every round, before the final numbering: entry
+// d * n + s is the class of state s among states that agree on strings of at most d bytes, for
+// d up to the returned `stable_depth` (later rounds change nothing).
 uint32_t state_classes(const std::vector<int32_t>& class_table,
                        const std::vector<uint8_t>& accepting, uint32_t num_byte_classes,
-                       uint32_t depth, std::vector<uint32_t>& class_of) {
+                       uint32_t depth, std::vector<uint32_t>& class_of,
+                       std::vector<uint32_t>& by_depth, uint32_t& stable_depth) {
   const uint32_t n = static_cast<uint32_t>(accepting.size());
   const uint32_t k = num_byte_classes;
   constexpr uint32_t kDead = 0xffffffffu;
@@ -397,6 +405,8 @@ uint32_t state_classes(const std::vector<int32_t>& class_table,
   std::vector<uint32_t> position(n);  // index of a dirty state in `dirty`
   std::vector<uint32_t> group_of, group_first;
   std::unordered_map<uint64_t, std::vector<uint32_t>> groups_by_hash;
+  by_depth.assign(class_of.begin(), class_of.end());
+  stable_depth = 0;
   for (uint32_t round = 0; round < depth && !dirty.empty(); ++round) {
     std::sort(dirty.begin(), dirty.end());
     sigs.resize(dirty.size() * static_cast<size_t>(k));
@@ -476,6 +486,9 @@ uint32_t state_classes(const std::vector<int32_t>& class_table,
           list.end());
     }
     for (uint32_t s : dirty) is_dirty[s] = 0;
+    if (changed.empty()) break;  // stable: no later round can split anything
+    by_depth.insert(by_depth.end(), class_of.begin(), class_of.end());
+    stable_depth = round + 1;
     dirty.clear();
     for (uint32_t t : changed) {
       for (uint32_t i = pred_offsets[t]; i < pred_offsets[t + 1]; ++i) {
@@ -749,6 +762,13 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
     const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
     std::vector<uint64_t> below(static_cast<size_t>(num_nodes) * 4, 0);
     index->subtree_summary.assign(num_nodes, kNoSummary);
+    for (uint32_t c = 1; c < num_nodes; c = trie.end[c]) {
+      uint16_t height = 0;
+      for (uint32_t n = c; n < trie.end[c]; ++n) {
+        height = std::max<uint16_t>(height, static_cast<uint16_t>(trie.depth[n] - 1));
+      }
+      index->root_height[trie.byte[c]] = height;
+    }
     for (uint32_t n = num_nodes; n-- > 1;) {
       uint64_t* mine = &below[static_cast<size_t>(n) * 4];
       for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) {
@@ -847,9 +867,11 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       }
     }
   }
-  std::vector<uint32_t> state_class;
+  std::vector<uint32_t> state_class, class_by_depth;
+  uint32_t stable_depth = 0;
   const uint32_t num_classes =
-      state_classes(class_table, g.dfa_accepting, num_byte_classes, v.max_text_length, state_class);
+      state_classes(class_table, g.dfa_accepting, num_byte_classes, v.max_text_length, state_class,
+                    class_by_depth, stable_depth);
 
   // Per class of states (walked from its first state): the tokens that stay inside the lexeme
   // (deduplicated sets) and, by byte, the children of the trie nodes where the lexeme can end
@@ -1169,7 +1191,11 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       if (i == kNoPart) continue;
       const uint32_t root = roots[i];
       const int32_t next = g.dfa_table[static_cast<size_t>(s) * 256 + trie.byte[root]];
-      uint32_t& part = part_of[i * num_classes + state_class[next]];
+      // The walk reads at most the subtree's height past `next`: states that agree on strings
+      // that long share it, even when they differ further on (the states of a bounded string
+      // more than that far from its bound).
+      const uint32_t reach = std::min<uint32_t>(v.root_height[trie.byte[root]], stable_depth);
+      uint32_t& part = part_of[i * num_classes + class_by_depth[reach * num_states + next]];
       if (part == kNoPart) {
         part = static_cast<uint32_t>(parts.size());
         parts.push_back(find_or_walk(root, next));
