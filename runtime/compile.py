@@ -363,7 +363,9 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
             dtype=np.int32,
         )
         shift = np.repeat(np.asarray(bases, dtype=np.int32), counts)[:, None]
-        np.add(table, shift, out=table, where=table >= 0)
+        # Dead entries (-1) stay: `table >> 31` is all ones exactly there, masking the shift
+        # (plain arithmetic, several times faster than a masked add).
+        table += shift & ~(table >> 31)
         table_bytes = table.astype("<i4", copy=False).tobytes()
     else:
         table_bytes = b""

@@ -1105,25 +1105,32 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   // Per part, the id of its token list (parts differing only in exits share one), and the
   // classes by a hash of their token-list ids root by root.
   std::vector<uint32_t> part_tokens;
+  // Per class, the root indices it has parts for, ascending.
+  std::vector<uint32_t> class_roots_offsets{0}, class_roots;
+  std::vector<uint32_t> class_token_roots(num_classes, 0);  // roots whose part has tokens
   std::unordered_map<uint64_t, std::vector<uint32_t>> parts_by_tokens, classes_by_tokens;
   uint32_t token_lists = 0;
   std::vector<uint32_t> representative(num_classes, 0xffffffffu);
   for (uint32_t s = num_states; s-- > 0;) representative[state_class[s]] = s;
   // How many tokens are in exactly one of the inside sets of a class with parts `own` and of
   // class `other`: root by root, since parts of different first bytes are disjoint.
-  auto class_difference = [&](const uint32_t* own, uint32_t other) -> uint64_t {
+  auto class_difference = [&](uint32_t cls, uint32_t other) -> uint64_t {
+    const uint32_t* own = &class_parts[static_cast<size_t>(cls) * num_roots];
     const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
     uint64_t count = 0;
-    for (size_t i = 0; i < num_roots; ++i) {
+    for (uint32_t k = class_roots_offsets[cls]; k < class_roots_offsets[cls + 1]; ++k) {
+      const uint32_t i = class_roots[k];
       if (own[i] == theirs[i]) continue;
-      if (own[i] == kNoPart) {
-        count += parts[theirs[i]]->num_tokens;
-      } else if (theirs[i] == kNoPart) {
+      if (theirs[i] == kNoPart) {
         count += parts[own[i]]->num_tokens;
       } else if (part_tokens[own[i]] != part_tokens[theirs[i]]) {
         count += ranges_symmetric_difference(parts[own[i]]->token_ranges,
                                              parts[theirs[i]]->token_ranges);
       }
+    }
+    for (uint32_t k = class_roots_offsets[other]; k < class_roots_offsets[other + 1]; ++k) {
+      const uint32_t i = class_roots[k];
+      if (own[i] == kNoPart) count += parts[theirs[i]]->num_tokens;
     }
     return count;
   };
@@ -1138,19 +1145,18 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     if (base_cost < class_tokens[cls] + words) {
       const uint32_t* theirs = &class_parts[static_cast<size_t>(base) * num_roots];
       bits = set_bits[class_inside[base]];
-      for (size_t i = 0; i < num_roots; ++i) {
-        if (theirs[i] == own[i] || theirs[i] == kNoPart) continue;
-        clear_part(*parts[theirs[i]], bits.data());
+      for (uint32_t k = class_roots_offsets[base]; k < class_roots_offsets[base + 1]; ++k) {
+        const uint32_t i = class_roots[k];
+        if (theirs[i] != own[i]) clear_part(*parts[theirs[i]], bits.data());
       }
-      for (size_t i = 0; i < num_roots; ++i) {
-        if (theirs[i] == own[i] || own[i] == kNoPart) continue;
-        set_part(*parts[own[i]], bits.data());
+      for (uint32_t k = class_roots_offsets[cls]; k < class_roots_offsets[cls + 1]; ++k) {
+        const uint32_t i = class_roots[k];
+        if (theirs[i] != own[i]) set_part(*parts[own[i]], bits.data());
       }
     } else {
       std::fill(bits.begin(), bits.end(), 0);
-      for (size_t i = 0; i < num_roots; ++i) {
-        if (own[i] == kNoPart) continue;
-        set_part(*parts[own[i]], bits.data());
+      for (uint32_t k = class_roots_offsets[cls]; k < class_roots_offsets[cls + 1]; ++k) {
+        set_part(*parts[own[class_roots[k]]], bits.data());
       }
     }
     // New content (callers deduplicate by token lists, which is exact: parts of different
@@ -1163,11 +1169,11 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     uint64_t differing = 0;
     if (base != kNoPart) {
       delta_base = class_inside[base];
-      differing = class_difference(own, base);
+      differing = class_difference(cls, base);
     }
     if (!set_bits.empty()) {
       const uint32_t previous = set_id - 1;
-      const uint64_t from_previous = class_difference(own, set_class[previous]);
+      const uint64_t from_previous = class_difference(cls, set_class[previous]);
       if (delta_base == kNoPart || from_previous < differing) {
         delta_base = previous;
         differing = from_previous;
@@ -1209,13 +1215,16 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
         for (uint32_t other : same) {
           if (parts[other]->token_ranges == ranges) list = part_tokens[other];
         }
-        if (list == kNoPart) {
+        if (ranges.empty()) {
+          list = kNoPart;  // reaches no token: the same as no part for the inside set
+        } else if (list == kNoPart) {
           list = token_lists++;
           same.push_back(part);
         }
         part_tokens.push_back(list);
       }
       own[i] = part;
+      class_roots.push_back(i);
       const size_t size = parts[own[i]]->num_tokens;
       class_tokens[cls] += size;
       if (size > big_size) {
@@ -1223,6 +1232,9 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
         big_part = own[i];
       }
     }
+    class_roots_offsets.push_back(static_cast<uint32_t>(class_roots.size()));
+    const uint32_t* own_roots = class_roots.data() + class_roots_offsets[cls];
+    const uint32_t* own_roots_end = class_roots.data() + class_roots_offsets[cls + 1];
     // The earlier class sharing the most tokens through identical parts, if that beats
     // building the set from nothing.
     uint32_t base = kNoPart;
@@ -1232,8 +1244,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       for (uint32_t other : candidates) {
         const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
         uint64_t shared = 0;
-        for (size_t i = 0; i < num_roots; ++i) {
-          if (own[i] != kNoPart && own[i] == theirs[i]) shared += parts[own[i]]->num_tokens;
+        for (const uint32_t* i = own_roots; i != own_roots_end; ++i) {
+          if (own[*i] == theirs[*i]) shared += parts[own[*i]]->num_tokens;
         }
         if (shared > base_shared) {
           base_shared = shared;
@@ -1245,19 +1257,25 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     }
     // A class whose parts reach the same tokens root by root as an earlier class's has that
     // class's inside set: no need to build, hash and compare the dense set.
+    // Roots whose part reaches no token count as absent.
     uint64_t tokens_hash = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; i < num_roots; ++i) {
-      tokens_hash = mix64(tokens_hash ^ (own[i] == kNoPart ? kNoPart : part_tokens[own[i]]));
+    uint32_t token_roots = 0;
+    for (const uint32_t* i = own_roots; i != own_roots_end; ++i) {
+      if (part_tokens[own[*i]] == kNoPart) continue;
+      tokens_hash = mix64(tokens_hash ^ (uint64_t{*i} << 32 | part_tokens[own[*i]]));
+      ++token_roots;
     }
+    tokens_hash = mix64(tokens_hash ^ token_roots);
+    class_token_roots[cls] = token_roots;
     std::vector<uint32_t>& same_tokens = classes_by_tokens[tokens_hash];
     uint32_t set_id = kNoPart;
     for (uint32_t other : same_tokens) {
+      // Same number of roots with tokens, and each of ours matched by theirs.
       const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
-      bool same = true;
-      for (size_t i = 0; i < num_roots && same; ++i) {
-        same = own[i] == theirs[i] ||
-               (own[i] != kNoPart && theirs[i] != kNoPart &&
-                part_tokens[own[i]] == part_tokens[theirs[i]]);
+      bool same = class_token_roots[other] == token_roots;
+      for (const uint32_t* i = own_roots; i != own_roots_end && same; ++i) {
+        const uint32_t mine = part_tokens[own[*i]];
+        same = mine == kNoPart || (theirs[*i] != kNoPart && part_tokens[theirs[*i]] == mine);
       }
       if (same) {
         set_id = class_inside[other];
@@ -1273,9 +1291,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
 
     // Exit children by byte, each run ascending (parts come in trie order, each sorted).
     for (auto& list : by_byte) list.clear();
-    for (size_t i = 0; i < num_roots; ++i) {
-      if (own[i] == kNoPart) continue;
-      for (uint32_t node : parts[own[i]]->exit_nodes) {
+    for (const uint32_t* i = own_roots; i != own_roots_end; ++i) {
+      for (uint32_t node : parts[own[*i]]->exit_nodes) {
         for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) {
           by_byte[trie.byte[c]].push_back(c);
         }
