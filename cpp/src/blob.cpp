@@ -675,6 +675,9 @@ std::shared_ptr<const TrieTables> decode_trie(const Runtime& c, const ArrayView&
 struct TrieCache {
   std::mutex mutex;
   std::unordered_map<uint64_t, std::vector<std::weak_ptr<const TrieTables>>> by_hash;
+  // The tables found or added last: a process mostly loads blobs of one vocabulary, so one
+  // comparison usually finds them without hashing the megabyte of trie bytes.
+  std::weak_ptr<const TrieTables> last;
 };
 
 TrieCache& trie_cache() {
@@ -704,23 +707,49 @@ uint64_t hash_bytes(std::string_view bytes) {
   return hash;
 }
 
-std::shared_ptr<const TrieTables> find_trie_tables(const std::string& key) {
+// Trie cache keys are the 8 bytes of vocab_size and num_tokens (`head`), then the stored
+// text-token set and trie exactly as the blob holds them (`rest`): compared and hashed in these
+// two pieces, so a lookup reads the blob in place instead of copying a megabyte into a key.
+constexpr size_t kTrieKeyHead = 8;
+
+bool is_trie_key(const std::string& stored, std::string_view head, std::string_view rest) {
+  return stored.size() == head.size() + rest.size() &&
+         std::memcmp(stored.data(), head.data(), head.size()) == 0 &&
+         std::memcmp(stored.data() + head.size(), rest.data(), rest.size()) == 0;
+}
+
+uint64_t trie_key_hash(std::string_view head, std::string_view rest) {
+  return mix64(hash_bytes(head) ^ mix64(hash_bytes(rest)));
+}
+
+std::shared_ptr<const TrieTables> find_trie_tables(std::string_view head, std::string_view rest) {
   TrieCache& cache = trie_cache();
-  const uint64_t hash = hash_bytes(key);
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    std::shared_ptr<const TrieTables> last = cache.last.lock();
+    if (last && is_trie_key(last->stored, head, rest)) return last;
+  }
+  const uint64_t hash = trie_key_hash(head, rest);
   std::lock_guard<std::mutex> lock(cache.mutex);
   auto found = cache.by_hash.find(hash);
   if (found == cache.by_hash.end()) return nullptr;
   for (const auto& weak : found->second) {
     std::shared_ptr<const TrieTables> tables = weak.lock();
-    if (tables && tables->stored == key) return tables;
+    if (tables && is_trie_key(tables->stored, head, rest)) {
+      cache.last = tables;
+      return tables;
+    }
   }
   return nullptr;
 }
 
 void remember_trie_tables(const std::shared_ptr<const TrieTables>& tables) {
   TrieCache& cache = trie_cache();
-  const uint64_t hash = hash_bytes(tables->stored);
+  const std::string_view stored(tables->stored);
+  const uint64_t hash =
+      trie_key_hash(stored.substr(0, kTrieKeyHead), stored.substr(kTrieKeyHead));
   std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.last = tables;
   // Drop dead entries everywhere now and then, so the map tracks live vocabularies only.
   for (auto it = cache.by_hash.begin(); it != cache.by_hash.end();) {
     auto& list = it->second;
@@ -1479,12 +1508,15 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   check_bits(c.text_bits.data(), "the text-token set");
   // The trie tables depend only on the vocabulary: reuse the copy of an earlier blob that
   // stored the very same bytes (already validated), else decode and validate them.
-  std::string key(8, '\0');
-  std::memcpy(&key[0], &meta[0], 4);
-  std::memcpy(&key[4], &meta[1], 4);
-  key.append(blob.data() + trie_key_begin, trie_key_end - trie_key_begin);
-  std::shared_ptr<const TrieTables> tables = find_trie_tables(key);
+  char head[kTrieKeyHead];
+  std::memcpy(head, &meta[0], 4);
+  std::memcpy(head + 4, &meta[1], 4);
+  const std::string_view head_view(head, kTrieKeyHead);
+  const std::string_view rest = blob.substr(trie_key_begin, trie_key_end - trie_key_begin);
+  std::shared_ptr<const TrieTables> tables = find_trie_tables(head_view, rest);
   if (!tables) {
+    std::string key(head_view);
+    key.append(rest);
     tables = decode_trie(c, trie_byte, trie_depth, token_flags, first_tokens, extra_tokens,
                          std::move(key));
     remember_trie_tables(tables);
