@@ -278,3 +278,24 @@ def test_bounded_strings_share_walks_only_within_reach() -> None:
             assert bitmask_to_ids(bitmask[0], compiled.vocab_size) == [
                 token for token, ok in enumerate(expected) if ok
             ], text[:end]
+
+
+@pytest.mark.parametrize("longest, bound", [(9, 10), (12, 12), (12, 20)])
+def test_bounded_strings_take_whole_subtrees_only_when_they_fit(longest: int, bound: int) -> None:
+    # Runs of "a" tokens form subtrees of one byte, which a bounded string's states walk in one
+    # step while the bound leaves room for the whole subtree, and node by node near the bound.
+    tokens = [b"a" * length for length in range(1, longest + 1)] + [b'"', b"<eos>"]
+    vocab = Vocab(tokens, eos_ids=[len(tokens) - 1], special_ids=[len(tokens) - 1])
+    ir = Grammar.from_json_schema({"type": "string", "maxLength": bound}).ir
+    compiled = compile_grammar(ir, vocab)
+    oracle = ReferenceMatcher(ir)
+    matcher = compiled.matcher()
+    text = b'"' + b"a" * bound + b'"'
+    for end in range(1, len(text) + 1):
+        assert matcher.accept_string(text[end - 1 : end])
+        expected = oracle.allowed_tokens(text[:end], tokens, vocab.special_ids, vocab.eos_ids)
+        bitmask = allocate_token_bitmask(1, compiled.vocab_size)
+        matcher.fill_next_token_bitmask(bitmask)
+        assert bitmask_to_ids(bitmask[0], compiled.vocab_size) == [
+            token for token, ok in enumerate(expected) if ok
+        ], text[:end]

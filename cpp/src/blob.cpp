@@ -67,6 +67,7 @@ class VocabIndex {
   // that loops on all those bytes and does not accept takes the whole subtree at once.
   std::vector<uint32_t> subtree_summary;
   std::vector<uint64_t> subtree_bytes;
+  std::vector<uint16_t> subtree_height;  // by summary: how many bytes below the node it reaches
   // By byte: how many bytes below its depth-1 node the deepest token reaches (how far a walk
   // of that subtree reads past the state it enters).
   uint16_t root_height[256] = {};
@@ -96,6 +97,8 @@ constexpr size_t kWalkCacheBytes = size_t{64} << 20;
 // Subtree summaries (VocabIndex::subtree_summary) for nodes with at least this many nodes below.
 constexpr uint32_t kSummarisedSubtree = 8;
 constexpr uint32_t kNoSummary = 0xffffffffu;
+// Uniform runs (see `run_masks` in build_runtime_blob) are followed at most this many bytes.
+constexpr uint32_t kMaxUniformRun = 24;
 
 // Portable bit count (the generic x86-64 target has no POPCNT, and the builtin then calls a
 // slow library routine).
@@ -790,6 +793,7 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
     const TokenTrie& trie = index->trie;
     const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
     std::vector<uint64_t> below(static_cast<size_t>(num_nodes) * 4, 0);
+    std::vector<uint16_t> height(num_nodes, 0);
     index->subtree_summary.assign(num_nodes, kNoSummary);
     for (uint32_t c = 1; c < num_nodes; c = trie.end[c]) {
       uint16_t height = 0;
@@ -804,10 +808,12 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
         const uint64_t* theirs = &below[static_cast<size_t>(c) * 4];
         for (int w = 0; w < 4; ++w) mine[w] |= theirs[w];
         mine[trie.byte[c] >> 6] |= uint64_t{1} << (trie.byte[c] & 63);
+        height[n] = std::max<uint16_t>(height[n], static_cast<uint16_t>(height[c] + 1));
       }
       if (trie.end[n] - n - 1 >= kSummarisedSubtree) {
         index->subtree_summary[n] = static_cast<uint32_t>(index->subtree_bytes.size() / 4);
         index->subtree_bytes.insert(index->subtree_bytes.end(), mine, mine + 4);
+        index->subtree_height.push_back(height[n]);
       }
     }
   }
@@ -959,6 +965,59 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     }
     return &self_loops[at];
   };
+  // Uniform runs, for states that step through a chain instead of looping (a bounded string's
+  // states, one per position). dominant[s] is the live state most bytes lead to from s (the
+  // first such in byte order) and uniform[s] those bytes; run mask d of s (d = 1 ..
+  // kMaxUniformRun) is the intersection of uniform[] along s, dominant[s], ... for d states, or
+  // empty once a state after the first accepts. A subtree d bytes high whose bytes are all in
+  // run mask d of s is walked by one state per depth, alive and (above its leaves) not
+  // accepting: all its tokens are inside and it has no exits.
+  std::vector<int32_t> dominant(num_states, -2);  // -2: not computed yet, -1: none
+  std::vector<uint64_t> uniform(static_cast<size_t>(num_states) * 4, 0);
+  auto dominant_of = [&](int32_t state) {
+    if (dominant[state] == -2) {
+      const int32_t* row = &g.dfa_table[static_cast<size_t>(state) * 256];
+      int32_t best = -1;
+      uint32_t best_count = 0;
+      for (uint32_t b = 0; b < 256 && best_count < 256 - b; ++b) {
+        const int32_t t = row[b];
+        if (t < 0 || t == best) continue;
+        uint32_t count = 0;
+        for (uint32_t c = b; c < 256; ++c) count += row[c] == t;
+        if (count > best_count) {
+          best = t;
+          best_count = count;
+        }
+      }
+      dominant[state] = best;
+      uint64_t* mask = &uniform[static_cast<size_t>(state) * 4];
+      for (uint32_t b = 0; best >= 0 && b < 256; ++b) {
+        if (row[b] == best) mask[b >> 6] |= uint64_t{1} << (b & 63);
+      }
+    }
+    return dominant[state];
+  };
+  std::vector<uint64_t> run_masks;
+  std::vector<uint32_t> run_index(num_states, kNoSummary);
+  auto run_mask = [&](int32_t state, uint32_t length) -> const uint64_t* {
+    uint32_t& at = run_index[state];
+    if (at == kNoSummary) {
+      at = static_cast<uint32_t>(run_masks.size());
+      run_masks.resize(run_masks.size() + 4 * kMaxUniformRun, 0);
+      uint64_t mask[4] = {~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}};
+      int32_t q = state;
+      for (uint32_t d = 1; d <= kMaxUniformRun; ++d) {
+        if (q < 0 || (d > 1 && g.dfa_accepting[q]) || dominant_of(q) < 0) break;
+        const uint64_t* bytes = &uniform[static_cast<size_t>(q) * 4];
+        for (int w = 0; w < 4; ++w) {
+          mask[w] &= bytes[w];
+          run_masks[at + 4 * (d - 1) + w] = mask[w];
+        }
+        q = dominant[q];
+      }
+    }
+    return &run_masks[at + 4 * (length - 1)];
+  };
   auto walk_part = [&](uint32_t root, int32_t next) {
     auto walked = std::make_shared<Part>();
     Part& part = *walked;
@@ -986,12 +1045,20 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     // Whether the whole subtree below `node` stays in `state`: then its tokens are one range
     // (positions of a subtree are contiguous) and, the state not accepting, it has no exits.
     auto take_below = [&](uint32_t node, int32_t state) {
-      if (summary[node] == kNoSummary || accepting[state]) return false;
+      if (summary[node] == kNoSummary) return false;
       const uint64_t* bytes = &below[static_cast<size_t>(summary[node]) * 4];
-      const uint64_t* loops = loops_of(state);
-      for (int w = 0; w < 4; ++w) {
-        if (bytes[w] & ~loops[w]) return false;
+      bool inside = !accepting[state];
+      if (inside) {  // the state loops on every byte below
+        const uint64_t* loops = loops_of(state);
+        for (int w = 0; w < 4 && inside; ++w) inside = (bytes[w] & ~loops[w]) == 0;
       }
+      const uint32_t height = v.subtree_height[summary[node]];
+      if (!inside && height <= kMaxUniformRun) {  // or steps through a uniform run
+        const uint64_t* run = run_mask(state, height);
+        inside = true;
+        for (int w = 0; w < 4 && inside; ++w) inside = (bytes[w] & ~run[w]) == 0;
+      }
+      if (!inside) return false;
       const uint32_t first = tok_offsets[node + 1], last = tok_offsets[subtree_end[node]];
       if (first != last) {
         if (!ranges.empty() && ranges.back().second == first) {
