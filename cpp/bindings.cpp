@@ -203,9 +203,15 @@ PYBIND11_MODULE(_core, m) {
   py::class_<VocabIndexHandle>(
       m, "VocabIndex",
       "A vocabulary's token trie and per-token tables, built once and shared by every compile.")
-      .def_property_readonly("vocab_size", [](const VocabIndexHandle& h) {
-        return gramkiln::vocab_index_size(*h.index);
-      });
+      .def_property_readonly("vocab_size",
+                             [](const VocabIndexHandle& h) {
+                               return gramkiln::vocab_index_size(*h.index);
+                             })
+      .def(
+          "clear_walk_cache",
+          [](const VocabIndexHandle& h) { return gramkiln::clear_walk_cache(*h.index); },
+          "Drop the cached trie walks shared by compiles (for cold-compile measurements); "
+          "returns the bytes they held. Compiled tables are the same either way.");
 
   m.def(
       "build_vocab_index",

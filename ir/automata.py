@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 from typing import Literal as Literal_
 
@@ -121,6 +122,18 @@ class _ByteNFA:
         self.epsilon: defaultdict[int, list[int]] = defaultdict(list)
         self.edges: defaultdict[int, list[tuple[int, int, int]]] = defaultdict(list)
         self.count = 0
+        # Exit states of choice alternatives and terminal copies: each one's only edge is an
+        # epsilon to the state it forwards to (constructions add edges into their target,
+        # never out of it), so its future is exactly that state's.
+        self.forward: dict[int, int] = {}
+        # Entry state of the copy of a terminal built towards a continuation, by (name, end
+        # of the target's forwarding chain): a terminal used many times before the same
+        # continuation (a key complement's string tail after every key prefix) is built
+        # once, which keeps the subset construction near the minimal DFA.
+        self.copies: dict[tuple[str, int], int] = {}
+        # UTF-8 suffix states shared by every class: (lo, hi, next) -> the state whose one
+        # edge reads lo..hi into next (the same future wherever it is used).
+        self.suffix_states: dict[tuple[int, int, int], int] = {}
 
     def new_state(self) -> int:
         if self.count >= self.max_states:
@@ -130,6 +143,18 @@ class _ByteNFA:
             )
         self.count += 1
         return self.count - 1
+
+    def forward_to(self, state: int, target: int) -> None:
+        """Give the fresh exit `state` its one edge, an epsilon to `target`."""
+        self.epsilon[state].append(target)
+        self.forward[state] = target
+
+    def resolve(self, state: int) -> int:
+        """The end of the chain of forwarding states from `state`."""
+        forward = self.forward
+        while state in forward:
+            state = forward[state]
+        return state
 
 
 def build_dfa(
@@ -329,9 +354,9 @@ class _Encoder:
         self.code += expr.data
 
     def _class(self, expr: CharClass) -> None:
-        self.code += (_OP_CLASS, 3 + 2 * len(expr.ranges), 1 if expr.negated else 0)
-        for lo, hi in expr.ranges:
-            self.code += (lo, hi)
+        ranges = expr.ranges
+        self.code += (_OP_CLASS, 3 + 2 * len(ranges), 1 if expr.negated else 0)
+        self.code.extend(chain.from_iterable(ranges))
 
     def _seq(self, expr: Seq) -> None:
         self._with_children(_OP_SEQ, expr.items)
@@ -482,9 +507,12 @@ def _connect(
     elif isinstance(expr, CharClass):
         # Sequences share their common suffixes (most end in the same continuation-byte
         # ranges), which keeps the NFA and the subset construction close to minimal.
-        suffix_states: dict[tuple[int, int, int], int] = {}
+        # They are shared by all classes of the expression, towards the end of the
+        # target's forwarding chain.
+        suffix_states = nfa.suffix_states
+        end = nfa.resolve(target)
         for sequence in _class_sequences(expr.positive_ranges()):
-            nxt = target
+            nxt = end
             for byte_lo, byte_hi in reversed(sequence[1:]):
                 key = (byte_lo, byte_hi, nxt)
                 state = suffix_states.get(key)
@@ -495,8 +523,16 @@ def _connect(
             nfa.edges[source].append((sequence[0][0], sequence[0][1], nxt))
     elif isinstance(expr, Seq):
         current = source
-        for index, item in enumerate(expr.items):
-            nxt = target if index == len(expr.items) - 1 else nfa.new_state()
+        items = expr.items
+        for index, item in enumerate(items):
+            if index == len(items) - 2:
+                # The last item is a terminal already built towards this target: the item
+                # before it leads straight into that copy.
+                shared = _existing_copy(nfa, items[-1], target, inlining)
+                if shared is not None:
+                    _connect(nfa, item, current, shared, terminals, inlining)
+                    break
+            nxt = target if index == len(items) - 1 else nfa.new_state()
             _connect(nfa, item, current, nxt, terminals, inlining)
             current = nxt
         if not expr.items:
@@ -505,7 +541,7 @@ def _connect(
         for alternative in expr.alternatives:
             entry, exit_ = nfa.new_state(), nfa.new_state()
             nfa.epsilon[source].append(entry)
-            nfa.epsilon[exit_].append(target)
+            nfa.forward_to(exit_, target)
             _connect(nfa, alternative, entry, exit_, terminals, inlining)
     elif isinstance(expr, Repeat):
         current = source
@@ -529,19 +565,39 @@ def _connect(
                 current = nxt
             nfa.epsilon[current].append(target)
     elif isinstance(expr, Ref):
-        if expr.name in inlining:
-            chain = " -> ".join(inlining + (expr.name,))
-            raise CompileError(f"terminal {expr.name} is recursive: {chain}")
+        _check_not_recursive(expr.name, inlining)
         body = terminals.get(expr.name)
         if body is None:
             raise CompileError(f"unknown terminal {expr.name} in a terminal expression")
+        key = (expr.name, nfa.resolve(target))
+        shared = nfa.copies.get(key)
+        if shared is not None:
+            nfa.epsilon[source].append(shared)
+            return
         entry, exit_ = nfa.new_state(), nfa.new_state()
         nfa.epsilon[source].append(entry)
-        nfa.epsilon[exit_].append(target)
+        nfa.forward_to(exit_, target)
         _connect(nfa, body, entry, exit_, terminals, inlining + (expr.name,))
+        nfa.copies[key] = entry
     else:
         kind = getattr(expr, "kind", type(expr).__name__)
         raise CompileError(f"{kind} elements cannot appear in a terminal expression")
+
+
+def _check_not_recursive(name: str, inlining: tuple[str, ...]) -> None:
+    if name in inlining:
+        chain = " -> ".join(inlining + (name,))
+        raise CompileError(f"terminal {name} is recursive: {chain}")
+
+
+def _existing_copy(nfa: _ByteNFA, item: Node, target: int, inlining: tuple[str, ...]) -> int | None:
+    """When `item` references a terminal with a copy built towards `target`'s continuation,
+    that copy's entry state (after the check the reference itself would make, so errors stay
+    the same); else None."""
+    if not isinstance(item, Ref):
+        return None
+    _check_not_recursive(item.name, inlining)
+    return nfa.copies.get((item.name, nfa.resolve(target)))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -572,8 +628,13 @@ def _determinise(
     ascending order), the accepting flags, and the class of every byte.
     """
     closure_cache: dict[int, frozenset[int]] = {}
+    edges = nfa.edges
 
     def closure_of_state(state: int) -> frozenset[int]:
+        """The important states of the epsilon closure: those with byte edges, and the final
+        state. The others (epsilon-only states a closure passes through) change neither
+        what a subset reads next nor whether it accepts, so subsets keep just these, and
+        paths through different epsilon states into the same states give one DFA state."""
         cached = closure_cache.get(state)
         if cached is None:
             seen = {state}
@@ -583,7 +644,7 @@ def _determinise(
                     if nxt not in seen:
                         seen.add(nxt)
                         stack.append(nxt)
-            cached = closure_cache[state] = frozenset(seen)
+            cached = closure_cache[state] = frozenset(s for s in seen if s == final or edges.get(s))
         return cached
 
     classes = _byte_classes(nfa)

@@ -43,6 +43,7 @@ __all__ = [
     "ir_hash",
     "load_artifact",
     "make_header",
+    "make_header_without_ir_hash",
     "read_artifact",
     "save_artifact",
     "write_artifact",
@@ -98,16 +99,25 @@ def make_header(
     `extra` adds producer-specific keys (e.g. table layout versions); values must be
     msgpack-encodable without floats that vary (see `write_artifact`).
     """
+    header = make_header_without_ir_hash(vocab, options, **extra)
+    header["ir_hash"] = ir_hash(ir, packed_ir)
+    return header
+
+
+def make_header_without_ir_hash(
+    vocab: Vocab, options: Mapping[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """`make_header` less the `ir_hash` key, for producers that add it later (the IR hash
+    needs the IR's encoding, which `CompiledGrammar` only makes when it is asked for)."""
     from gramkiln import __version__
 
     header: dict[str, Any] = {
         "producer": f"gramkiln {__version__}",
-        "ir_hash": ir_hash(ir, packed_ir),
         "vocab": vocab.fingerprint_info(),
         "options": dict(options or {}),
     }
     for key, value in extra.items():
-        if key in header or key == CHECKSUM_KEY:
+        if key in header or key in ("ir_hash", CHECKSUM_KEY):
             raise ArtifactError(f"header key {key!r} is reserved")
         header[key] = value
     return header

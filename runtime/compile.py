@@ -91,6 +91,9 @@ class _Flattener:
         self.ignore_star: tuple[str, int] | None = None
         self.wrapped: dict[tuple[str, int], tuple[str, int]] = {}
         self.pending_rules: list[str] = []  # rules referenced but not flattened yet, in order
+        # Symbols of each rule reference (the same rules are referenced thousands of times
+        # in big JSON Schema grammars; the answer never changes once given).
+        self.references: dict[str, tuple[tuple[str, int], ...]] = {}
 
     # -- symbols ----------------------------------------------------------------------------
     def nonterminal(self, name: str) -> tuple[str, int]:
@@ -156,7 +159,7 @@ class _Flattener:
         if isinstance(expr, Seq):
             out: list[tuple[str, int]] = []
             for item in expr.items:
-                out.extend(self.symbols(item))
+                out.extend(self.reference(item.name) if type(item) is Ref else self.symbols(item))
             return out
         if isinstance(expr, Choice):
             symbol, fresh = self.helper("choice:" + _key(expr))
@@ -175,7 +178,7 @@ class _Flattener:
         if isinstance(expr, CharClass):
             return self.after_lexeme(self.lexeme("lit:" + print_expr(expr), expr))
         if isinstance(expr, Ref):
-            return self.reference(expr.name)
+            return list(self.reference(expr.name))
         if isinstance(expr, TokenSet):
             return self.after_lexeme(self.tokenset(self.token_ids(expr)))
         if isinstance(expr, SpecialToken):
@@ -184,8 +187,14 @@ class _Flattener:
             raise CompileError(f"embedded grammar @{expr.name} was not inlined")
         raise CompileError(f"cannot compile expression of kind {expr.kind}")
 
-    def reference(self, name: str) -> list[tuple[str, int]]:
+    def reference(self, name: str) -> tuple[tuple[str, int], ...]:
         """Symbols for a reference: a lexeme for terminals and lazy-like rules."""
+        known = self.references.get(name)
+        if known is None:
+            known = self.references[name] = tuple(self._reference(name))
+        return known
+
+    def _reference(self, name: str) -> list[tuple[str, int]]:
         rule = self.rules.get(name)
         if rule is None:
             raise CompileError(f"reference to undefined rule {name}")
@@ -253,7 +262,7 @@ class _Flattener:
         prefix = []
         if self.ir.ignore and self.ir.options.allow_initial_skip:
             prefix = [self.ignore_repeat()]
-        self.add(start, prefix + self.reference(self.ir.start))
+        self.add(start, [*prefix, *self.reference(self.ir.start)])
         # First-use order, breadth first: the numbering (and so the artifact) is deterministic.
         position = 0
         while position < len(self.pending_rules):
@@ -310,8 +319,13 @@ def flatten_grammar(ir: GrammarIR, vocab: Any) -> FlatGrammar:
                 missing[user] -= 1
                 if missing[user] == 0:
                     ready.append(user)
-    flat.productions = [(lhs, rhs) for lhs, rhs in flat.productions if all(ok(s) for s in rhs)]
+    # Usually every symbol is productive and there is nothing to remove.
+    if not (all(productive_nt) and all(productive_lexeme) and all(productive_set)):
+        flat.productions = [(lhs, rhs) for lhs, rhs in flat.productions if all(ok(s) for s in rhs)]
     return flat
+
+
+_DEAD_ROW = np.full((1, 256), -1, dtype=np.int32)
 
 
 def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> bytes:
@@ -325,36 +339,44 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
 
     n = len(flat.nonterminal_names)
     lexeme_count = len(flat.lexeme_dfas)
-
-    def number(symbol: tuple[str, int]) -> int:
-        kind, index = symbol
-        return index if kind == "N" else n + index if kind == "L" else n + lexeme_count + index
+    first_id = {"N": 0, "L": n, "S": n + lexeme_count}  # symbol numbering by kind
 
     prod_lhs: list[int] = []
     prod_offsets: list[int] = [0]
     prod_rhs: list[int] = []
     for lhs, rhs in flat.productions:
         prod_lhs.append(lhs)
-        prod_rhs.extend(number(s) for s in rhs)
+        prod_rhs.extend([first_id[kind] + index for kind, index in rhs])
         prod_offsets.append(len(prod_rhs))
-    tables, accepting, owner, starts = [], [], [], []
-    base = 0
-    for index, dfa in enumerate(flat.lexeme_dfas):
-        count = len(dfa.accepting)
-        if count == 0:  # empty language: one dead state keeps the numbering simple
-            tables.append(np.full((1, 256), -1, dtype=np.int32))
-            accepting.append(0)
-            owner.append(index)
-            starts.append(base)
-            base += 1
-            continue
-        table = np.asarray(dfa.table, dtype=np.int32)
-        tables.append(np.where(table >= 0, table + base, -1).astype(np.int32))
-        accepting.extend(int(a) for a in dfa.accepting)
-        owner.extend([index] * count)
-        starts.append(base + int(dfa.start))
-        base += count
-    table_bytes = np.concatenate(tables).astype("<i4").tobytes() if tables else b""
+    # All DFA tables in one array, each lexeme's state ids shifted by its first global id in
+    # one vectorised pass. A lexeme with the empty language gets one dead state, which keeps
+    # the numbering simple.
+    dfas = flat.lexeme_dfas
+    counts = [len(dfa.accepting) or 1 for dfa in dfas]
+    bases = np.cumsum([0, *counts[:-1]], dtype=np.int64).tolist() if dfas else []
+    if dfas:
+        table = np.concatenate(
+            [
+                np.asarray(dfa.table, dtype=np.int32) if len(dfa.accepting) else _DEAD_ROW
+                for dfa in dfas
+            ],
+            dtype=np.int32,
+        )
+        shift = np.repeat(np.asarray(bases, dtype=np.int32), counts)[:, None]
+        # Dead entries (-1) stay: `table >> 31` is all ones exactly there, masking the shift
+        # (plain arithmetic, several times faster than a masked add).
+        table += shift & ~(table >> 31)
+        table_bytes = table.astype("<i4", copy=False).tobytes()
+    else:
+        table_bytes = b""
+    accepting = b"".join(
+        bytes(map(bool, dfa.accepting)) if len(dfa.accepting) else b"\0" for dfa in dfas
+    )
+    owner = np.repeat(np.arange(len(dfas), dtype=np.uint32), counts).tolist()
+    starts = [
+        base + (int(dfa.start) if len(dfa.accepting) else 0)
+        for base, dfa in zip(bases, dfas, strict=True)
+    ]
     tokenset_offsets: list[int] = [0]
     tokenset_ids: list[int] = []
     for ids in flat.tokensets:
@@ -368,7 +390,7 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         prod_rhs,
         starts,
         table_bytes,
-        bytes(accepting),
+        accepting,
         owner,
         tokenset_offsets,
         tokenset_ids,

@@ -17,8 +17,9 @@ from gramkiln.ir import GrammarIR, ir_to_msgpack
 from gramkiln.runtime import _core
 from gramkiln.runtime.artifact import (
     check_vocab,
+    ir_hash,
     load_artifact,
-    make_header,
+    make_header_without_ir_hash,
     read_artifact,
     save_artifact,
     write_artifact,
@@ -34,7 +35,7 @@ RUNTIME_LAYOUT = 1
 class CompiledGrammar:
     """A grammar compiled against one vocabulary: save it, load it, make matchers from it."""
 
-    __slots__ = ("_header", "_sections", "_runtime")
+    __slots__ = ("_header", "_sections", "_runtime", "_pending_ir")
 
     def __init__(self, header: Mapping[str, Any], sections: Mapping[str, bytes]) -> None:
         if RUNTIME_SECTION not in sections:
@@ -47,6 +48,8 @@ class CompiledGrammar:
         # The checksum belongs to one encoding; write_artifact recomputes it.
         self._header = {k: v for k, v in header.items() if k != "checksum"}
         self._sections = dict(sections)
+        # Set by from_parts: the source IR whose section and hash are not made yet.
+        self._pending_ir: GrammarIR | None = None
         self._runtime = _core.load_runtime(self._sections[RUNTIME_SECTION])
         vocab_info = self._header.get("vocab")
         if not isinstance(vocab_info, Mapping) or vocab_info.get("vocab_size") != (
@@ -58,18 +61,39 @@ class CompiledGrammar:
     def from_parts(
         cls, ir: GrammarIR, vocab: Any, runtime_blob: bytes, options: Mapping[str, Any]
     ) -> CompiledGrammar:
-        """Assemble a compiled grammar from the compiler's outputs."""
+        """Assemble a compiled grammar from the compiler's outputs.
+
+        The runtime tables are validated now. The IR section and the header's IR hash are
+        made on first need (saving, `to_bytes`, `header`): encoding a large IR costs more
+        than the rest of this step, and a grammar used only in this process never needs it.
+        The IR is immutable, so the bytes are the same whenever they are made.
+        """
+        header = make_header_without_ir_hash(vocab, options, runtime_layout=RUNTIME_LAYOUT)
+        compiled = cls(header, {RUNTIME_SECTION: runtime_blob})
+        compiled._pending_ir = ir
+        return compiled
+
+    def _complete(self) -> None:
+        """Encode the pending IR into the `ir` section and the header's `ir_hash`."""
+        ir = self._pending_ir
+        if ir is None:
+            return
         packed = ir_to_msgpack(ir)
-        header = make_header(ir, vocab, options, packed_ir=packed, runtime_layout=RUNTIME_LAYOUT)
-        return cls(header, {"ir": packed, RUNTIME_SECTION: runtime_blob})
+        # Both entries are set before the IR is dropped, so a concurrent caller either sees
+        # the IR still pending (and computes the same bytes) or the finished entries.
+        self._sections["ir"] = packed
+        self._header["ir_hash"] = ir_hash(ir, packed)
+        self._pending_ir = None
 
     # -- persistence ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """The artifact bytes (deterministic for the same grammar, vocabulary and options)."""
+        self._complete()
         return write_artifact(self._header, self._sections)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the artifact to `path` atomically."""
+        self._complete()
         save_artifact(path, self._header, self._sections)
 
     @classmethod
@@ -103,6 +127,7 @@ class CompiledGrammar:
     @property
     def header(self) -> dict[str, Any]:
         """The artifact header (producer, IR hash, vocabulary fingerprint, options)."""
+        self._complete()
         return dict(self._header)
 
     @property
@@ -111,6 +136,7 @@ class CompiledGrammar:
         return len(self.to_bytes())
 
     def __repr__(self) -> str:
+        self._complete()
         return (
             f"<CompiledGrammar vocab_size={self.vocab_size} ir_hash={self._header['ir_hash'][:12]}>"
         )

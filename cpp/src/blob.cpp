@@ -31,6 +31,17 @@ struct TokenTrie {
   std::vector<uint16_t> depth;  // root 0
 };
 
+// The walk of one first-byte subtree of the trie in one DFA state: the tokens it reaches, as
+// ranges [first, second) of positions in trie.tokens (the tokens of a run of consecutive trie
+// nodes are contiguous, so a wide walk is a handful of ranges), and the nodes with children
+// where the lexeme can end (ascending).
+struct WalkPart {
+  std::vector<std::pair<uint32_t, uint32_t>> token_ranges;
+  uint64_t num_tokens = 0;
+  std::vector<uint32_t> exit_nodes;
+  size_t bytes() const { return 8 * token_ranges.size() + 4 * exit_nodes.size() + 64; }
+};
+
 // Everything the builder needs from a vocabulary, computed once per vocabulary and shared by
 // every compile (immutable after construction, so any number of threads may read it).
 class VocabIndex {
@@ -40,12 +51,26 @@ class VocabIndex {
   uint64_t text_count = 0;
   std::vector<uint32_t> text_bits;
   TokenTrie trie;
-  // Children of node n, ascending (so by byte): child_nodes[child_offsets[n] .. [n + 1]).
-  std::vector<uint32_t> child_offsets, child_nodes;
   std::string stored_trie;  // the trie arrays exactly as every blob stores them
   // The loader's decoded form of this vocabulary's trie, kept alive with the index so that
   // loading any blob built from it (starting with the compile's own check) skips decoding.
   std::shared_ptr<const TrieTables> decoded;
+  // Walks of wide first-byte subtrees by (first-byte node, the language of the state entered,
+  // written canonically): the same string and number lexemes recur across grammars, and their
+  // walks cover most of the trie. A walk depends on nothing else, so a hit is exactly the walk
+  // it replaces and blobs stay byte-identical. Bounded by bytes; past the bound, no new entries.
+  mutable std::mutex walk_mutex;
+  mutable std::unordered_map<std::string, std::shared_ptr<const WalkPart>> walk_cache;
+  mutable size_t walk_cache_bytes = 0;
+  // For nodes with a large subtree, the bytes found anywhere below them (4 x 64 bits, at
+  // subtree_bytes[4 * subtree_summary[n]]; kNoSummary for the other nodes). A walk in a state
+  // that loops on all those bytes and does not accept takes the whole subtree at once.
+  std::vector<uint32_t> subtree_summary;
+  std::vector<uint64_t> subtree_bytes;
+  std::vector<uint16_t> subtree_height;  // by summary: how many bytes below the node it reaches
+  // By byte: how many bytes below its depth-1 node the deepest token reaches (how far a walk
+  // of that subtree reads past the state it enters).
+  uint16_t root_height[256] = {};
 };
 
 namespace {
@@ -63,6 +88,17 @@ constexpr uint8_t kInsideDense = 0, kInsideIds = 1, kInsideTextExcept = 2, kInsi
 // the blob (valid blobs stay far below: the builder emits per-class lists of a few states each).
 constexpr uint64_t kMaxExitExpansion = 64;
 constexpr uint64_t kMinExitBudget = uint64_t{1} << 22;
+// Walk cache (VocabIndex::walk_cache): states with at least this many live bytes (the wide
+// walks: strings, numbers) and at most this many reachable states (so the key stays small and
+// quick to write) are looked up; the cache stops growing at kWalkCacheBytes.
+constexpr uint32_t kCachedWalkMinLiveBytes = 16;
+constexpr uint32_t kCachedWalkMaxStates = 32;
+constexpr size_t kWalkCacheBytes = size_t{64} << 20;
+// Subtree summaries (VocabIndex::subtree_summary) for nodes with at least this many nodes below.
+constexpr uint32_t kSummarisedSubtree = 8;
+constexpr uint32_t kNoSummary = 0xffffffffu;
+// Uniform runs (see `run_masks` in build_runtime_blob) are followed at most this many bytes.
+constexpr uint32_t kMaxUniformRun = 24;
 
 // Portable bit count (the generic x86-64 target has no POPCNT, and the builtin then calls a
 // slow library routine).
@@ -303,9 +339,14 @@ uint32_t byte_classes(const std::vector<int32_t>& table, uint32_t num_states,
 // successor that changed class in the previous round ("dirty") can move: the others keep the
 // signature they shared with their class, so each round costs the dirty states only (a long
 // chain of string states advances one state per round instead of rescanning all states).
+//
+// `by_depth` receives the partition after every round, before the final numbering: entry
+// d * n + s is the class of state s among states that agree on strings of at most d bytes, for
+// d up to the returned `stable_depth` (later rounds change nothing).
 uint32_t state_classes(const std::vector<int32_t>& class_table,
                        const std::vector<uint8_t>& accepting, uint32_t num_byte_classes,
-                       uint32_t depth, std::vector<uint32_t>& class_of) {
+                       uint32_t depth, std::vector<uint32_t>& class_of,
+                       std::vector<uint32_t>& by_depth, uint32_t& stable_depth) {
   const uint32_t n = static_cast<uint32_t>(accepting.size());
   const uint32_t k = num_byte_classes;
   constexpr uint32_t kDead = 0xffffffffu;
@@ -367,6 +408,8 @@ uint32_t state_classes(const std::vector<int32_t>& class_table,
   std::vector<uint32_t> position(n);  // index of a dirty state in `dirty`
   std::vector<uint32_t> group_of, group_first;
   std::unordered_map<uint64_t, std::vector<uint32_t>> groups_by_hash;
+  by_depth.assign(class_of.begin(), class_of.end());
+  stable_depth = 0;
   for (uint32_t round = 0; round < depth && !dirty.empty(); ++round) {
     std::sort(dirty.begin(), dirty.end());
     sigs.resize(dirty.size() * static_cast<size_t>(k));
@@ -446,6 +489,9 @@ uint32_t state_classes(const std::vector<int32_t>& class_table,
           list.end());
     }
     for (uint32_t s : dirty) is_dirty[s] = 0;
+    if (changed.empty()) break;  // stable: no later round can split anything
+    by_depth.insert(by_depth.end(), class_of.begin(), class_of.end());
+    stable_depth = round + 1;
     dirty.clear();
     for (uint32_t t : changed) {
       for (uint32_t i = pred_offsets[t]; i < pred_offsets[t + 1]; ++i) {
@@ -467,29 +513,37 @@ uint32_t state_classes(const std::vector<int32_t>& class_table,
   return count;
 }
 
-uint64_t differing_bits(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
-  uint64_t count = 0;
-  for (size_t w = 0; w < a.size(); ++w) count += popcount32(a[w] ^ b[w]);
-  return count;
+// How many positions lie in exactly one of two ascending lists of disjoint ranges.
+uint64_t ranges_symmetric_difference(const std::vector<std::pair<uint32_t, uint32_t>>& a,
+                                     const std::vector<std::pair<uint32_t, uint32_t>>& b) {
+  uint64_t size = 0, common = 0;
+  for (const auto& [first, last] : a) size += last - first;
+  for (const auto& [first, last] : b) size += last - first;
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    const uint32_t low = std::max(a[i].first, b[j].first);
+    const uint32_t high = std::min(a[i].second, b[j].second);
+    if (low < high) common += high - low;
+    if (a[i].second < b[j].second) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return size - 2 * common;
 }
 
 // An inside set on disk, in the smallest of four forms (ties go to the earlier one): dense
 // words, the ascending ids it holds, the ascending text-token ids it lacks, or an earlier set
 // (`base`, when given) with the ascending ids whose membership differs. Neighbouring states
-// often differ in a few first bytes only, which makes the last form small.
+// often differ in a few first bytes only, which makes the last form small. The caller knows
+// how many tokens the set holds (`present`) and how many differ from the base (`differing`),
+// so the choice needs no pass over the dense set.
 void encode_inside_set(const std::vector<uint32_t>& bits, const std::vector<uint32_t>* base,
-                       uint32_t base_id, const VocabIndex& v, std::vector<uint8_t>& kinds,
+                       uint32_t base_id, uint64_t present, uint64_t differing,
+                       const VocabIndex& v, std::vector<uint8_t>& kinds,
                        std::vector<uint32_t>& offsets, std::vector<uint32_t>& data) {
-  uint64_t present = 0, differing = ~uint64_t{0};
-  const uint64_t text = v.text_count;
-  for (uint32_t w = 0; w < v.words; ++w) present += popcount32(bits[w]);
-  if (base != nullptr) {
-    differing = 0;
-    for (uint32_t w = 0; w < v.words; ++w) {
-      differing += static_cast<uint64_t>(popcount32(bits[w] ^ (*base)[w]));
-    }
-  }
-  const uint64_t missing = text - present;  // inside sets only hold text tokens
+  if (base == nullptr) differing = ~uint64_t{0};
+  const uint64_t missing = v.text_count - present;  // inside sets only hold text tokens
   const uint64_t delta = differing == ~uint64_t{0} ? differing : differing + 1;
   auto append_ids = [&](auto word_at) {
     for (uint32_t w = 0; w < v.words; ++w) {
@@ -624,6 +678,9 @@ std::shared_ptr<const TrieTables> decode_trie(const Runtime& c, const ArrayView&
 struct TrieCache {
   std::mutex mutex;
   std::unordered_map<uint64_t, std::vector<std::weak_ptr<const TrieTables>>> by_hash;
+  // The tables found or added last: a process mostly loads blobs of one vocabulary, so one
+  // comparison usually finds them without hashing the megabyte of trie bytes.
+  std::weak_ptr<const TrieTables> last;
 };
 
 TrieCache& trie_cache() {
@@ -653,23 +710,49 @@ uint64_t hash_bytes(std::string_view bytes) {
   return hash;
 }
 
-std::shared_ptr<const TrieTables> find_trie_tables(const std::string& key) {
+// Trie cache keys are the 8 bytes of vocab_size and num_tokens (`head`), then the stored
+// text-token set and trie exactly as the blob holds them (`rest`): compared and hashed in these
+// two pieces, so a lookup reads the blob in place instead of copying a megabyte into a key.
+constexpr size_t kTrieKeyHead = 8;
+
+bool is_trie_key(const std::string& stored, std::string_view head, std::string_view rest) {
+  return stored.size() == head.size() + rest.size() &&
+         std::memcmp(stored.data(), head.data(), head.size()) == 0 &&
+         std::memcmp(stored.data() + head.size(), rest.data(), rest.size()) == 0;
+}
+
+uint64_t trie_key_hash(std::string_view head, std::string_view rest) {
+  return mix64(hash_bytes(head) ^ mix64(hash_bytes(rest)));
+}
+
+std::shared_ptr<const TrieTables> find_trie_tables(std::string_view head, std::string_view rest) {
   TrieCache& cache = trie_cache();
-  const uint64_t hash = hash_bytes(key);
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    std::shared_ptr<const TrieTables> last = cache.last.lock();
+    if (last && is_trie_key(last->stored, head, rest)) return last;
+  }
+  const uint64_t hash = trie_key_hash(head, rest);
   std::lock_guard<std::mutex> lock(cache.mutex);
   auto found = cache.by_hash.find(hash);
   if (found == cache.by_hash.end()) return nullptr;
   for (const auto& weak : found->second) {
     std::shared_ptr<const TrieTables> tables = weak.lock();
-    if (tables && tables->stored == key) return tables;
+    if (tables && is_trie_key(tables->stored, head, rest)) {
+      cache.last = tables;
+      return tables;
+    }
   }
   return nullptr;
 }
 
 void remember_trie_tables(const std::shared_ptr<const TrieTables>& tables) {
   TrieCache& cache = trie_cache();
-  const uint64_t hash = hash_bytes(tables->stored);
+  const std::string_view stored(tables->stored);
+  const uint64_t hash =
+      trie_key_hash(stored.substr(0, kTrieKeyHead), stored.substr(kTrieKeyHead));
   std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.last = tables;
   // Drop dead entries everywhere now and then, so the map tracks live vocabularies only.
   for (auto it = cache.by_hash.begin(); it != cache.by_hash.end();) {
     auto& list = it->second;
@@ -704,15 +787,36 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
   }
   index->trie = build_trie(v);
   index->stored_trie = store_trie(index->trie);
-  const TokenTrie& trie = index->trie;
-  const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
-  index->child_offsets.assign(num_nodes + 1, 0);
-  index->child_nodes.reserve(num_nodes);
-  for (uint32_t n = 0; n < num_nodes; ++n) {
-    index->child_offsets[n] = static_cast<uint32_t>(index->child_nodes.size());
-    for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) index->child_nodes.push_back(c);
+  {
+    // Bytes below every node, children before parents (a node's children follow it in the
+    // depth-first order, so a backward pass sees them first).
+    const TokenTrie& trie = index->trie;
+    const uint32_t num_nodes = static_cast<uint32_t>(trie.byte.size());
+    std::vector<uint64_t> below(static_cast<size_t>(num_nodes) * 4, 0);
+    std::vector<uint16_t> height(num_nodes, 0);
+    index->subtree_summary.assign(num_nodes, kNoSummary);
+    for (uint32_t c = 1; c < num_nodes; c = trie.end[c]) {
+      uint16_t height = 0;
+      for (uint32_t n = c; n < trie.end[c]; ++n) {
+        height = std::max<uint16_t>(height, static_cast<uint16_t>(trie.depth[n] - 1));
+      }
+      index->root_height[trie.byte[c]] = height;
+    }
+    for (uint32_t n = num_nodes; n-- > 1;) {
+      uint64_t* mine = &below[static_cast<size_t>(n) * 4];
+      for (uint32_t c = n + 1; c < trie.end[n]; c = trie.end[c]) {
+        const uint64_t* theirs = &below[static_cast<size_t>(c) * 4];
+        for (int w = 0; w < 4; ++w) mine[w] |= theirs[w];
+        mine[trie.byte[c] >> 6] |= uint64_t{1} << (trie.byte[c] & 63);
+        height[n] = std::max<uint16_t>(height[n], static_cast<uint16_t>(height[c] + 1));
+      }
+      if (trie.end[n] - n - 1 >= kSummarisedSubtree) {
+        index->subtree_summary[n] = static_cast<uint32_t>(index->subtree_bytes.size() / 4);
+        index->subtree_bytes.insert(index->subtree_bytes.end(), mine, mine + 4);
+        index->subtree_height.push_back(height[n]);
+      }
+    }
   }
-  index->child_offsets[num_nodes] = static_cast<uint32_t>(index->child_nodes.size());
   for (uint32_t w = 0; w < index->words; ++w) index->text_count += popcount32(index->text_bits[w]);
   {
     // The loader's cache key: vocab_size, num_tokens, then the text-token array and the
@@ -742,6 +846,14 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
 }
 
 uint32_t vocab_index_size(const VocabIndex& index) { return index.vocab_size; }
+
+size_t clear_walk_cache(const VocabIndex& index) {
+  std::lock_guard<std::mutex> lock(index.walk_mutex);
+  const size_t held = index.walk_cache_bytes;
+  index.walk_cache.clear();
+  index.walk_cache_bytes = 0;
+  return held;
+}
 
 std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
                                const std::vector<uint32_t>& end_tokens) {
@@ -790,9 +902,11 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       }
     }
   }
-  std::vector<uint32_t> state_class;
+  std::vector<uint32_t> state_class, class_by_depth;
+  uint32_t stable_depth = 0;
   const uint32_t num_classes =
-      state_classes(class_table, g.dfa_accepting, num_byte_classes, v.max_text_length, state_class);
+      state_classes(class_table, g.dfa_accepting, num_byte_classes, v.max_text_length, state_class,
+                    class_by_depth, stable_depth);
 
   // Per class of states (walked from its first state): the tokens that stay inside the lexeme
   // (deduplicated sets) and, by byte, the children of the trie nodes where the lexeme can end
@@ -805,15 +919,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   // set is then built from the most similar earlier class's set by swapping the differing
   // parts.
   const TokenTrie& trie = v.trie;
-  struct Part {
-    // Tokens reached, as ranges [first, second) of positions in trie.tokens: the tokens of a
-    // run of consecutive trie nodes are contiguous, so a wide walk is a handful of ranges.
-    std::vector<std::pair<uint32_t, uint32_t>> token_ranges;
-    uint64_t num_tokens = 0;
-    std::vector<uint32_t> exit_nodes;  // ascending
-  };
-  std::vector<Part> parts;
-  std::unordered_map<uint64_t, uint32_t> part_ids;  // first-byte node << 32 | class -> part
+  using Part = WalkPart;
+  std::vector<std::shared_ptr<const Part>> parts;
   constexpr uint32_t kNoPart = 0xffffffffu;
   std::vector<uint32_t> roots;                     // the depth-1 nodes, ascending
   std::vector<uint32_t> root_index(256, kNoPart);  // byte -> index in roots
@@ -822,6 +929,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     roots.push_back(c);
   }
   const size_t num_roots = roots.size();
+  // Part of (first-byte node, class of the state after its byte), by root index and class.
+  std::vector<uint32_t> part_of(num_roots * static_cast<size_t>(num_classes), kNoPart);
   // Live bytes of every state, ascending: a state with few (inside a literal) looks its
   // children up by byte instead of testing every child of the node.
   std::vector<uint32_t> live_offsets(num_states + 1, 0);
@@ -833,64 +942,235 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     }
     live_offsets[q + 1] = static_cast<uint32_t>(live_bytes.size());
   }
-  // Depth-first from `node`, entered in state `state` (after the node's byte): children are
-  // visited in node order, so token ranges and exits come out ascending. Recursion depth is at
-  // most the longest token.
-  struct Walker {
-    const TokenTrie& trie;
-    const VocabIndex& vocab;
-    const GrammarSpec& grammar;
-    const std::vector<uint32_t>& live_offsets;
-    const std::vector<uint8_t>& live_bytes;
-    Part* part;
-    void visit(uint32_t node, int32_t state) const {
-      const uint32_t first = trie.tok_offsets[node], last = trie.tok_offsets[node + 1];
+  // The walk of the subtree of `root`, entered in state `next` (after the root's byte). The
+  // trie is stored depth first (node n's subtree is [n, end[n])), so the walk is one forward
+  // scan over node ids: each node's state is its parent's state (kept per depth) stepped by the
+  // node's byte, and a dead step jumps over the node's whole subtree. Nodes come in node order,
+  // so token ranges and exit nodes come out ascending (the same pre-order a recursive walk
+  // gives), with sequential memory access and no per-node child lookups.
+  std::vector<int32_t> state_at_depth(static_cast<size_t>(v.max_text_length) + 2);
+  // Per state, the bytes on which it stays in itself (4 x 64 bits), computed on first use; only
+  // non-accepting states get them (an accepting state's subtrees hold exits to record).
+  std::vector<uint64_t> self_loops;
+  std::vector<uint32_t> self_loop_index(num_states, kNoSummary);
+  auto loops_of = [&](int32_t state) -> const uint64_t* {
+    uint32_t& at = self_loop_index[state];
+    if (at == kNoSummary) {
+      at = static_cast<uint32_t>(self_loops.size());
+      self_loops.resize(self_loops.size() + 4, 0);
+      const int32_t* row = &g.dfa_table[static_cast<size_t>(state) * 256];
+      for (uint32_t b = 0; b < 256; ++b) {
+        if (row[b] == state) self_loops[at + (b >> 6)] |= uint64_t{1} << (b & 63);
+      }
+    }
+    return &self_loops[at];
+  };
+  // Uniform runs, for states that step through a chain instead of looping (a bounded string's
+  // states, one per position). dominant[s] is the live state most bytes lead to from s (the
+  // first such in byte order) and uniform[s] those bytes; run mask d of s (d = 1 ..
+  // kMaxUniformRun) is the intersection of uniform[] along s, dominant[s], ... for d states, or
+  // empty once a state after the first accepts. A subtree d bytes high whose bytes are all in
+  // run mask d of s is walked by one state per depth, alive and (above its leaves) not
+  // accepting: all its tokens are inside and it has no exits.
+  std::vector<int32_t> dominant(num_states, -2);  // -2: not computed yet, -1: none
+  std::vector<uint64_t> uniform(static_cast<size_t>(num_states) * 4, 0);
+  auto dominant_of = [&](int32_t state) {
+    if (dominant[state] == -2) {
+      const int32_t* row = &g.dfa_table[static_cast<size_t>(state) * 256];
+      int32_t best = -1;
+      uint32_t best_count = 0;
+      for (uint32_t b = 0; b < 256 && best_count < 256 - b; ++b) {
+        const int32_t t = row[b];
+        if (t < 0 || t == best) continue;
+        uint32_t count = 0;
+        for (uint32_t c = b; c < 256; ++c) count += row[c] == t;
+        if (count > best_count) {
+          best = t;
+          best_count = count;
+        }
+      }
+      dominant[state] = best;
+      uint64_t* mask = &uniform[static_cast<size_t>(state) * 4];
+      for (uint32_t b = 0; best >= 0 && b < 256; ++b) {
+        if (row[b] == best) mask[b >> 6] |= uint64_t{1} << (b & 63);
+      }
+    }
+    return dominant[state];
+  };
+  std::vector<uint64_t> run_masks;
+  std::vector<uint32_t> run_index(num_states, kNoSummary);
+  auto run_mask = [&](int32_t state, uint32_t length) -> const uint64_t* {
+    uint32_t& at = run_index[state];
+    if (at == kNoSummary) {
+      at = static_cast<uint32_t>(run_masks.size());
+      run_masks.resize(run_masks.size() + 4 * kMaxUniformRun, 0);
+      uint64_t mask[4] = {~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}};
+      int32_t q = state;
+      for (uint32_t d = 1; d <= kMaxUniformRun; ++d) {
+        if (q < 0 || (d > 1 && g.dfa_accepting[q]) || dominant_of(q) < 0) break;
+        const uint64_t* bytes = &uniform[static_cast<size_t>(q) * 4];
+        for (int w = 0; w < 4; ++w) {
+          mask[w] &= bytes[w];
+          run_masks[at + 4 * (d - 1) + w] = mask[w];
+        }
+        q = dominant[q];
+      }
+    }
+    return &run_masks[at + 4 * (length - 1)];
+  };
+  auto walk_part = [&](uint32_t root, int32_t next) {
+    auto walked = std::make_shared<Part>();
+    Part& part = *walked;
+    const int32_t* table = g.dfa_table.data();
+    const uint8_t* accepting = g.dfa_accepting.data();
+    const uint32_t* tok_offsets = trie.tok_offsets.data();
+    const uint32_t* subtree_end = trie.end.data();
+    const uint16_t* depth = trie.depth.data();
+    const uint8_t* node_byte = trie.byte.data();
+    auto& ranges = part.token_ranges;
+    auto enter = [&](uint32_t node, int32_t state) {
+      const uint32_t first = tok_offsets[node], last = tok_offsets[node + 1];
       if (first != last) {
-        auto& ranges = part->token_ranges;
         if (!ranges.empty() && ranges.back().second == first) {
           ranges.back().second = last;
         } else {
           ranges.emplace_back(first, last);
         }
-        part->num_tokens += last - first;
+        part.num_tokens += last - first;
       }
-      const uint32_t c_begin = vocab.child_offsets[node], c_end = vocab.child_offsets[node + 1];
-      if (c_begin == c_end) return;
-      if (grammar.dfa_accepting[state]) part->exit_nodes.push_back(node);
-      const int32_t* row = &grammar.dfa_table[static_cast<size_t>(state) * 256];
-      const uint32_t l_begin = live_offsets[state], l_end = live_offsets[state + 1];
-      if ((l_end - l_begin) * 8 < c_end - c_begin) {
-        uint32_t low = c_begin;
-        for (uint32_t l = l_begin; l < l_end && low < c_end; ++l) {
-          const uint8_t byte = live_bytes[l];
-          uint32_t lo = low, hi = c_end;  // first child with a byte >= `byte`
-          while (lo < hi) {
-            const uint32_t mid = (lo + hi) / 2;
-            if (trie.byte[vocab.child_nodes[mid]] < byte) {
-              lo = mid + 1;
-            } else {
-              hi = mid;
-            }
-          }
-          low = lo;
-          if (lo < c_end && trie.byte[vocab.child_nodes[lo]] == byte) {
-            visit(vocab.child_nodes[lo], row[byte]);
-            ++low;
-          }
+      if (accepting[state] && subtree_end[node] > node + 1) part.exit_nodes.push_back(node);
+    };
+    const uint32_t* summary = v.subtree_summary.data();
+    const uint64_t* below = v.subtree_bytes.data();
+    // Whether the whole subtree below `node` stays in `state`: then its tokens are one range
+    // (positions of a subtree are contiguous) and, the state not accepting, it has no exits.
+    auto take_below = [&](uint32_t node, int32_t state) {
+      if (summary[node] == kNoSummary) return false;
+      const uint64_t* bytes = &below[static_cast<size_t>(summary[node]) * 4];
+      bool inside = !accepting[state];
+      if (inside) {  // the state loops on every byte below
+        const uint64_t* loops = loops_of(state);
+        for (int w = 0; w < 4 && inside; ++w) inside = (bytes[w] & ~loops[w]) == 0;
+      }
+      const uint32_t height = v.subtree_height[summary[node]];
+      if (!inside && height <= kMaxUniformRun) {  // or steps through a uniform run
+        const uint64_t* run = run_mask(state, height);
+        inside = true;
+        for (int w = 0; w < 4 && inside; ++w) inside = (bytes[w] & ~run[w]) == 0;
+      }
+      if (!inside) return false;
+      const uint32_t first = tok_offsets[node + 1], last = tok_offsets[subtree_end[node]];
+      if (first != last) {
+        if (!ranges.empty() && ranges.back().second == first) {
+          ranges.back().second = last;
+        } else {
+          ranges.emplace_back(first, last);
         }
-      } else {
-        for (uint32_t i = c_begin; i < c_end; ++i) {
-          const uint32_t child = vocab.child_nodes[i];
-          const int32_t next = row[trie.byte[child]];
-          if (next >= 0) visit(child, next);
+        part.num_tokens += last - first;
+      }
+      return true;
+    };
+    const uint32_t root_depth = depth[root];
+    state_at_depth[0] = next;
+    enter(root, next);
+    if (take_below(root, next)) return std::shared_ptr<const Part>(std::move(walked));
+    for (uint32_t node = root + 1, stop = subtree_end[root]; node < stop;) {
+      const uint32_t level = depth[node] - root_depth;
+      const int32_t state = table[static_cast<size_t>(state_at_depth[level - 1]) * 256 +
+                                  node_byte[node]];
+      if (state < 0) {
+        node = subtree_end[node];
+        continue;
+      }
+      state_at_depth[level] = state;
+      enter(node, state);
+      node = take_below(node, state) ? subtree_end[node] : node + 1;
+    }
+    return std::shared_ptr<const Part>(std::move(walked));
+  };
+  // The language of a state written canonically: the states it reaches numbered breadth first
+  // in byte order, each as its accepting flag, its number of runs and its transitions as
+  // maximal byte runs with one target (first byte, target number or 0xff for dead). Equal keys
+  // mean isomorphic automata, so equal languages and equal walks whatever the grammar. False
+  // when more than kCachedWalkMaxStates states are reachable.
+  std::vector<std::pair<uint32_t, uint32_t>> byte_runs;  // (first byte, byte class)
+  for (uint32_t b = 0; b < 256; ++b) {
+    if (b == 0 || byte_class[b] != byte_class[b - 1]) byte_runs.emplace_back(b, byte_class[b]);
+  }
+  std::vector<int32_t> bfs_number(num_states, -1);
+  std::vector<uint32_t> bfs_order;
+  auto write_language = [&](int32_t state, std::string& key) {
+    bfs_order.assign(1, static_cast<uint32_t>(state));
+    bfs_number[state] = 0;
+    bool small = true;
+    for (size_t i = 0; i < bfs_order.size() && small; ++i) {
+      const uint32_t q = bfs_order[i];
+      key.push_back(static_cast<char>(g.dfa_accepting[q] ? 1 : 0));
+      const size_t count_at = key.size();
+      key.append(2, '\0');
+      uint32_t runs = 0;
+      int32_t previous = -2;
+      for (const auto& [first, byte_cls] : byte_runs) {
+        const int32_t t = class_table[static_cast<size_t>(q) * num_byte_classes + byte_cls];
+        int32_t target = -1;
+        if (t >= 0) {
+          if (bfs_number[t] < 0) {
+            if (bfs_order.size() == kCachedWalkMaxStates) {
+              small = false;
+              break;
+            }
+            bfs_number[t] = static_cast<int32_t>(bfs_order.size());
+            bfs_order.push_back(static_cast<uint32_t>(t));
+          }
+          target = bfs_number[t];
+        }
+        if (target != previous) {
+          key.push_back(static_cast<char>(first));
+          key.push_back(static_cast<char>(target < 0 ? 0xff : target));
+          previous = target;
+          ++runs;
+        }
+      }
+      key[count_at] = static_cast<char>(runs & 0xff);
+      key[count_at + 1] = static_cast<char>(runs >> 8);
+    }
+    for (uint32_t q : bfs_order) bfs_number[q] = -1;
+    return small;
+  };
+  // Per state: 0 not looked at yet, 1 its language key is in language_keys, 2 not cached.
+  std::vector<uint8_t> language_status(num_states, 0);
+  std::unordered_map<uint32_t, std::string> language_keys;
+  std::string cache_key;
+  // The part for (root, next): from the vocabulary's walk cache when the state is wide and
+  // small enough to key, else walked here (and remembered there when it qualifies).
+  auto find_or_walk = [&](uint32_t root, int32_t next) -> std::shared_ptr<const Part> {
+    const uint32_t q = static_cast<uint32_t>(next);
+    if (language_status[q] == 0) {
+      language_status[q] = 2;
+      if (live_offsets[q + 1] - live_offsets[q] >= kCachedWalkMinLiveBytes) {
+        std::string key;
+        if (write_language(next, key)) {
+          language_keys.emplace(q, std::move(key));
+          language_status[q] = 1;
         }
       }
     }
-  };
-  auto walk_part = [&](uint32_t root, int32_t next) {
-    Part part;
-    Walker{trie, v, g, live_offsets, live_bytes, &part}.visit(root, next);
-    return part;
+    if (language_status[q] != 1) return walk_part(root, next);
+    cache_key.assign(reinterpret_cast<const char*>(&root), 4);
+    cache_key += language_keys[q];
+    {
+      std::lock_guard<std::mutex> lock(v.walk_mutex);
+      auto found = v.walk_cache.find(cache_key);
+      if (found != v.walk_cache.end()) return found->second;
+    }
+    std::shared_ptr<const Part> walked = walk_part(root, next);
+    const size_t size = walked->bytes() + cache_key.size();
+    std::lock_guard<std::mutex> lock(v.walk_mutex);
+    if (v.walk_cache_bytes + size <= kWalkCacheBytes &&
+        v.walk_cache.emplace(cache_key, walked).second) {
+      v.walk_cache_bytes += size;
+    }
+    return walked;
   };
   auto set_part = [&](const Part& part, uint32_t* out) {
     for (auto [first, last] : part.token_ranges) {
@@ -913,13 +1193,96 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   std::vector<uint32_t> class_exit_offsets{0}, exit_entry_end, exit_children;
   std::vector<uint8_t> exit_entry_byte;
   std::vector<std::vector<uint32_t>> by_byte(256);
-  std::unordered_map<uint64_t, std::vector<uint32_t>> sets_by_hash;  // hash -> set ids
+  std::vector<uint32_t> set_class;              // per set: the class it was built for
   // Base candidates: the latest classes whose biggest part is a given part.
   constexpr size_t kBaseCandidates = 8;
   std::unordered_map<uint32_t, std::vector<uint32_t>> classes_by_big_part;
   std::vector<uint32_t> bits(words);
+  // Per part, the id of its token list (parts differing only in exits share one), and the
+  // classes by a hash of their token-list ids root by root.
+  std::vector<uint32_t> part_tokens;
+  // Per class, the root indices it has parts for, ascending.
+  std::vector<uint32_t> class_roots_offsets{0}, class_roots;
+  std::vector<uint32_t> class_token_roots(num_classes, 0);  // roots whose part has tokens
+  std::unordered_map<uint64_t, std::vector<uint32_t>> parts_by_tokens, classes_by_tokens;
+  uint32_t token_lists = 0;
   std::vector<uint32_t> representative(num_classes, 0xffffffffu);
   for (uint32_t s = num_states; s-- > 0;) representative[state_class[s]] = s;
+  // How many tokens are in exactly one of the inside sets of a class with parts `own` and of
+  // class `other`: root by root, since parts of different first bytes are disjoint.
+  auto class_difference = [&](uint32_t cls, uint32_t other) -> uint64_t {
+    const uint32_t* own = &class_parts[static_cast<size_t>(cls) * num_roots];
+    const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
+    uint64_t count = 0;
+    for (uint32_t k = class_roots_offsets[cls]; k < class_roots_offsets[cls + 1]; ++k) {
+      const uint32_t i = class_roots[k];
+      if (own[i] == theirs[i]) continue;
+      if (theirs[i] == kNoPart) {
+        count += parts[own[i]]->num_tokens;
+      } else if (part_tokens[own[i]] != part_tokens[theirs[i]]) {
+        count += ranges_symmetric_difference(parts[own[i]]->token_ranges,
+                                             parts[theirs[i]]->token_ranges);
+      }
+    }
+    for (uint32_t k = class_roots_offsets[other]; k < class_roots_offsets[other + 1]; ++k) {
+      const uint32_t i = class_roots[k];
+      if (own[i] == kNoPart) count += parts[theirs[i]]->num_tokens;
+    }
+    return count;
+  };
+  // The inside set of class `cls` (parts `own`): built from the base class's set by swapping
+  // the parts that differ when that is cheaper than from nothing, then deduplicated by content
+  // and, when new, encoded (against the base's set or the previous set, whichever is closer).
+  auto inside_set_of = [&](uint32_t cls, const uint32_t* own, uint32_t base,
+                           uint64_t base_shared) -> uint32_t {
+    const uint64_t base_cost = base == kNoPart ? ~uint64_t{0}
+                                               : words + (class_tokens[base] - base_shared) +
+                                                     (class_tokens[cls] - base_shared);
+    if (base_cost < class_tokens[cls] + words) {
+      const uint32_t* theirs = &class_parts[static_cast<size_t>(base) * num_roots];
+      bits = set_bits[class_inside[base]];
+      for (uint32_t k = class_roots_offsets[base]; k < class_roots_offsets[base + 1]; ++k) {
+        const uint32_t i = class_roots[k];
+        if (theirs[i] != own[i]) clear_part(*parts[theirs[i]], bits.data());
+      }
+      for (uint32_t k = class_roots_offsets[cls]; k < class_roots_offsets[cls + 1]; ++k) {
+        const uint32_t i = class_roots[k];
+        if (theirs[i] != own[i]) set_part(*parts[own[i]], bits.data());
+      }
+    } else {
+      std::fill(bits.begin(), bits.end(), 0);
+      for (uint32_t k = class_roots_offsets[cls]; k < class_roots_offsets[cls + 1]; ++k) {
+        set_part(*parts[own[class_roots[k]]], bits.data());
+      }
+    }
+    // New content (callers deduplicate by token lists, which is exact: parts of different
+    // first bytes are disjoint, and equal token sets have equal range lists).
+    const uint32_t set_id = static_cast<uint32_t>(set_bits.size());
+    // Delta candidates: the base class's set, and the previous set (classes come in state
+    // order, so a chain of string states yields neighbouring sets that differ in the tokens
+    // of one length only). Differences are counted on the parts, root by root.
+    uint32_t delta_base = kNoPart;
+    uint64_t differing = 0;
+    if (base != kNoPart) {
+      delta_base = class_inside[base];
+      differing = class_difference(cls, base);
+    }
+    if (!set_bits.empty()) {
+      const uint32_t previous = set_id - 1;
+      const uint64_t from_previous = class_difference(cls, set_class[previous]);
+      if (delta_base == kNoPart || from_previous < differing) {
+        delta_base = previous;
+        differing = from_previous;
+      }
+    }
+    const bool has_base = delta_base != kNoPart;
+    encode_inside_set(bits, has_base ? &set_bits[delta_base] : nullptr, has_base ? delta_base : 0,
+                      class_tokens[cls], differing, v, inside_kinds, inside_offsets,
+                      inside_data);
+    set_bits.push_back(bits);
+    set_class.push_back(cls);
+    return set_id;
+  };
   for (uint32_t cls = 0; cls < num_classes; ++cls) {
     const uint32_t s = representative[cls];
     uint32_t* own = &class_parts[static_cast<size_t>(cls) * num_roots];
@@ -930,17 +1293,44 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       if (i == kNoPart) continue;
       const uint32_t root = roots[i];
       const int32_t next = g.dfa_table[static_cast<size_t>(s) * 256 + trie.byte[root]];
-      const uint64_t key = static_cast<uint64_t>(root) << 32 | state_class[next];
-      auto [found, added] = part_ids.emplace(key, static_cast<uint32_t>(parts.size()));
-      if (added) parts.push_back(walk_part(root, next));
-      own[i] = found->second;
-      const size_t size = parts[own[i]].num_tokens;
+      // The walk reads at most the subtree's height past `next`: states that agree on strings
+      // that long share it, even when they differ further on (the states of a bounded string
+      // more than that far from its bound).
+      const uint32_t reach = std::min<uint32_t>(v.root_height[trie.byte[root]], stable_depth);
+      uint32_t& part = part_of[i * num_classes + class_by_depth[reach * num_states + next]];
+      if (part == kNoPart) {
+        part = static_cast<uint32_t>(parts.size());
+        parts.push_back(find_or_walk(root, next));
+        const auto& ranges = parts.back()->token_ranges;
+        uint64_t hash = mix64(ranges.size());
+        for (const auto& [first, last] : ranges) {
+          hash = mix64(hash ^ (uint64_t{first} << 32 | last));
+        }
+        std::vector<uint32_t>& same = parts_by_tokens[hash];
+        uint32_t list = kNoPart;
+        for (uint32_t other : same) {
+          if (parts[other]->token_ranges == ranges) list = part_tokens[other];
+        }
+        if (ranges.empty()) {
+          list = kNoPart;  // reaches no token: the same as no part for the inside set
+        } else if (list == kNoPart) {
+          list = token_lists++;
+          same.push_back(part);
+        }
+        part_tokens.push_back(list);
+      }
+      own[i] = part;
+      class_roots.push_back(i);
+      const size_t size = parts[own[i]]->num_tokens;
       class_tokens[cls] += size;
       if (size > big_size) {
         big_size = size;
         big_part = own[i];
       }
     }
+    class_roots_offsets.push_back(static_cast<uint32_t>(class_roots.size()));
+    const uint32_t* own_roots = class_roots.data() + class_roots_offsets[cls];
+    const uint32_t* own_roots_end = class_roots.data() + class_roots_offsets[cls + 1];
     // The earlier class sharing the most tokens through identical parts, if that beats
     // building the set from nothing.
     uint32_t base = kNoPart;
@@ -950,8 +1340,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       for (uint32_t other : candidates) {
         const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
         uint64_t shared = 0;
-        for (size_t i = 0; i < num_roots; ++i) {
-          if (own[i] != kNoPart && own[i] == theirs[i]) shared += parts[own[i]].num_tokens;
+        for (const uint32_t* i = own_roots; i != own_roots_end; ++i) {
+          if (own[*i] == theirs[*i]) shared += parts[own[*i]]->num_tokens;
         }
         if (shared > base_shared) {
           base_shared = shared;
@@ -961,59 +1351,44 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
       if (candidates.size() == kBaseCandidates) candidates.erase(candidates.begin());
       candidates.push_back(cls);
     }
-    const uint64_t base_cost = base == kNoPart ? ~uint64_t{0}
-                                               : words + (class_tokens[base] - base_shared) +
-                                                     (class_tokens[cls] - base_shared);
-    if (base_cost < class_tokens[cls] + words) {
-      const uint32_t* theirs = &class_parts[static_cast<size_t>(base) * num_roots];
-      bits = set_bits[class_inside[base]];
-      for (size_t i = 0; i < num_roots; ++i) {
-        if (theirs[i] == own[i] || theirs[i] == kNoPart) continue;
-        clear_part(parts[theirs[i]], bits.data());
-      }
-      for (size_t i = 0; i < num_roots; ++i) {
-        if (theirs[i] == own[i] || own[i] == kNoPart) continue;
-        set_part(parts[own[i]], bits.data());
-      }
-    } else {
-      std::fill(bits.begin(), bits.end(), 0);
-      for (size_t i = 0; i < num_roots; ++i) {
-        if (own[i] == kNoPart) continue;
-        set_part(parts[own[i]], bits.data());
-      }
+    // A class whose parts reach the same tokens root by root as an earlier class's has that
+    // class's inside set: no need to build, hash and compare the dense set.
+    // Roots whose part reaches no token count as absent.
+    uint64_t tokens_hash = 0x9e3779b97f4a7c15ull;
+    uint32_t token_roots = 0;
+    for (const uint32_t* i = own_roots; i != own_roots_end; ++i) {
+      if (part_tokens[own[*i]] == kNoPart) continue;
+      tokens_hash = mix64(tokens_hash ^ (uint64_t{*i} << 32 | part_tokens[own[*i]]));
+      ++token_roots;
     }
-    std::vector<uint32_t>& same_hash = sets_by_hash[hash_bytes(std::string_view(
-        reinterpret_cast<const char*>(bits.data()), bits.size() * sizeof(uint32_t)))];
+    tokens_hash = mix64(tokens_hash ^ token_roots);
+    class_token_roots[cls] = token_roots;
+    std::vector<uint32_t>& same_tokens = classes_by_tokens[tokens_hash];
     uint32_t set_id = kNoPart;
-    for (uint32_t id : same_hash) {
-      if (set_bits[id] == bits) set_id = id;
-    }
-    if (set_id == kNoPart) {
-      set_id = static_cast<uint32_t>(set_bits.size());
-      same_hash.push_back(set_id);
-      // Delta candidates: the base class's set, and the previous set (classes come in state
-      // order, so a chain of string states yields neighbouring sets that differ in the tokens
-      // of one length only).
-      uint32_t delta_base = base != kNoPart ? class_inside[base] : kNoPart;
-      if (!set_bits.empty()) {
-        const uint32_t previous = static_cast<uint32_t>(set_bits.size() - 1);
-        if (delta_base == kNoPart ||
-            differing_bits(bits, set_bits[previous]) < differing_bits(bits, set_bits[delta_base])) {
-          delta_base = previous;
-        }
+    for (uint32_t other : same_tokens) {
+      // Same number of roots with tokens, and each of ours matched by theirs.
+      const uint32_t* theirs = &class_parts[static_cast<size_t>(other) * num_roots];
+      bool same = class_token_roots[other] == token_roots;
+      for (const uint32_t* i = own_roots; i != own_roots_end && same; ++i) {
+        const uint32_t mine = part_tokens[own[*i]];
+        same = mine == kNoPart || (theirs[*i] != kNoPart && part_tokens[theirs[*i]] == mine);
       }
-      const bool has_base = delta_base != kNoPart;
-      encode_inside_set(bits, has_base ? &set_bits[delta_base] : nullptr, has_base ? delta_base : 0,
-                        v, inside_kinds, inside_offsets, inside_data);
-      set_bits.push_back(bits);
+      if (same) {
+        set_id = class_inside[other];
+        break;
+      }
     }
-    class_inside[cls] = set_id;
+    if (set_id != kNoPart) {
+      class_inside[cls] = set_id;
+    } else {
+      same_tokens.push_back(cls);
+      class_inside[cls] = inside_set_of(cls, own, base, base_shared);
+    }
 
     // Exit children by byte, each run ascending (parts come in trie order, each sorted).
     for (auto& list : by_byte) list.clear();
-    for (size_t i = 0; i < num_roots; ++i) {
-      if (own[i] == kNoPart) continue;
-      for (uint32_t node : parts[own[i]].exit_nodes) {
+    for (const uint32_t* i = own_roots; i != own_roots_end; ++i) {
+      for (uint32_t node : parts[own[*i]]->exit_nodes) {
         for (uint32_t c = node + 1; c < trie.end[node]; c = trie.end[c]) {
           by_byte[trie.byte[c]].push_back(c);
         }
@@ -1200,12 +1575,15 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   check_bits(c.text_bits.data(), "the text-token set");
   // The trie tables depend only on the vocabulary: reuse the copy of an earlier blob that
   // stored the very same bytes (already validated), else decode and validate them.
-  std::string key(8, '\0');
-  std::memcpy(&key[0], &meta[0], 4);
-  std::memcpy(&key[4], &meta[1], 4);
-  key.append(blob.data() + trie_key_begin, trie_key_end - trie_key_begin);
-  std::shared_ptr<const TrieTables> tables = find_trie_tables(key);
+  char head[kTrieKeyHead];
+  std::memcpy(head, &meta[0], 4);
+  std::memcpy(head + 4, &meta[1], 4);
+  const std::string_view head_view(head, kTrieKeyHead);
+  const std::string_view rest = blob.substr(trie_key_begin, trie_key_end - trie_key_begin);
+  std::shared_ptr<const TrieTables> tables = find_trie_tables(head_view, rest);
   if (!tables) {
+    std::string key(head_view);
+    key.append(rest);
     tables = decode_trie(c, trie_byte, trie_depth, token_flags, first_tokens, extra_tokens,
                          std::move(key));
     remember_trie_tables(tables);

@@ -225,6 +225,7 @@ class NfaBuilder {
 
   int32_t new_state() {
     if (count_ >= limit_) throw DfaBuildError(DfaFailure::kNfaLimit, {});
+    forward_to_.push_back(-1);
     return count_++;
   }
 
@@ -265,6 +266,15 @@ class NfaBuilder {
         if (child == end) epsilon(source, target);
         while (child < end) {
           const int32_t after = child + in_.code[child + 1];
+          if (after != end && after + in_.code[after + 1] == end) {
+            // The last item is a terminal already built towards this target: the item before
+            // it leads straight into that copy.
+            const int32_t shared = existing_copy(after, target);
+            if (shared >= 0) {
+              connect(child, current, shared, depth + 1);
+              break;
+            }
+          }
           const int32_t next = after == end ? target : new_state();
           connect(child, current, next, depth + 1);
           current = next;
@@ -277,7 +287,7 @@ class NfaBuilder {
         for (int32_t child = at + 2; child < end; child += in_.code[child + 1]) {
           const int32_t entry = new_state(), exit = new_state();
           epsilon(source, entry);
-          epsilon(exit, target);
+          forward(exit, target);
           connect(child, entry, exit, depth + 1);
         }
         break;
@@ -310,19 +320,24 @@ class NfaBuilder {
       }
       case kOpRef: {
         const int32_t terminal = p[2];
-        if (std::find(inlining_.begin(), inlining_.end(), terminal) != inlining_.end()) {
-          std::vector<int32_t> chain = inlining_;
-          chain.push_back(terminal);
-          throw DfaBuildError(DfaFailure::kRecursive, std::move(chain));
-        }
+        check_not_recursive(terminal);
         const int32_t body = in_.terminal_offsets[terminal];
         if (body < 0) throw DfaBuildError(DfaFailure::kUnknownRef, {terminal});
+        // A copy of this terminal already leads to the same continuation: enter it instead of
+        // building another (see `forward`).
+        const int64_t copy_key = (static_cast<int64_t>(terminal) << 32) | resolve(target);
+        const auto copy = copies_.find(copy_key);
+        if (copy != copies_.end()) {
+          epsilon(source, copy->second);
+          break;
+        }
         const int32_t entry = new_state(), exit = new_state();
         epsilon(source, entry);
-        epsilon(exit, target);
+        forward(exit, target);
         inlining_.push_back(terminal);
         connect(body, entry, exit, depth + 1);
         inlining_.pop_back();
+        copies_.emplace(copy_key, entry);
         break;
       }
       default:  // kOpInvalid (the checker let nothing else through)
@@ -336,6 +351,35 @@ class NfaBuilder {
 
  private:
   void epsilon(int32_t from, int32_t to) { epsilons_.emplace_back(from, to); }
+  // The exit state of a choice alternative or a terminal copy: its one and only edge is this
+  // epsilon (constructions add edges into their target, never out of it), so its future is
+  // exactly `to`'s.
+  void forward(int32_t from, int32_t to) {
+    epsilon(from, to);
+    forward_to_[from] = to;
+  }
+  void check_not_recursive(int32_t terminal) const {
+    if (std::find(inlining_.begin(), inlining_.end(), terminal) != inlining_.end()) {
+      std::vector<int32_t> chain = inlining_;
+      chain.push_back(terminal);
+      throw DfaBuildError(DfaFailure::kRecursive, std::move(chain));
+    }
+  }
+  // When the node at `at` is a reference to a terminal with a copy built towards `target`'s
+  // continuation, that copy's entry state (after the checks the reference itself would make,
+  // so errors stay the same); else -1.
+  int32_t existing_copy(int32_t at, int32_t target) const {
+    if (in_.code[at] != kOpRef) return -1;
+    const int32_t terminal = in_.code[at + 2];
+    check_not_recursive(terminal);
+    const auto copy = copies_.find((static_cast<int64_t>(terminal) << 32) | resolve(target));
+    return copy == copies_.end() ? -1 : copy->second;
+  }
+  // The end of the chain of forwarding states from `state`.
+  int32_t resolve(int32_t state) const {
+    while (forward_to_[state] >= 0) state = forward_to_[state];
+    return state;
+  }
   void edge(int32_t from, int32_t lo, int32_t hi, int32_t to) {
     edges_.push_back({from, to, static_cast<uint8_t>(lo), static_cast<uint8_t>(hi)});
   }
@@ -347,17 +391,20 @@ class NfaBuilder {
     if (cached == sequences_.end()) {
       cached = sequences_.emplace(at, class_sequences(in_.code.data() + at)).first;
     }
-    std::unordered_map<int64_t, int32_t> suffix_states;
+    // Suffix states are shared by every class in the expression (a state with one edge and
+    // nothing else has the same future wherever it is used), towards the end of the target's
+    // forwarding chain.
+    const int32_t end = resolve(target);
     for (const Utf8Sequence& sequence : cached->second) {
-      int32_t next = target;
+      int32_t next = end;
       for (int i = sequence.length - 1; i >= 1; --i) {
         const int64_t key =
             (static_cast<int64_t>(next) << 16) | (sequence.lo[i] << 8) | sequence.hi[i];
-        auto found = suffix_states.find(key);
+        auto found = suffix_states_.find(key);
         int32_t state;
-        if (found == suffix_states.end()) {
+        if (found == suffix_states_.end()) {
           state = new_state();
-          suffix_states.emplace(key, state);
+          suffix_states_.emplace(key, state);
           edge(state, sequence.lo[i], sequence.hi[i], next);
         } else {
           state = found->second;
@@ -375,6 +422,13 @@ class NfaBuilder {
   std::vector<RangeEdge> edges_;
   std::vector<int32_t> inlining_;
   std::unordered_map<int32_t, std::vector<Utf8Sequence>> sequences_;
+  std::vector<int32_t> forward_to_;  // per state: the state it forwards to, or -1
+  // Entry state of the copy of a terminal built towards a continuation: (terminal << 32 |
+  // resolved target) -> entry. A terminal used many times before the same continuation (a key
+  // complement's string tail after every key prefix) is built once, which keeps the subset
+  // construction near the minimal DFA instead of one subset per copy.
+  std::unordered_map<int64_t, int32_t> copies_;
+  std::unordered_map<int64_t, int32_t> suffix_states_;  // (next << 16 | lo << 8 | hi) -> state
 };
 
 // ---- subset construction -------------------------------------------------------------------
@@ -495,7 +549,14 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
     }
   }
 
-  // Epsilon closures of single NFA states, computed on first use.
+  // Only states with byte edges, and the final state, tell subsets apart: the others (the
+  // epsilon-only states a closure passes through) change neither what a subset reads next
+  // nor whether it accepts. Subsets keep just those, so paths through different epsilon
+  // states into the same states give one DFA state, not several to be merged later.
+  std::vector<uint8_t> important(count, 0);
+  for (int32_t s = 0; s < count; ++s) important[s] = moves.begin[s + 1] > moves.begin[s];
+  important[final_state] = 1;
+  // Epsilon closures of single NFA states (their important states), computed on first use.
   std::vector<int64_t> closure_at(count, -1);
   std::vector<int32_t> closure_pool;
   std::vector<uint32_t> closure_length(count, 0);
@@ -507,7 +568,7 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
     if (closure_at[state] < 0) {
       ++closure_stamp;
       const size_t at = closure_pool.size();
-      closure_pool.push_back(state);
+      if (important[state]) closure_pool.push_back(state);
       closure_mark[state] = closure_stamp;
       stack.assign(1, state);
       while (!stack.empty()) {
@@ -517,7 +578,7 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
           const int32_t t = eps.items[i];
           if (closure_mark[t] != closure_stamp) {
             closure_mark[t] = closure_stamp;
-            closure_pool.push_back(t);
+            if (important[t]) closure_pool.push_back(t);
             stack.push_back(t);
           }
         }

@@ -57,6 +57,9 @@ std::string build_runtime_blob(const GrammarSpec& grammar, const VocabSpec& voca
 class VocabIndex;
 std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& vocab);
 uint32_t vocab_index_size(const VocabIndex& index);
+// Drop the index's cache of trie walks (builds fill it again; blobs are the same either way).
+// Returns the bytes it held.
+size_t clear_walk_cache(const VocabIndex& index);
 // Same blob as the VocabSpec overload, without rebuilding the vocabulary's tables.
 std::string build_runtime_blob(const GrammarSpec& grammar, const VocabIndex& vocab,
                                const std::vector<uint32_t>& end_tokens);
