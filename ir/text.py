@@ -250,6 +250,10 @@ def parse_expr(text: str) -> Expr:
     return expr
 
 
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
 class _Reader:
     def __init__(self, text: str) -> None:
         self.text = text
@@ -445,7 +449,10 @@ class _Reader:
                 self.pos += 1
                 return Bytes(data=bytes(data))
             if char == "\\":
-                data.append(int(self.text[self.pos + 2 : self.pos + 4], 16))
+                digits = self.text[self.pos + 2 : self.pos + 4]
+                if self.peek(2) != "\\x" or len(digits) != 2 or not _is_hex(digits):
+                    self.fail("bad escape in bytes (expected \\xNN)")
+                data.append(int(digits, 16))
                 self.pos += 4
             else:
                 data.append(ord(char))
@@ -454,8 +461,13 @@ class _Reader:
     def _class_char(self) -> int:
         char = self.peek()
         if char == "\\":
-            end = self.text.index("}", self.pos)
-            value = int(self.text[self.pos + 3 : end], 16)
+            end = self.text.find("}", self.pos)
+            digits = self.text[self.pos + 3 : end]
+            if self.peek(3) != "\\u{" or end < 0 or not _is_hex(digits) or len(digits) > 6:
+                self.fail("bad escape in class (expected \\u{hex})")
+            value = int(digits, 16)
+            if value > 0x10FFFF:
+                self.fail("code point above U+10FFFF in class")
             self.pos = end + 1
             return value
         self.pos += 1
@@ -481,13 +493,19 @@ class _Reader:
 
     def _take_token_set(self) -> TokenSet:
         self.pos += 2
-        body = self.text[self.pos : self.text.index("]>", self.pos)]
-        self.pos += len(body) + 2
+        end = self.text.find("]>", self.pos)
+        if end < 0:
+            self.fail("unterminated token set (expected ]>)")
+        body = self.text[self.pos : end]
         if body == "*":
+            self.pos = end + 2
             return TokenSet(wildcard=True)
         negated = body.startswith("^")
         ranges: list[tuple[int, int]] = []
         for part in body.lstrip("^").split(","):
             lo, _, hi = part.partition("-")
+            if not lo.isdigit() or not (hi or lo).isdigit():
+                self.fail(f"bad token id range {part!r} in token set")
             ranges.append((int(lo), int(hi or lo)))
+        self.pos = end + 2
         return TokenSet(ranges=tuple(ranges), negated=negated)

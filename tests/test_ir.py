@@ -417,3 +417,23 @@ def test_expr_facts_and_verify_survive_absurd_nesting() -> None:
     assert grammar.verify() is grammar
     bad = _grammar(Rule(name="start", body=Seq(items=(expr, Ref(name="gone")))), T)
     assert "start references undefined gone" in _problems(bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[\\\\]", "bad escape in class"),
+        ("[\\u{zz}]", "bad escape in class"),
+        ("[\\u{110000}]", "code point above U\\+10FFFF"),
+        ('b"\\q1"', "bad escape in bytes"),
+        ("<[1,x]>", "bad token id range"),
+        ("<[1,2", "unterminated token set"),
+    ],
+)
+def test_malformed_expression_text_is_an_ir_error(text: str, message: str) -> None:
+    """Bad escapes and token sets in the canonical text form raise IRError with the column,
+    never a bare ValueError."""
+    from gramkiln.ir import parse_expr
+
+    with pytest.raises(IRError, match=message):
+        parse_expr(text)
