@@ -1027,3 +1027,30 @@ def test_sharing_across_compiles_leaves_output_unchanged() -> None:
     again = Grammar.from_json_schema(schema)
     assert str(again) == str(first)
     assert again.compile().to_bytes() == first_bytes
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"contains": {"if": False, "else": True}},
+        {"if": True, "then": {"type": "integer"}, "else": {"type": "string"}},
+        {"if": False, "then": {"type": "integer"}, "else": {"type": "string"}},
+        {"if": False, "then": {"type": "integer"}},
+        {"if": True, "then": False},
+        {
+            "properties": {"a": {"type": "integer"}},
+            "if": True,
+            "then": {"properties": {"b": {"const": 1}}},
+            "unevaluatedProperties": False,
+        },
+    ],
+)
+def test_constant_if_applies_the_selected_branch(schema: dict[str, Any]) -> None:
+    """`if: true` / `if: false` select `then` / `else` outright (nothing to negate)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    full = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    grammar = _grammar(full)
+    validator = jsonschema.Draft202012Validator(full)
+    for instance in [[], [1], "x", 1, 1.5, {"a": 1, "b": 1}, {"a": 1, "c": 1}, {"b": 2}]:
+        text = json.dumps(instance)
+        assert grammar.accepts(text) == validator.is_valid(instance), text

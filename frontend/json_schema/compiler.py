@@ -395,10 +395,17 @@ class Compiler:
         # A lone "if" asserts nothing, but when it passes its properties/items count as
         # evaluated, which unevaluated* keywords can see.
         sees_annotations = "unevaluatedProperties" in s or "unevaluatedItems" in s
-        if "if" in s and ("then" in s or "else" in s or sees_annotations):
+        selected: tuple[Any, str] | None = None
+        if "if" in s and isinstance(s["if"], bool):
+            # A constant condition: the branch it selects simply applies (and `true` or
+            # `false` evaluates no property or item), so nothing needs negating.
+            which = "then" if s["if"] else "else"
+            if s.get(which, True) is not True:
+                selected = (s[which], f"{pointer}/{which}")
+        elif "if" in s and ("then" in s or "else" in s or sees_annotations):
             flat["__conds"] = [(s["if"], s.get("then", True), s.get("else", True), pointer, base)]
         ref = s.get("$ref", s.get("$dynamicRef"))
-        if not isinstance(ref, str) and not s.get("allOf"):
+        if not isinstance(ref, str) and not s.get("allOf") and selected is None:
             return flat
         try:
             applied: dict[str, Any] = {}
@@ -409,11 +416,14 @@ class Compiler:
                 applied = merge(
                     applied, self.flatten(sub, f"{pointer}/allOf/{index}", base, level + 1)
                 )
+            if selected is not None:
+                branch, where = selected
+                applied = merge(applied, self.flatten(branch, where, base, level + 1))
             # Property order follows the document: applicators written before "properties"
             # contribute their properties first.
             keys = list(s)
             first_applicator = min(
-                keys.index(k) for k in ("$ref", "$dynamicRef", "allOf") if k in s
+                keys.index(k) for k in ("$ref", "$dynamicRef", "allOf", "if") if k in s
             )
             own_properties = keys.index("properties") if "properties" in s else len(keys)
             if first_applicator < own_properties:
