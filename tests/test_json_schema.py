@@ -1054,3 +1054,31 @@ def test_constant_if_applies_the_selected_branch(schema: dict[str, Any]) -> None
     for instance in [[], [1], "x", 1, 1.5, {"a": 1, "b": 1}, {"a": 1, "c": 1}, {"b": 2}]:
         text = json.dumps(instance)
         assert grammar.accepts(text) == validator.is_valid(instance), text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"not": {"prefixItems": [{"type": "integer"}, {"const": "a"}]}},
+        {"not": {"prefixItems": [{"type": "integer"}], "items": False}},
+        {"type": "array", "not": {"prefixItems": [{"minimum": 3}, True, {"type": "string"}]}},
+        {
+            "prefixItems": [{"const": 1}],
+            "if": {"prefixItems": [True, {"const": 2}]},
+            "then": {"items": {"type": "integer"}},
+            "else": {"minItems": 3},
+        },
+    ],
+)
+def test_negated_prefix_items_agree_with_jsonschema(schema: dict[str, Any]) -> None:
+    """not(prefixItems): some prefix position the array reaches violates its schema, or,
+    with items false, the array is longer than the prefix (also under if/then/else)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    full = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    grammar = _grammar(full)
+    validator = jsonschema.Draft202012Validator(full)
+    cases: list[Any] = [[], [1], ["a"], [1, "a"], [1, "b"], [1, 2], [5, 0, "x"], [5, 0, 1]]
+    cases += [[1, 2, 3], [1, 3, 3], [1, 2, "z"], "s", 3]
+    for instance in cases:
+        text = json.dumps(instance)
+        assert grammar.accepts(text) == validator.is_valid(instance), text

@@ -500,6 +500,20 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
         # A number that is a multiple of one of them (other values have no multiples).
         pieces.append([{"type": ["number"], "multipleOf": m} for m in schema["__not_multiples"]])
         handled.add("__not_multiples")
+    prefix = schema.get("prefixItems")
+    if prefix and schema.get("items", True) in (True, False):
+        # Some item of the prefix violates its schema (the array reaching it), or, under
+        # "items": false, the array goes on past the prefix.
+        alternatives = [
+            {"type": ["array"], "minItems": index + 1, "prefixItems": [True] * index + [alt]}
+            for index, sub in enumerate(prefix)
+            for alt in inner(sub)
+            if alt is not False
+        ]
+        if schema.get("items", True) is False:
+            alternatives.append({"type": ["array"], "minItems": len(prefix) + 1})
+        pieces.append(alternatives or [False])
+        handled |= {"prefixItems", "items"}
     if "items" in schema and not schema.get("prefixItems"):
         # Some item violates the item schema: contains(not items).
         pieces.append(

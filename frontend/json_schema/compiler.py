@@ -484,11 +484,7 @@ class Compiler:
             except NotNegatable as exc:
                 self.unsupported(location, ["not"], str(exc))
                 return self.branch(rest, pointer, base, depth)
-            item_keywords = ("items", "prefixItems", "additionalItems", "contains")
-            if "unevaluatedItems" in rest and any(
-                isinstance(alt, dict) and any(k in alt for k in item_keywords)
-                for alt in alternatives
-            ):
+            if "unevaluatedItems" in rest and _constrains_items(alternatives):
                 # "not" yields no annotations, but its negation, merged in, would evaluate
                 # items that unevaluatedItems must still see.
                 self.unsupported(
@@ -648,6 +644,10 @@ class Compiler:
             }
             exact: list[dict[str, Any]] = []
             for i, branch in enumerate(branches):
+                others = [negations[j] for a, j in overlaps if a == i]
+                if "unevaluatedItems" in branch and any(_constrains_items(n) for n in others):
+                    # Failed branches yield no annotations; their negations would.
+                    raise NotNegatable("items constrained by a failed branch (unevaluatedItems)")
                 parts = [branch]
                 for j in sorted(j for a, j in overlaps if a == i):
                     parts = [
@@ -691,6 +691,12 @@ class Compiler:
         except NotNegatable as exc:
             self.unsupported(location, ["if"], str(exc))
             return self.branch(rest, location, base, depth)
+        if "unevaluatedItems" in rest and _constrains_items(negated):
+            # A failed "if" yields no annotations, but its negation, merged in, would
+            # evaluate items that unevaluatedItems must still see.
+            self.unsupported(
+                location, ["if", "unevaluatedItems"], "items constrained by a failed if"
+            )
         positive = self.merge_at(rest, condition_flat, location)
         positive = self.merge_at(
             positive, self.flatten(then, f"{location}/then", base, 0), location
@@ -1106,6 +1112,14 @@ def _has_large_object(value: Any) -> bool:
     if isinstance(value, list):
         return any(map(_has_large_object, value))
     return False
+
+
+def _constrains_items(alternatives: list[Any]) -> bool:
+    """Whether some alternative (of a negation) has keywords that evaluate array items."""
+    item_keywords = ("items", "prefixItems", "additionalItems", "contains")
+    return any(
+        isinstance(alt, dict) and any(k in alt for k in item_keywords) for alt in alternatives
+    )
 
 
 def _as_schema(flat: dict[str, Any]) -> Any:
