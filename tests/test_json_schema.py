@@ -1082,3 +1082,49 @@ def test_negated_prefix_items_agree_with_jsonschema(schema: dict[str, Any]) -> N
     for instance in cases:
         text = json.dumps(instance)
         assert grammar.accepts(text) == validator.is_valid(instance), text
+
+
+DISJOINT_ONE_OF: list[dict[str, Any]] = [
+    # A key one branch requires is excluded by the other's patterns + additionalProperties.
+    {
+        "oneOf": [
+            {
+                "type": "object",
+                "patternProperties": {"^[^$]": {"type": "integer"}},
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "required": ["$date"],
+                "properties": {"$date": {"type": "integer"}},
+                "additionalProperties": False,
+            },
+        ]
+    },
+    # Fixed values that certainly fail the other branch (array items, string patterns and
+    # lengths, object members).
+    {
+        "oneOf": [
+            {"type": "array", "items": {"enum": ["size", "mode"]}, "minItems": 1},
+            {"enum": [["deleted"], []]},
+        ]
+    },
+    {"oneOf": [{"type": "string", "pattern": "^[0-7]{3}$"}, {"enum": ["rwx", "12", "7777"]}]},
+    {"oneOf": [{"type": "object", "required": ["a"]}, {"const": {"b": 1}}]},
+]
+
+
+@pytest.mark.parametrize(
+    "schema", DISJOINT_ONE_OF, ids=[json.dumps(s)[:50] for s in DISJOINT_ONE_OF]
+)
+def test_one_of_branches_proved_disjoint_compile_exactly(schema: dict[str, Any]) -> None:
+    """oneOf branches that no value can satisfy together are recognised as disjoint (so
+    oneOf is anyOf, exactly) without coerce_one_of, and agree with jsonschema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    grammar = _grammar(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    cases: list[Any] = [{}, {"$date": 1}, {"a": 1}, {"$date": 1, "a": 1}, {"b": 1}, {"b": 2}]
+    cases += [["size"], ["deleted"], [], ["mode", "size"], "rwx", "123", "12", "7777", 1]
+    for instance in cases:
+        text = json.dumps(instance)
+        assert grammar.accepts(text) == validator.is_valid(instance), text

@@ -676,7 +676,10 @@ def provably_disjoint(a: Any, b: Any) -> bool:
                     if (
                         name not in (other.get("properties") or {})
                         and other.get("additionalProperties") is False
-                        and not other.get("patternProperties")
+                        and not any(
+                            _pattern_matches(pattern, name)
+                            for pattern in other.get("patternProperties") or {}
+                        )
                     ):
                         return True
     # Numeric ranges that do not overlap.
@@ -749,4 +752,69 @@ def _value_may_match(value: Any, schema: dict[str, Any]) -> bool:
     values = _values(schema)
     if values is not None and canonical(value) not in {canonical(v) for v in values}:
         return False
+    if kind == "array" and not _array_may_match(value, schema):
+        return False
+    if kind == "object" and not _object_may_match(value, schema):
+        return False
+    if kind == "string" and not _string_may_match(value, schema):
+        return False
+    return True
+
+
+def _within_count(count: int, schema: dict[str, Any], low: str, high: str) -> bool:
+    """False only when a well-formed count bound certainly excludes ``count``."""
+    lower, upper = schema.get(low), schema.get(high)
+    if isinstance(lower, int) and not isinstance(lower, bool) and count < lower:
+        return False
+    return not (isinstance(upper, int) and not isinstance(upper, bool) and count > upper)
+
+
+def _sub_may_match(value: Any, sub: Any) -> bool:
+    if sub is False:
+        return False
+    return not isinstance(sub, dict) or _value_may_match(value, sub)
+
+
+def _array_may_match(value: list[Any], schema: dict[str, Any]) -> bool:
+    if not _within_count(len(value), schema, "minItems", "maxItems"):
+        return False
+    prefix = schema.get("prefixItems") or []
+    if not isinstance(prefix, list):
+        return True
+    for index, item in enumerate(value):
+        sub = prefix[index] if index < len(prefix) else schema.get("items", True)
+        if not _sub_may_match(item, sub):
+            return False
+    return True
+
+
+def _object_may_match(value: dict[str, Any], schema: dict[str, Any]) -> bool:
+    required = schema.get("required")
+    if isinstance(required, list) and any(
+        isinstance(name, str) and name not in value for name in required
+    ):
+        return False
+    properties = schema.get("properties") or {}
+    patterns = schema.get("patternProperties") or {}
+    for name, item in value.items():
+        if name in properties:
+            if not _sub_may_match(item, properties[name]):
+                return False
+        elif not patterns and "__pattern_branches" not in schema:
+            if not _sub_may_match(item, schema.get("additionalProperties", True)):
+                return False
+    return True
+
+
+def _string_may_match(value: str, schema: dict[str, Any]) -> bool:
+    if not _within_count(len(value), schema, "minLength", "maxLength"):
+        return False
+    patterns = [schema["pattern"]] if isinstance(schema.get("pattern"), str) else []
+    patterns += [entry[0] for entry in schema.get("__patterns", ()) if isinstance(entry[0], str)]
+    for pattern in patterns:
+        try:
+            if not _pattern_matches(pattern, value):
+                return False
+        except Exception:  # noqa: BLE001 - an unreadable pattern proves nothing here
+            continue
     return True
