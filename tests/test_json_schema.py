@@ -1128,3 +1128,17 @@ def test_one_of_branches_proved_disjoint_compile_exactly(schema: dict[str, Any])
     for instance in cases:
         text = json.dumps(instance)
         assert grammar.accepts(text) == validator.is_valid(instance), text
+
+
+def test_fixed_huge_numbers_are_checked_against_multiple_of_exactly() -> None:
+    """Enum members are checked against multipleOf as fractions: a Decimal remainder of
+    1e308 by 0.123456789 overflows the context precision (it used to raise, uncaught)."""
+    grammar = _grammar(
+        {"allOf": [{"enum": [1e308]}, {"not": {"multipleOf": 0.123456789, "type": "integer"}}]}
+    )
+    assert grammar.accepts(json.dumps(1e308))
+    grammar = _grammar({"enum": [1e308, 7.5, 2, 1e-300], "multipleOf": 2.5})
+    assert grammar.accepts(json.dumps(1e308))
+    assert grammar.accepts(json.dumps(7.5))
+    assert not grammar.accepts(json.dumps(2))
+    assert not grammar.accepts(json.dumps(1e-300))

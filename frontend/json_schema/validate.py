@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from gramkiln.frontend.json_schema.automaton import accepts, dfa_from_expr
@@ -102,6 +103,15 @@ def flat_is_valid(
     return True
 
 
+def _is_multiple(number: Decimal, divisor: Decimal) -> bool:
+    """Whether ``number`` is an integer multiple of ``divisor``, exactly: as fractions, since
+    a Decimal remainder fails once the quotient outgrows the context's precision (1e308 and
+    0.123456789)."""
+    if divisor == 0:
+        return False
+    return (Fraction(number) / Fraction(divisor)).denominator == 1
+
+
 def _number_ok(value: Any, flat: dict[str, Any]) -> bool:
     number = _decimal(value)
     checks = (
@@ -113,9 +123,9 @@ def _number_ok(value: Any, flat: dict[str, Any]) -> bool:
     for keyword, holds in checks:
         if keyword in flat and not holds(_decimal(flat[keyword])):
             return False
-    if "multipleOf" in flat and number % _decimal(flat["multipleOf"]) != 0:
+    if "multipleOf" in flat and not _is_multiple(number, _decimal(flat["multipleOf"])):
         return False
-    if any(number % _decimal(m) == 0 for m in flat.get("__not_multiples", ())):
+    if any(_is_multiple(number, _decimal(m)) for m in flat.get("__not_multiples", ())):
         return False
     if flat.get("__non_integer") and number == number.to_integral_value():
         return False
