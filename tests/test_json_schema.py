@@ -1142,3 +1142,17 @@ def test_fixed_huge_numbers_are_checked_against_multiple_of_exactly() -> None:
     assert grammar.accepts(json.dumps(7.5))
     assert not grammar.accepts(json.dumps(2))
     assert not grammar.accepts(json.dumps(1e-300))
+
+
+def test_format_regex_refuses_what_no_engine_compiles() -> None:
+    """`format: regex` is a regular superset of regex syntax: balanced groups, closed
+    classes, complete escapes, no quantifier with nothing before it."""
+    grammar = _grammar({"type": "string", "format": "regex"})
+    for pattern in ["", "|", "^a(b|c)*$", r"\d+(?:\.\d+)?", "[a-z]{2,3}", "[]]", "a{2,}?"]:
+        assert grammar.accepts(json.dumps(pattern)), pattern
+    for pattern in [r"(?<n>x)\k<n>", "(?P<name>a)", "(?i)ab", "(?:a(?=b[)]))", r"[\]]\\"]:
+        assert grammar.accepts(json.dumps(pattern)), pattern
+    for pattern in ["*", "\\", "a(", "a)", "[a-", "a|*", "(*a)", "+x"]:
+        assert not grammar.accepts(json.dumps(pattern)), pattern
+    annotated = _grammar({"type": "string", "format": "regex"}, formats="annotate")
+    assert annotated.accepts(json.dumps("*"))
