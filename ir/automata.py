@@ -569,8 +569,8 @@ def _connect(
         body = terminals.get(expr.name)
         if body is None:
             raise CompileError(f"unknown terminal {expr.name} in a terminal expression")
-        key = (expr.name, nfa.resolve(target))
-        shared = nfa.copies.get(key)
+        copy_key = (expr.name, nfa.resolve(target))
+        shared = nfa.copies.get(copy_key)
         if shared is not None:
             nfa.epsilon[source].append(shared)
             return
@@ -578,7 +578,7 @@ def _connect(
         nfa.epsilon[source].append(entry)
         nfa.forward_to(exit_, target)
         _connect(nfa, body, entry, exit_, terminals, inlining + (expr.name,))
-        nfa.copies[key] = entry
+        nfa.copies[copy_key] = entry
     else:
         kind = getattr(expr, "kind", type(expr).__name__)
         raise CompileError(f"{kind} elements cannot appear in a terminal expression")
