@@ -34,7 +34,7 @@ from gramkiln.frontend._regex_unicode import (
     fold_ranges,
     property_ranges,
 )
-from gramkiln.ir import CharClass, Choice, Empty, Expr, GrammarIR, Literal, Repeat, Rule
+from gramkiln.ir import Bytes, CharClass, Choice, Empty, Expr, GrammarIR, Literal, Repeat, Rule, Seq
 from gramkiln.ir.nodes import MAX_CODEPOINT, SURROGATES, complement_ranges, normalise_ranges
 
 from gramkiln.errors import GrammarError
@@ -111,6 +111,28 @@ class _Branch:
         return self.end_at is not None
 
 
+def _matches_empty(expr: Expr) -> bool | None:
+    """Whether ``expr`` can match the empty string (None: not decided for this node)."""
+    if isinstance(expr, Empty):
+        return True
+    if isinstance(expr, Literal):
+        return expr.text == ""
+    if isinstance(expr, Bytes):
+        return expr.data == b""
+    if isinstance(expr, CharClass):
+        return False
+    if isinstance(expr, Repeat):
+        return True if expr.min == 0 else _matches_empty(expr.item)
+    if isinstance(expr, Seq | Choice):
+        parts = [
+            _matches_empty(e) for e in (expr.items if isinstance(expr, Seq) else expr.alternatives)
+        ]
+        if isinstance(expr, Seq):
+            return False if False in parts else (None if None in parts else True)
+        return True if True in parts else (None if None in parts else False)
+    return None
+
+
 @dataclass
 class _Partial:
     """A sequence being parsed, for one combination of anchors (see ``_sequence``)."""
@@ -118,6 +140,10 @@ class _Partial:
     items: list[Expr] = field(default_factory=list)
     start_at: int | None = None
     end_at: int | None = None
+    # Mid-pattern anchors: the items before a '^' (after a '$') must match the empty string
+    # for the anchor to hold; checked, and those items dropped, when the sequence ends.
+    empty_before: int = 0
+    empty_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -342,22 +368,22 @@ class _Parser:
                 quantified = True
                 continue
             if char == "^":
-                if any(partial.items or partial.end_at is not None for partial in partials):
+                if any(partial.end_at is not None for partial in partials):
                     raise self.error("anchor '^' is only supported at the start of the pattern")
                 self.pos += 1
                 for partial in partials:
                     partial.start_at = start if partial.start_at is None else partial.start_at
+                    partial.empty_before = len(partial.items)
                 quantifiable = False
                 continue
             if char == "$":
                 self.pos += 1
                 for partial in partials:
                     partial.end_at = start if partial.end_at is None else partial.end_at
+                    if partial.empty_after is None:
+                        partial.empty_after = len(partial.items)
                 quantifiable = False
                 continue
-            ended = [partial.end_at for partial in partials if partial.end_at is not None]
-            if ended:
-                raise self.error("anchor '$' is only supported at the end of the pattern", ended[0])
             if char == "(":
                 variants = self._group(flags)
                 if variants is None:  # a comment: transparent for quantifiers, like Python
@@ -367,10 +393,30 @@ class _Parser:
             partials = self._extend(partials, variants)
             quantifiable, quantified = True, False
             anchored_atom = any(v.start_at is not None or v.end_at is not None for v in variants)
-        return [
-            _Branch(merged_seq(partial.items), partial.start_at, partial.end_at)
-            for partial in partials
-        ]
+        branches = []
+        for partial in partials:
+            items = self._anchored_items(partial)
+            if items is not None:
+                branches.append(_Branch(merged_seq(items), partial.start_at, partial.end_at))
+        if not branches:
+            # Every reading needs a non-empty match before a '^' or after a '$': nothing
+            # matches (an empty class), which is what the pattern means.
+            return [_Branch(CharClass(ranges=()), None, None)]
+        return branches
+
+    def _anchored_items(self, partial: _Partial) -> list[Expr] | None:
+        """The items of a sequence with mid-pattern anchors applied: the ones before its last
+        '^' and after its first '$' can only match the empty string there, so they are
+        dropped when they can, and the sequence matches nothing when they cannot (None)."""
+        after = len(partial.items) if partial.empty_after is None else partial.empty_after
+        before, rest = partial.items[: partial.empty_before], partial.items[after:]
+        for item in (*before, *rest):
+            empty = _matches_empty(item)
+            if empty is None:
+                raise self.error("an anchor inside the pattern next to this construct")
+            if not empty:
+                return None
+        return partial.items[partial.empty_before : after]
 
     def _extend(self, partials: list[_Partial], variants: list[_Branch]) -> list[_Partial]:
         """Append each variant of an atom to each partial sequence, checking its anchors."""
@@ -381,16 +427,24 @@ class _Parser:
         extended: list[_Partial] = []
         for partial in partials:
             for variant in variants:
-                if variant.start_at is not None and partial.items:
+                if variant.start_at is not None and partial.end_at is not None:
                     raise self.error(
                         "anchor '^' is only supported at the start of the pattern",
                         variant.start_at,
                     )
+                empty_before = partial.empty_before
+                if variant.start_at is not None:
+                    empty_before = len(partial.items)  # what precedes the group must be empty
+                empty_after = partial.empty_after
+                if empty_after is None and variant.end_at is not None:
+                    empty_after = len(partial.items) + 1  # what follows the group must be empty
                 extended.append(
                     _Partial(
                         [*partial.items, variant.expr],
                         partial.start_at if partial.start_at is not None else variant.start_at,
-                        variant.end_at,
+                        partial.end_at if partial.end_at is not None else variant.end_at,
+                        empty_before,
+                        empty_after,
                     )
                 )
         return extended
