@@ -56,6 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`gramkiln mask ... | head`): stop quietly, as Unix tools do.
+        # Point stdout at devnull so the interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - a bug must still end in a message, not a trace
         if os.environ.get("GRAMKILN_DEBUG"):
             raise
