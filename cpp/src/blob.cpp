@@ -1028,16 +1028,18 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     const uint16_t* depth = trie.depth.data();
     const uint8_t* node_byte = trie.byte.data();
     auto& ranges = part.token_ranges;
-    auto enter = [&](uint32_t node, int32_t state) {
-      const uint32_t first = tok_offsets[node], last = tok_offsets[node + 1];
-      if (first != last) {
-        if (!ranges.empty() && ranges.back().second == first) {
-          ranges.back().second = last;
-        } else {
-          ranges.emplace_back(first, last);
-        }
-        part.num_tokens += last - first;
+    // Append the token positions [first, last), merging with the previous range when adjacent.
+    auto add_tokens = [&](uint32_t first, uint32_t last) {
+      if (first == last) return;
+      if (!ranges.empty() && ranges.back().second == first) {
+        ranges.back().second = last;
+      } else {
+        ranges.emplace_back(first, last);
       }
+      part.num_tokens += last - first;
+    };
+    auto enter = [&](uint32_t node, int32_t state) {
+      add_tokens(tok_offsets[node], tok_offsets[node + 1]);
       if (accepting[state] && subtree_end[node] > node + 1) part.exit_nodes.push_back(node);
     };
     const uint32_t* summary = v.subtree_summary.data();
@@ -1059,15 +1061,7 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
         for (int w = 0; w < 4 && inside; ++w) inside = (bytes[w] & ~run[w]) == 0;
       }
       if (!inside) return false;
-      const uint32_t first = tok_offsets[node + 1], last = tok_offsets[subtree_end[node]];
-      if (first != last) {
-        if (!ranges.empty() && ranges.back().second == first) {
-          ranges.back().second = last;
-        } else {
-          ranges.emplace_back(first, last);
-        }
-        part.num_tokens += last - first;
-      }
+      add_tokens(tok_offsets[node + 1], tok_offsets[subtree_end[node]]);
       return true;
     };
     const uint32_t root_depth = depth[root];

@@ -776,11 +776,57 @@ void or_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& t
   }
 }
 
+using MaskKey = std::pair<uint64_t, uint64_t>;
+using MaskMap = std::unordered_map<MaskKey, std::vector<uint32_t>, GroupCache::KeyHash>;
+
+// A parser-configuration key: every thread's state mixed with a 128-bit hash of its origin set,
+// then the hash of the last set when a set ends at the current position. `hash_of(set)` gives
+// the {lo, hi} hash a key is built from (the whole-stack hash, or a bounded-depth one).
+template <typename HashOf>
+MaskKey configuration_key(MaskKey key, const std::vector<Thread>& threads, bool frontier,
+                          uint32_t last_set, HashOf hash_of) {
+  for (const Thread& th : threads) {
+    const uint64_t state = static_cast<uint64_t>(th.state) * 0x9e3779b97f4a7c15ull;
+    const MaskKey origin = hash_of(th.origin);
+    key.first += mix64(state ^ origin.first);
+    key.second += mix64(state + origin.second * 0xd6e8feb86659fd93ull);
+  }
+  if (frontier) {
+    const MaskKey last = hash_of(last_set);
+    key.first = mix64(key.first ^ last.first);
+    key.second = mix64(key.second + last.second);
+  } else {
+    key.first = mix64(key.first + 1);
+    key.second = mix64(key.second ^ 1);
+  }
+  return key;
+}
+
+// Copy the mask stored under `key` into `words`; false when there is none.
+bool find_mask(std::mutex& mutex, const MaskMap& masks, const MaskKey& key, uint32_t* words) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = masks.find(key);
+  if (found == masks.end()) return false;
+  std::copy(found->second.begin(), found->second.end(), words);
+  return true;
+}
+
+// Store `count` mask words under `key`; the map is cleared first when it would outgrow
+// GroupCache::kMaskBudgetBytes, so memory stays bounded whatever the traffic.
+void store_mask(std::mutex& mutex, MaskMap& masks, size_t& bytes, const MaskKey& key,
+                const uint32_t* words, uint32_t count) {
+  const size_t size = 4 * static_cast<size_t>(count) + 64;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (bytes + size > GroupCache::kMaskBudgetBytes) {
+    masks.clear();
+    bytes = 0;
+  }
+  if (masks.emplace(key, std::vector<uint32_t>(words, words + count)).second) bytes += size;
+}
+
 }  // namespace
 
-Matcher::Matcher(std::shared_ptr<const Runtime> runtime) : runtime_(std::move(runtime)) {
-  reset();
-}
+Matcher::Matcher(std::shared_ptr<const Runtime> runtime) : runtime_(std::move(runtime)) { reset(); }
 
 void Matcher::reset() {
   history_.clear();
@@ -938,30 +984,13 @@ void Matcher::rollback(uint32_t n) {
 }
 
 std::pair<uint64_t, uint64_t> Matcher::depth_mask_key(uint32_t depth) const {
-  std::pair<uint64_t, uint64_t> key{mix64(0x243f6a8885a308d3ull + depth),
-                                    mix64(0x13198a2e03707344ull ^ depth)};
-  auto depth_hash = [&](uint32_t set) {
-    return &chart_.depth_hash[(static_cast<size_t>(set) * Chart::kDepthHashes + depth - 1) * 2];
-  };
-  for (const Thread& th : threads_) {
-    const uint64_t state = static_cast<uint64_t>(th.state) * 0x9e3779b97f4a7c15ull;
-    uint64_t lo = 0, hi = 0;
-    if (depth > 0) {
-      lo = depth_hash(th.origin)[0];
-      hi = depth_hash(th.origin)[1];
-    }
-    key.first += mix64(state ^ lo);
-    key.second += mix64(state + hi * 0xd6e8feb86659fd93ull);
-  }
-  if (frontier_) {
-    const uint64_t* last = depth_hash(chart_.num_sets() - 1);
-    key.first = mix64(key.first ^ last[0]);
-    key.second = mix64(key.second + last[1]);
-  } else {
-    key.first = mix64(key.first + 1);
-    key.second = mix64(key.second ^ 1);
-  }
-  return key;
+  const MaskKey seed{mix64(0x243f6a8885a308d3ull + depth), mix64(0x13198a2e03707344ull ^ depth)};
+  return configuration_key(seed, threads_, frontier_, chart_.num_sets() - 1, [&](uint32_t set) {
+    if (depth == 0) return MaskKey{0, 0};  // H_0: nothing below the states
+    const uint64_t* hash =
+        &chart_.depth_hash[(static_cast<size_t>(set) * Chart::kDepthHashes + depth - 1) * 2];
+    return MaskKey{hash[0], hash[1]};
+  });
 }
 
 void Matcher::fill_mask(uint32_t* words) const {
@@ -972,59 +1001,20 @@ void Matcher::fill_mask(uint32_t* words) const {
   }
   // The mask is a function of the thread states, the structural hashes of their origin sets and
   // (when a set ends here) of the last set: look it up by that key first.
-  std::pair<uint64_t, uint64_t> key{0x51ed270b27a2b7d5ull, 0x6a09e667f3bcc909ull};
-  for (const Thread& th : threads_) {
-    const uint64_t state = static_cast<uint64_t>(th.state) * 0x9e3779b97f4a7c15ull;
-    key.first += mix64(state ^ chart_.hash_lo[th.origin]);
-    key.second += mix64(state + chart_.hash_hi[th.origin] * 0xd6e8feb86659fd93ull);
-  }
-  const uint32_t last_set = chart_.num_sets() - 1;
-  if (frontier_) {
-    key.first = mix64(key.first ^ chart_.hash_lo[last_set]);
-    key.second = mix64(key.second + chart_.hash_hi[last_set]);
-  } else {
-    key.first = mix64(key.first + 1);
-    key.second = mix64(key.second ^ 1);
-  }
+  const MaskKey key = configuration_key(
+      {0x51ed270b27a2b7d5ull, 0x6a09e667f3bcc909ull}, threads_, frontier_, chart_.num_sets() - 1,
+      [&](uint32_t set) { return MaskKey{chart_.hash_lo[set], chart_.hash_hi[set]}; });
   GroupCache& cache = *rt.groups;
-  const size_t size = 4 * static_cast<size_t>(rt.words) + 64;
-  auto remember = [&](const std::pair<uint64_t, uint64_t>& full_key) {
-    std::lock_guard<std::mutex> lock(cache.mask_mutex);
-    if (cache.mask_bytes + size > GroupCache::kMaskBudgetBytes) {
-      cache.masks.clear();
-      cache.mask_bytes = 0;
-    }
-    if (cache.masks.emplace(full_key, std::vector<uint32_t>(words, words + rt.words)).second) {
-      cache.mask_bytes += size;
-    }
-  };
-  {
-    std::lock_guard<std::mutex> lock(cache.mask_mutex);
-    auto found = cache.masks.find(key);
-    if (found != cache.masks.end()) {
-      std::copy(found->second.begin(), found->second.end(), words);
-      return;
-    }
-  }
+  if (find_mask(cache.mask_mutex, cache.masks, key, words)) return;
   // Then by the bounded-depth keys under which masks have been stored (see depth_masks); a hit
   // lacks only the end tokens, which depend on the whole stack.
   const uint32_t stored = cache.mask_depths.load(std::memory_order_relaxed);
   for (uint32_t depth = frontier_ ? 1 : 0; depth <= Chart::kDepthHashes && (stored >> depth);
        ++depth) {
     if (!((stored >> depth) & 1u)) continue;
-    const auto depth_key = depth_mask_key(depth);
-    bool hit = false;
-    {
-      std::lock_guard<std::mutex> lock(cache.mask_mutex);
-      auto found = cache.depth_masks.find(depth_key);
-      if (found != cache.depth_masks.end()) {
-        std::copy(found->second.begin(), found->second.end(), words);
-        hit = true;
-      }
-    }
-    if (hit) {
+    if (find_mask(cache.mask_mutex, cache.depth_masks, depth_mask_key(depth), words)) {
       if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
-      remember(key);
+      store_mask(cache.mask_mutex, cache.masks, cache.mask_bytes, key, words, rt.words);
       return;
     }
   }
@@ -1032,20 +1022,12 @@ void Matcher::fill_mask(uint32_t* words) const {
   const int dependency = fill_mask_uncached(words);
   if (dependency >= 0) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
-    const auto depth_key = depth_mask_key(depth);
-    std::lock_guard<std::mutex> lock(cache.mask_mutex);
-    if (cache.depth_mask_bytes + size > GroupCache::kMaskBudgetBytes) {
-      cache.depth_masks.clear();
-      cache.depth_mask_bytes = 0;
-    }
-    if (cache.depth_masks.emplace(depth_key, std::vector<uint32_t>(words, words + rt.words))
-            .second) {
-      cache.depth_mask_bytes += size;
-    }
+    store_mask(cache.mask_mutex, cache.depth_masks, cache.depth_mask_bytes, depth_mask_key(depth),
+               words, rt.words);
     cache.mask_depths.fetch_or(1u << depth, std::memory_order_relaxed);
   }
   if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
-  remember(key);
+  store_mask(cache.mask_mutex, cache.masks, cache.mask_bytes, key, words, rt.words);
 }
 
 int Matcher::fill_mask_uncached(uint32_t* words) const {
