@@ -30,46 +30,60 @@ struct VocabIndexHandle {
 };
 
 // A writable [rows, words] int32 view over a numpy array, a torch CPU tensor or any buffer.
-struct MaskBuffer {
+// Held through the raw buffer protocol (no pybind11 buffer_info, whose shape and format copies
+// cost more than a cached fill on every call); released with the object.
+class MaskBuffer {
+ public:
+  MaskBuffer() = default;
+  MaskBuffer(const MaskBuffer&) = delete;
+  MaskBuffer& operator=(const MaskBuffer&) = delete;
+  ~MaskBuffer() {
+    if (held_) PyBuffer_Release(&view_);
+  }
   uint32_t* data = nullptr;
   size_t rows = 0;
-  py::object keep_alive;
-  py::buffer_info info;
-};
 
-MaskBuffer mask_buffer(py::object obj, uint32_t words) {
-  MaskBuffer out;
-  if (!PyObject_CheckBuffer(obj.ptr())) {
-    // torch tensors do not export the buffer protocol; a CPU tensor's .numpy() shares memory.
-    if (py::hasattr(obj, "numpy") && py::hasattr(obj, "device")) {
-      std::string device = py::str(obj.attr("device"));
-      if (device != "cpu") throw py::value_error("bitmask tensor must be on the CPU, not " + device);
-      obj = obj.attr("numpy")();
-    } else {
-      throw py::type_error("bitmask must be a numpy array or a torch CPU tensor of int32");
+  // Export `obj`'s buffer and check it: int32, 1-D or 2-D, last dimension `words`, C-contiguous
+  // rows, writable.
+  void acquire(py::object obj, uint32_t words) {
+    if (!PyObject_CheckBuffer(obj.ptr())) {
+      // torch tensors do not export the buffer protocol; a CPU tensor's .numpy() shares memory.
+      if (py::hasattr(obj, "numpy") && py::hasattr(obj, "device")) {
+        std::string device = py::str(obj.attr("device"));
+        if (device != "cpu") {
+          throw py::value_error("bitmask tensor must be on the CPU, not " + device);
+        }
+        obj = obj.attr("numpy")();
+      } else {
+        throw py::type_error("bitmask must be a numpy array or a torch CPU tensor of int32");
+      }
     }
+    if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_RECORDS) != 0) throw py::error_already_set();
+    held_ = true;
+    const char* format = view_.format ? view_.format : "B";
+    const std::string_view fmt(format);
+    if (view_.itemsize != 4 ||
+        (fmt != "i" && fmt != "<i" && fmt != "=i" && !(fmt == "l" && sizeof(long) == 4))) {
+      throw py::value_error("bitmask dtype must be int32 (got format '" + std::string(fmt) + "')");
+    }
+    if (view_.ndim != 1 && view_.ndim != 2) throw py::value_error("bitmask must be 1-D or 2-D");
+    const Py_ssize_t cols = view_.shape[view_.ndim - 1];
+    if (cols != static_cast<Py_ssize_t>(words)) {
+      throw py::value_error("bitmask last dimension must be ceil(vocab_size / 32) = " +
+                            std::to_string(words) + ", got " + std::to_string(cols));
+    }
+    if (view_.strides[view_.ndim - 1] != 4 ||
+        (view_.ndim == 2 && view_.shape[0] > 1 && view_.strides[0] != 4 * cols)) {
+      throw py::value_error("bitmask must be C-contiguous");
+    }
+    rows = view_.ndim == 2 ? static_cast<size_t>(view_.shape[0]) : 1;
+    data = static_cast<uint32_t*>(view_.buf);
   }
-  out.keep_alive = obj;
-  out.info = py::buffer(obj).request(true);
-  const py::buffer_info& info = out.info;
-  if (info.itemsize != 4 || (info.format != "i" && info.format != "<i" && info.format != "=i" &&
-                             !(info.format == "l" && sizeof(long) == 4))) {
-    throw py::value_error("bitmask dtype must be int32 (got format '" + info.format + "')");
-  }
-  if (info.ndim != 1 && info.ndim != 2) throw py::value_error("bitmask must be 1-D or 2-D");
-  const py::ssize_t cols = info.shape[info.ndim - 1];
-  if (cols != static_cast<py::ssize_t>(words)) {
-    throw py::value_error("bitmask last dimension must be ceil(vocab_size / 32) = " +
-                          std::to_string(words) + ", got " + std::to_string(cols));
-  }
-  if (info.strides[info.ndim - 1] != 4 ||
-      (info.ndim == 2 && info.shape[0] > 1 && info.strides[0] != 4 * cols)) {
-    throw py::value_error("bitmask must be C-contiguous");
-  }
-  out.rows = info.ndim == 2 ? static_cast<size_t>(info.shape[0]) : 1;
-  out.data = static_cast<uint32_t*>(info.ptr);
-  return out;
-}
+
+ private:
+  Py_buffer view_{};
+  bool held_ = false;
+};
 
 std::string as_bytes(const py::object& obj) {
   if (py::isinstance<py::str>(obj)) return obj.cast<std::string>();  // UTF-8
@@ -99,12 +113,16 @@ class PyMatcher {
 
   void fill(py::object bitmask, py::ssize_t index) {
     const uint32_t words = gramkiln::runtime_mask_words(matcher_.runtime());
-    MaskBuffer buf = mask_buffer(bitmask, words);
+    MaskBuffer buf;
+    buf.acquire(bitmask, words);
     if (index < 0 || static_cast<size_t>(index) >= buf.rows) {
       throw py::index_error("bitmask row " + std::to_string(index) + " is out of range");
     }
+    uint32_t* row = buf.data + static_cast<size_t>(index) * words;
+    // A cached mask is a lookup and a copy: cheaper than releasing and retaking the GIL.
+    if (matcher_.fill_mask_if_cached(row)) return;
     py::gil_scoped_release release;
-    matcher_.fill_mask(buf.data + static_cast<size_t>(index) * words);
+    matcher_.fill_mask_computed(row);
   }
   bool accept_token(int64_t id) {
     py::gil_scoped_release release;
@@ -311,7 +329,8 @@ PYBIND11_MODULE(_core, m) {
           }
           cores.push_back(&pm->matcher());
         }
-        MaskBuffer buf = mask_buffer(bitmask, words);
+        MaskBuffer buf;
+        buf.acquire(bitmask, words);
         std::vector<uint32_t> rows;
         if (indices.is_none()) {
           for (size_t i = 0; i < cores.size(); ++i) rows.push_back(static_cast<uint32_t>(i));

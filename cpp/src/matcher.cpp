@@ -994,18 +994,26 @@ std::pair<uint64_t, uint64_t> Matcher::depth_mask_key(uint32_t depth) const {
 }
 
 void Matcher::fill_mask(uint32_t* words) const {
+  if (!fill_mask_if_cached(words)) fill_mask_computed(words);
+}
+
+std::pair<uint64_t, uint64_t> Matcher::whole_mask_key() const {
+  // The mask is a function of the thread states, the structural hashes of their origin sets and
+  // (when a set ends here) of the last set.
+  return configuration_key(
+      {0x51ed270b27a2b7d5ull, 0x6a09e667f3bcc909ull}, threads_, frontier_, chart_.num_sets() - 1,
+      [&](uint32_t set) { return MaskKey{chart_.hash_lo[set], chart_.hash_hi[set]}; });
+}
+
+bool Matcher::fill_mask_if_cached(uint32_t* words) const {
   const Runtime& rt = *runtime_;
   if (terminated_) {
     std::fill(words, words + rt.words, 0u);
-    return;
+    return true;
   }
-  // The mask is a function of the thread states, the structural hashes of their origin sets and
-  // (when a set ends here) of the last set: look it up by that key first.
-  const MaskKey key = configuration_key(
-      {0x51ed270b27a2b7d5ull, 0x6a09e667f3bcc909ull}, threads_, frontier_, chart_.num_sets() - 1,
-      [&](uint32_t set) { return MaskKey{chart_.hash_lo[set], chart_.hash_hi[set]}; });
+  const MaskKey key = whole_mask_key();
   GroupCache& cache = *rt.groups;
-  if (find_mask(cache.mask_mutex, cache.masks, key, words)) return;
+  if (find_mask(cache.mask_mutex, cache.masks, key, words)) return true;
   // Then by the bounded-depth keys under which masks have been stored (see depth_masks); a hit
   // lacks only the end tokens, which depend on the whole stack.
   const uint32_t stored = cache.mask_depths.load(std::memory_order_relaxed);
@@ -1015,10 +1023,21 @@ void Matcher::fill_mask(uint32_t* words) const {
     if (find_mask(cache.mask_mutex, cache.depth_masks, depth_mask_key(depth), words)) {
       if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
       store_mask(cache.mask_mutex, cache.masks, cache.mask_bytes, key, words, rt.words);
-      return;
+      return true;
     }
   }
-  std::fill(words, words + rt.words, 0u);  // not before: a cache hit overwrites every word
+  return false;
+}
+
+void Matcher::fill_mask_computed(uint32_t* words) const {
+  const Runtime& rt = *runtime_;
+  if (terminated_) {
+    std::fill(words, words + rt.words, 0u);
+    return;
+  }
+  const MaskKey key = whole_mask_key();
+  GroupCache& cache = *rt.groups;
+  std::fill(words, words + rt.words, 0u);
   const int dependency = fill_mask_uncached(words);
   if (dependency >= 0) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);

@@ -117,6 +117,12 @@ class Matcher {
   // Write the allowed-token bitmask (ceil(vocab_size / 32) words). Safe to call concurrently
   // on the same matcher: it does not modify it.
   void fill_mask(uint32_t* words) const;
+  // The cheap part of fill_mask: write the mask and return true when it is in the mask caches
+  // (or the matcher has terminated), else return false and leave `words` untouched. Callers
+  // that must release a lock for real work (the Python bindings and the GIL) try this first.
+  bool fill_mask_if_cached(uint32_t* words) const;
+  // The rest of fill_mask: compute the mask of a configuration that is not cached, and cache it.
+  void fill_mask_computed(uint32_t* words) const;
   // Consume one token. False (state unchanged) if it is not allowed. Throws std::out_of_range
   // when token_id >= vocab_size.
   bool accept_token(int64_t token_id);
@@ -146,6 +152,7 @@ class Matcher {
   // (see GroupCache::depth_masks), or -1 when some exit walk's dependencies are unknown.
   int fill_mask_uncached(uint32_t* words) const;
   std::pair<uint64_t, uint64_t> depth_mask_key(uint32_t depth) const;
+  std::pair<uint64_t, uint64_t> whole_mask_key() const;
   void restore(Snapshot&& snap);
   bool step_byte(uint8_t byte, const std::vector<std::pair<uint32_t, uint32_t>>* extra_scans);
   void start_threads_for_last_set();
