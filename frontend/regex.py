@@ -3,7 +3,9 @@
 Two dialects share one parser:
 
 * ``"python"`` (Lark ``/.../`` terminals, ``Grammar.from_regex``): Python ``re`` syntax with
-  ASCII meanings for ``\\d \\w \\s``.
+  ASCII meanings for ``\\d \\w \\s``, plus XGrammar's ``\\e`` (ESC) and ``\\cX`` (control
+  character), which Python rejects. ``Grammar.from_regex`` reads lazy quantifiers as greedy
+  ones (a full match has the same strings either way); embedded patterns reject them.
 * ``"ecma"`` (JSON Schema ``pattern``): ECMA-262 with the ``u`` flag; ``\\s`` is ECMA white
   space, ``.`` excludes every line terminator, lazy quantifiers are read as greedy ones
   (the same language).
@@ -13,8 +15,9 @@ accepted only at the edges of the pattern: where nothing can precede ``^`` / fol
 a top-level alternative, possibly inside (unrepeated) groups, as in ``^(a|$)``. There they
 are no-ops for :func:`parse_regex`, and for :func:`search_regex` they decide whether a match
 may float inside the string. Constructs that are not regular or whose meaning depends on
-match order (look-around, backreferences, lazy and possessive quantifiers, word boundaries)
-are rejected with a :class:`RegexError` naming the construct and its position.
+match order (look-around, backreferences, possessive quantifiers, word boundaries, and lazy
+quantifiers where not read as greedy) are rejected with a :class:`RegexError` naming the
+construct and its position.
 """
 
 from __future__ import annotations
@@ -161,20 +164,29 @@ class _ClassAtom:
         return complement_ranges(self.ranges) if self.negated else self.ranges
 
 
-def parse_regex(pattern: str, flags: str = "", *, dialect: str = "python") -> Expr:
+def parse_regex(
+    pattern: str, flags: str = "", *, dialect: str = "python", lazy_as_greedy: bool | None = None
+) -> Expr:
     """Parse ``pattern`` into an IR expression whose language is the pattern's full matches.
 
     ``flags`` may contain ``i`` (case-insensitive) and ``s`` (``.`` matches newlines).
-    ``dialect`` is ``"python"`` or ``"ecma"``. Raises :class:`RegexError` on bad or
-    unsupported syntax.
+    ``dialect`` is ``"python"`` or ``"ecma"``. ``lazy_as_greedy`` says whether a lazy
+    quantifier (``*?``, ``{m,n}?``) is read as the greedy one or is an error; None means the
+    dialect's default (greedy for ``"ecma"``, an error for ``"python"``, whose callers may
+    embed the pattern where a lexer would stop at the shortest match). Raises
+    :class:`RegexError` on bad or unsupported syntax.
     """
-    branches = _Parser(pattern, flags, dialect).parse()
+    branches = _Parser(pattern, flags, dialect, lazy_as_greedy).parse()
     return _alternatives([branch.expr for branch in branches])
 
 
 def regex_grammar(pattern: str, flags: str = "") -> GrammarIR:
-    """A grammar with one rule ``start`` matching exactly the full matches of ``pattern``."""
-    body = parse_regex(pattern, flags)
+    """A grammar with one rule ``start`` matching exactly the full matches of ``pattern``.
+
+    Lazy quantifiers are read as greedy ones: a full match must consume the whole string,
+    so ``re.fullmatch`` accepts the same strings either way (as XGrammar's ``from_regex``).
+    """
+    body = parse_regex(pattern, flags, lazy_as_greedy=True)
     return GrammarIR(start="start", rules=(Rule(name="start", body=body),))
 
 
@@ -275,13 +287,16 @@ def _class(
 class _Parser:
     """Recursive-descent parser over the pattern text; ``pos`` is the next unread offset."""
 
-    def __init__(self, pattern: str, flags: str, dialect: str) -> None:
+    def __init__(
+        self, pattern: str, flags: str, dialect: str, lazy_as_greedy: bool | None = None
+    ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown regex dialect {dialect!r}; expected one of {DIALECTS}")
         if not isinstance(pattern, str):
             raise TypeError(f"a regex pattern must be a str, not {type(pattern).__name__}")
         self.pattern = pattern
         self.dialect = dialect
+        self.lazy_as_greedy = dialect == "ecma" if lazy_as_greedy is None else lazy_as_greedy
         self.pos = 0
         self.group_names: set[str] = set()
         self.depth = 0
@@ -501,10 +516,10 @@ class _Parser:
             low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[char]
         follower = self.peek()
         if follower == "?":
-            if self.dialect == "ecma":
+            if self.lazy_as_greedy:
                 # A lazy quantifier changes which match a search finds, never whether one
-                # exists, so for a pattern's language it is the greedy one. Real JSON Schema
-                # patterns use it (e.g. "^(.*?)\\.json$"); the spec keeps Python's an error.
+                # exists, so for a searched or fully matched pattern it is the greedy one.
+                # Real JSON Schema patterns use it (e.g. "^(.*?)\\.json$").
                 self.pos += 1
                 return low, high
             raise self.error(f"lazy quantifier '{spelled}?' is not supported", start)
@@ -718,6 +733,9 @@ class _Parser:
             return single(0)
         if char == "a" and self.dialect == "python":
             return single(0x07)
+        if char == "e" and self.dialect == "python":
+            # ESC, as in PCRE and XGrammar; Python's re has no meaning for it (an error there).
+            return single(0x1B)
         if char == "x":
             return single(self._hex_digits(2, start, spelled))
         if char == "u":
@@ -728,12 +746,9 @@ class _Parser:
             return single(self._hex_digits(8, start, spelled))
         if char == "N" and self.dialect == "python":
             return single(self._named_character(start))
-        if (
-            char == "c"
-            and self.dialect == "ecma"
-            and self.peek().isascii()
-            and self.peek().isalpha()
-        ):
+        if char == "c" and self.peek().isascii() and self.peek().isalpha():
+            # A control character (\cJ is LF): ECMA's, and XGrammar's in every dialect;
+            # Python's re has no meaning for it (an error there).
             self.pos += 1
             return single(ord(self.pattern[self.pos - 1]) % 32)
         if char in "pP":
