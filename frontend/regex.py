@@ -104,6 +104,9 @@ class _Branch:
     expr: Expr
     start_at: int | None
     end_at: int | None
+    # Python dialect: ``expr`` ends with the newline that Python's '$' may precede at the
+    # end of the string, so nothing more may follow this alternative.
+    final_newline: bool = False
 
     @property
     def anchored_start(self) -> bool:
@@ -136,6 +139,46 @@ def _matches_empty(expr: Expr) -> bool | None:
     return None
 
 
+def _matches_newline(expr: Expr) -> bool | None:
+    """Whether ``expr`` can match exactly ``"\\n"`` (None: not decided for this node)."""
+    if isinstance(expr, Empty):
+        return False
+    if isinstance(expr, Literal):
+        return expr.text == "\n"
+    if isinstance(expr, Bytes):
+        return expr.data == b"\n"
+    if isinstance(expr, CharClass):
+        return any(lo <= 0x0A <= hi for lo, hi in expr.positive_ranges())
+    if isinstance(expr, Repeat):
+        if expr.max == 0:
+            return False
+        newline = _matches_newline(expr.item)
+        if expr.min <= 1 or newline is False:
+            return newline
+        # Several copies: one gives the newline, the others must match the empty string.
+        empty = _matches_empty(expr.item)
+        return None if empty is None else newline and empty
+    if isinstance(expr, Seq):
+        return _sequence_matches_newline(list(expr.items))
+    if isinstance(expr, Choice):
+        parts = [_matches_newline(e) for e in expr.alternatives]
+        return True if True in parts else (None if None in parts else False)
+    return None
+
+
+def _sequence_matches_newline(items: list[Expr]) -> bool | None:
+    """Whether the concatenation of ``items`` can match exactly ``"\\n"``: one item gives
+    the newline and every other one matches the empty string."""
+    empties = [_matches_empty(item) for item in items]
+    newlines = [_matches_newline(item) for item in items]
+    if None in empties or None in newlines:
+        return None
+    return any(
+        newlines[index] and all(empties[:index] + empties[index + 1 :])
+        for index in range(len(items))
+    )
+
+
 @dataclass
 class _Partial:
     """A sequence being parsed, for one combination of anchors (see ``_sequence``)."""
@@ -147,6 +190,8 @@ class _Partial:
     # for the anchor to hold; checked, and those items dropped, when the sequence ends.
     empty_before: int = 0
     empty_after: int | None = None
+    # An appended group already ends with the newline a Python '$' may precede (_Branch).
+    final_newline: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,15 +259,17 @@ def search_regex(pattern: str) -> Expr:
 
 
 def _merge_by_anchoring(branches: list[_Branch]) -> list[_Branch]:
-    """Unite the alternatives that share an anchoring, keeping at most four variants."""
-    grouped: dict[tuple[bool, bool], list[_Branch]] = {}
+    """Unite the alternatives that share an anchoring, keeping at most eight variants."""
+    grouped: dict[tuple[bool, bool, bool], list[_Branch]] = {}
     for branch in branches:
-        grouped.setdefault((branch.anchored_start, branch.anchored_end), []).append(branch)
+        key = (branch.anchored_start, branch.anchored_end, branch.final_newline)
+        grouped.setdefault(key, []).append(branch)
     return [
         _Branch(
             _alternatives([member.expr for member in members]),
             members[0].start_at,
             members[0].end_at,
+            members[0].final_newline,
         )
         for members in grouped.values()
     ]
@@ -408,30 +455,48 @@ class _Parser:
             partials = self._extend(partials, variants)
             quantifiable, quantified = True, False
             anchored_atom = any(v.start_at is not None or v.end_at is not None for v in variants)
-        branches = []
-        for partial in partials:
-            items = self._anchored_items(partial)
-            if items is not None:
-                branches.append(_Branch(merged_seq(items), partial.start_at, partial.end_at))
+        branches = [
+            _Branch(merged_seq(items), partial.start_at, partial.end_at, final_newline)
+            for partial in partials
+            for items, final_newline in self._anchored_items(partial)
+        ]
         if not branches:
             # Every reading needs a non-empty match before a '^' or after a '$': nothing
             # matches (an empty class), which is what the pattern means.
             return [_Branch(CharClass(ranges=()), None, None)]
         return branches
 
-    def _anchored_items(self, partial: _Partial) -> list[Expr] | None:
-        """The items of a sequence with mid-pattern anchors applied: the ones before its last
-        '^' and after its first '$' can only match the empty string there, so they are
-        dropped when they can, and the sequence matches nothing when they cannot (None)."""
+    def _anchored_items(self, partial: _Partial) -> list[tuple[list[Expr], bool]]:
+        """The readings of a sequence with mid-pattern anchors applied, each with whether it
+        ends with the newline a Python '$' may precede (see ``_Branch.final_newline``).
+
+        The items before its last '^' and after its first '$' can only match the empty
+        string there, so they are dropped when they can, and the sequence matches nothing
+        (no reading) when they cannot. In the python dialect '$' also holds before a newline
+        that ends the string (``re.fullmatch("a$\\n?", "a\\n")``), so the items after it
+        may instead match exactly that newline, once for the whole pattern.
+        """
         after = len(partial.items) if partial.empty_after is None else partial.empty_after
         before, rest = partial.items[: partial.empty_before], partial.items[after:]
-        for item in (*before, *rest):
-            empty = _matches_empty(item)
-            if empty is None:
+        if not all(self._can_be_empty(item) for item in before):
+            return []
+        middle = partial.items[partial.empty_before : after]
+        readings: list[tuple[list[Expr], bool]] = []
+        if all(self._can_be_empty(item) for item in rest):
+            readings.append((middle, partial.final_newline))
+        if self.dialect == "python" and rest and not partial.final_newline:
+            newline = _sequence_matches_newline(rest)
+            if newline is None:
                 raise self.error("an anchor inside the pattern next to this construct")
-            if not empty:
-                return None
-        return partial.items[partial.empty_before : after]
+            if newline:
+                readings.append(([*middle, _plain_literal(0x0A)], True))
+        return readings
+
+    def _can_be_empty(self, item: Expr) -> bool:
+        empty = _matches_empty(item)
+        if empty is None:
+            raise self.error("an anchor inside the pattern next to this construct")
+        return empty
 
     def _extend(self, partials: list[_Partial], variants: list[_Branch]) -> list[_Partial]:
         """Append each variant of an atom to each partial sequence, checking its anchors."""
@@ -460,6 +525,7 @@ class _Parser:
                         partial.end_at if partial.end_at is not None else variant.end_at,
                         empty_before,
                         empty_after,
+                        partial.final_newline or variant.final_newline,
                     )
                 )
         return extended

@@ -15,6 +15,8 @@ import re
 import pytest
 from gramkiln.frontend.regex import RegexError, parse_regex, regex_grammar, search_regex
 from gramkiln.ir import GrammarIR, Rule
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gramkiln import Grammar, Vocab
 
@@ -238,3 +240,81 @@ def test_schema_pattern_applies_to_the_decoded_string() -> None:
     assert astral.accepts('"\U0001f680"')
     assert astral.accepts('"\\ud83d\\ude80"')
     assert not astral.accepts('"\\ud83d"')
+
+
+# ---------------------------------------------------------------------------------------------
+# Python's '$' also holds before a newline that ends the string
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "matches"),
+    [
+        ("k$\n?", "k\n", True),
+        ("k$\n?", "k", True),
+        ("k$\n", "k\n", True),
+        ("k$\n$", "k\n", True),
+        ("k$\n\n", "k\n\n", False),
+        (r"k$\s*", "k\n", True),
+        (r"k$\s*", "k\n\n", False),
+        (r"k$\s*", "k ", False),
+        ("(k$|m)\n", "k\n", True),
+        ("(k$|m)\n", "m\n", True),
+        ("(k$\n?)\n?", "k\n", True),
+        ("(k$\n?)\n?", "k\n\n", False),
+        ("(k$\n)x", "k\nx", False),
+        ("(?:k$|m)(?:\n|x)*", "k\n", True),
+        ("(?:k$|m)(?:\n|x)*", "k\nx", False),
+    ],
+)
+def test_dollar_before_a_final_newline(pattern: str, text: str, matches: bool) -> None:
+    assert (re.fullmatch(pattern, text) is not None) == matches
+    assert Grammar.from_regex(pattern).accepts(text) == matches
+
+
+def test_search_patterns_keep_the_ecma_dollar() -> None:
+    """ECMA-262 without the m flag: '$' is only the end of the string."""
+    grammar = _search_grammar("k$")
+    assert grammar.accepts("xk")
+    assert not grammar.accepts("xk\n")
+
+
+def _anchor_free_patterns() -> st.SearchStrategy[str]:
+    atoms = st.sampled_from(["a", "b", "\\n", r"\s", "[^a]", ".", "()", "(?s:.)"])
+
+    def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        quantified = st.tuples(inner, st.sampled_from(["*", "+", "?", "{2}", "{,2}"])).map(
+            lambda pair: f"(?:{pair[0]}){pair[1]}"
+        )
+        concatenated = st.lists(inner, min_size=2, max_size=3).map("".join)
+        alternated = st.lists(inner, min_size=2, max_size=3).map(
+            lambda parts: "(" + "|".join(parts) + ")"
+        )
+        return quantified | concatenated | alternated
+
+    return st.recursive(atoms, extend, max_leaves=5)
+
+
+def _anchored_patterns() -> st.SearchStrategy[str]:
+    """Patterns with '^' and '$' anywhere we accept them: every '^' before every '$', and
+    no anchor in a repeated group."""
+    piece = _anchor_free_patterns()
+    opening = st.one_of(
+        piece, st.just("^"), piece.map(lambda p: f"(^{p}|b)"), piece.map(lambda p: f"(?:{p}|^)")
+    )
+    closing = st.one_of(
+        piece, st.just("$"), piece.map(lambda p: f"({p}$|a)"), piece.map(lambda p: f"(?:$|{p})")
+    )
+    return st.tuples(st.lists(opening, max_size=3), st.lists(closing, max_size=3)).map(
+        lambda parts: "".join(parts[0] + parts[1])
+    )
+
+
+@given(
+    pattern=_anchored_patterns(),
+    texts=st.lists(st.text(alphabet="ab\n ", max_size=4), min_size=1, max_size=8),
+)
+@settings(max_examples=300, deadline=None)
+def test_anchored_random_patterns_agree_with_python(pattern: str, texts: list[str]) -> None:
+    grammar = Grammar.from_regex(pattern)
+    for text in texts + ["", "a\n", "\n"]:
+        assert grammar.accepts(text) == (re.fullmatch(pattern, text) is not None), (pattern, text)
