@@ -3,7 +3,9 @@
 Two dialects share one parser:
 
 * ``"python"`` (Lark ``/.../`` terminals, ``Grammar.from_regex``): Python ``re`` syntax with
-  ASCII meanings for ``\\d \\w \\s``.
+  ASCII meanings for ``\\d \\w \\s``, plus XGrammar's ``\\e`` (ESC) and ``\\cX`` (control
+  character), which Python rejects. ``Grammar.from_regex`` reads lazy quantifiers as greedy
+  ones (a full match has the same strings either way); embedded patterns reject them.
 * ``"ecma"`` (JSON Schema ``pattern``): ECMA-262 with the ``u`` flag; ``\\s`` is ECMA white
   space, ``.`` excludes every line terminator, lazy quantifiers are read as greedy ones
   (the same language).
@@ -13,8 +15,9 @@ accepted only at the edges of the pattern: where nothing can precede ``^`` / fol
 a top-level alternative, possibly inside (unrepeated) groups, as in ``^(a|$)``. There they
 are no-ops for :func:`parse_regex`, and for :func:`search_regex` they decide whether a match
 may float inside the string. Constructs that are not regular or whose meaning depends on
-match order (look-around, backreferences, lazy and possessive quantifiers, word boundaries)
-are rejected with a :class:`RegexError` naming the construct and its position.
+match order (look-around, backreferences, possessive quantifiers, word boundaries, and lazy
+quantifiers where not read as greedy) are rejected with a :class:`RegexError` naming the
+construct and its position.
 """
 
 from __future__ import annotations
@@ -101,6 +104,9 @@ class _Branch:
     expr: Expr
     start_at: int | None
     end_at: int | None
+    # Python dialect: ``expr`` ends with the newline that Python's '$' may precede at the
+    # end of the string, so nothing more may follow this alternative.
+    final_newline: bool = False
 
     @property
     def anchored_start(self) -> bool:
@@ -133,6 +139,46 @@ def _matches_empty(expr: Expr) -> bool | None:
     return None
 
 
+def _matches_newline(expr: Expr) -> bool | None:
+    """Whether ``expr`` can match exactly ``"\\n"`` (None: not decided for this node)."""
+    if isinstance(expr, Empty):
+        return False
+    if isinstance(expr, Literal):
+        return expr.text == "\n"
+    if isinstance(expr, Bytes):
+        return expr.data == b"\n"
+    if isinstance(expr, CharClass):
+        return any(lo <= 0x0A <= hi for lo, hi in expr.positive_ranges())
+    if isinstance(expr, Repeat):
+        if expr.max == 0:
+            return False
+        newline = _matches_newline(expr.item)
+        if expr.min <= 1 or newline is False:
+            return newline
+        # Several copies: one gives the newline, the others must match the empty string.
+        empty = _matches_empty(expr.item)
+        return None if empty is None else newline and empty
+    if isinstance(expr, Seq):
+        return _sequence_matches_newline(list(expr.items))
+    if isinstance(expr, Choice):
+        parts = [_matches_newline(e) for e in expr.alternatives]
+        return True if True in parts else (None if None in parts else False)
+    return None
+
+
+def _sequence_matches_newline(items: list[Expr]) -> bool | None:
+    """Whether the concatenation of ``items`` can match exactly ``"\\n"``: one item gives
+    the newline and every other one matches the empty string."""
+    empties = [_matches_empty(item) for item in items]
+    newlines = [_matches_newline(item) for item in items]
+    if None in empties or None in newlines:
+        return None
+    return any(
+        newlines[index] and all(empties[:index] + empties[index + 1 :])
+        for index in range(len(items))
+    )
+
+
 @dataclass
 class _Partial:
     """A sequence being parsed, for one combination of anchors (see ``_sequence``)."""
@@ -144,6 +190,8 @@ class _Partial:
     # for the anchor to hold; checked, and those items dropped, when the sequence ends.
     empty_before: int = 0
     empty_after: int | None = None
+    # An appended group already ends with the newline a Python '$' may precede (_Branch).
+    final_newline: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,20 +209,29 @@ class _ClassAtom:
         return complement_ranges(self.ranges) if self.negated else self.ranges
 
 
-def parse_regex(pattern: str, flags: str = "", *, dialect: str = "python") -> Expr:
+def parse_regex(
+    pattern: str, flags: str = "", *, dialect: str = "python", lazy_as_greedy: bool | None = None
+) -> Expr:
     """Parse ``pattern`` into an IR expression whose language is the pattern's full matches.
 
     ``flags`` may contain ``i`` (case-insensitive) and ``s`` (``.`` matches newlines).
-    ``dialect`` is ``"python"`` or ``"ecma"``. Raises :class:`RegexError` on bad or
-    unsupported syntax.
+    ``dialect`` is ``"python"`` or ``"ecma"``. ``lazy_as_greedy`` says whether a lazy
+    quantifier (``*?``, ``{m,n}?``) is read as the greedy one or is an error; None means the
+    dialect's default (greedy for ``"ecma"``, an error for ``"python"``, whose callers may
+    embed the pattern where a lexer would stop at the shortest match). Raises
+    :class:`RegexError` on bad or unsupported syntax.
     """
-    branches = _Parser(pattern, flags, dialect).parse()
+    branches = _Parser(pattern, flags, dialect, lazy_as_greedy).parse()
     return _alternatives([branch.expr for branch in branches])
 
 
 def regex_grammar(pattern: str, flags: str = "") -> GrammarIR:
-    """A grammar with one rule ``start`` matching exactly the full matches of ``pattern``."""
-    body = parse_regex(pattern, flags)
+    """A grammar with one rule ``start`` matching exactly the full matches of ``pattern``.
+
+    Lazy quantifiers are read as greedy ones: a full match must consume the whole string,
+    so ``re.fullmatch`` accepts the same strings either way (as XGrammar's ``from_regex``).
+    """
+    body = parse_regex(pattern, flags, lazy_as_greedy=True)
     return GrammarIR(start="start", rules=(Rule(name="start", body=body),))
 
 
@@ -202,15 +259,17 @@ def search_regex(pattern: str) -> Expr:
 
 
 def _merge_by_anchoring(branches: list[_Branch]) -> list[_Branch]:
-    """Unite the alternatives that share an anchoring, keeping at most four variants."""
-    grouped: dict[tuple[bool, bool], list[_Branch]] = {}
+    """Unite the alternatives that share an anchoring, keeping at most eight variants."""
+    grouped: dict[tuple[bool, bool, bool], list[_Branch]] = {}
     for branch in branches:
-        grouped.setdefault((branch.anchored_start, branch.anchored_end), []).append(branch)
+        key = (branch.anchored_start, branch.anchored_end, branch.final_newline)
+        grouped.setdefault(key, []).append(branch)
     return [
         _Branch(
             _alternatives([member.expr for member in members]),
             members[0].start_at,
             members[0].end_at,
+            members[0].final_newline,
         )
         for members in grouped.values()
     ]
@@ -275,13 +334,16 @@ def _class(
 class _Parser:
     """Recursive-descent parser over the pattern text; ``pos`` is the next unread offset."""
 
-    def __init__(self, pattern: str, flags: str, dialect: str) -> None:
+    def __init__(
+        self, pattern: str, flags: str, dialect: str, lazy_as_greedy: bool | None = None
+    ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown regex dialect {dialect!r}; expected one of {DIALECTS}")
         if not isinstance(pattern, str):
             raise TypeError(f"a regex pattern must be a str, not {type(pattern).__name__}")
         self.pattern = pattern
         self.dialect = dialect
+        self.lazy_as_greedy = dialect == "ecma" if lazy_as_greedy is None else lazy_as_greedy
         self.pos = 0
         self.group_names: set[str] = set()
         self.depth = 0
@@ -393,30 +455,48 @@ class _Parser:
             partials = self._extend(partials, variants)
             quantifiable, quantified = True, False
             anchored_atom = any(v.start_at is not None or v.end_at is not None for v in variants)
-        branches = []
-        for partial in partials:
-            items = self._anchored_items(partial)
-            if items is not None:
-                branches.append(_Branch(merged_seq(items), partial.start_at, partial.end_at))
+        branches = [
+            _Branch(merged_seq(items), partial.start_at, partial.end_at, final_newline)
+            for partial in partials
+            for items, final_newline in self._anchored_items(partial)
+        ]
         if not branches:
             # Every reading needs a non-empty match before a '^' or after a '$': nothing
             # matches (an empty class), which is what the pattern means.
             return [_Branch(CharClass(ranges=()), None, None)]
         return branches
 
-    def _anchored_items(self, partial: _Partial) -> list[Expr] | None:
-        """The items of a sequence with mid-pattern anchors applied: the ones before its last
-        '^' and after its first '$' can only match the empty string there, so they are
-        dropped when they can, and the sequence matches nothing when they cannot (None)."""
+    def _anchored_items(self, partial: _Partial) -> list[tuple[list[Expr], bool]]:
+        """The readings of a sequence with mid-pattern anchors applied, each with whether it
+        ends with the newline a Python '$' may precede (see ``_Branch.final_newline``).
+
+        The items before its last '^' and after its first '$' can only match the empty
+        string there, so they are dropped when they can, and the sequence matches nothing
+        (no reading) when they cannot. In the python dialect '$' also holds before a newline
+        that ends the string (``re.fullmatch("a$\\n?", "a\\n")``), so the items after it
+        may instead match exactly that newline, once for the whole pattern.
+        """
         after = len(partial.items) if partial.empty_after is None else partial.empty_after
         before, rest = partial.items[: partial.empty_before], partial.items[after:]
-        for item in (*before, *rest):
-            empty = _matches_empty(item)
-            if empty is None:
+        if not all(self._can_be_empty(item) for item in before):
+            return []
+        middle = partial.items[partial.empty_before : after]
+        readings: list[tuple[list[Expr], bool]] = []
+        if all(self._can_be_empty(item) for item in rest):
+            readings.append((middle, partial.final_newline))
+        if self.dialect == "python" and rest and not partial.final_newline:
+            newline = _sequence_matches_newline(rest)
+            if newline is None:
                 raise self.error("an anchor inside the pattern next to this construct")
-            if not empty:
-                return None
-        return partial.items[partial.empty_before : after]
+            if newline:
+                readings.append(([*middle, _plain_literal(0x0A)], True))
+        return readings
+
+    def _can_be_empty(self, item: Expr) -> bool:
+        empty = _matches_empty(item)
+        if empty is None:
+            raise self.error("an anchor inside the pattern next to this construct")
+        return empty
 
     def _extend(self, partials: list[_Partial], variants: list[_Branch]) -> list[_Partial]:
         """Append each variant of an atom to each partial sequence, checking its anchors."""
@@ -445,6 +525,7 @@ class _Parser:
                         partial.end_at if partial.end_at is not None else variant.end_at,
                         empty_before,
                         empty_after,
+                        partial.final_newline or variant.final_newline,
                     )
                 )
         return extended
@@ -501,10 +582,10 @@ class _Parser:
             low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[char]
         follower = self.peek()
         if follower == "?":
-            if self.dialect == "ecma":
+            if self.lazy_as_greedy:
                 # A lazy quantifier changes which match a search finds, never whether one
-                # exists, so for a pattern's language it is the greedy one. Real JSON Schema
-                # patterns use it (e.g. "^(.*?)\\.json$"); the spec keeps Python's an error.
+                # exists, so for a searched or fully matched pattern it is the greedy one.
+                # Real JSON Schema patterns use it (e.g. "^(.*?)\\.json$").
                 self.pos += 1
                 return low, high
             raise self.error(f"lazy quantifier '{spelled}?' is not supported", start)
@@ -718,6 +799,9 @@ class _Parser:
             return single(0)
         if char == "a" and self.dialect == "python":
             return single(0x07)
+        if char == "e" and self.dialect == "python":
+            # ESC, as in PCRE and XGrammar; Python's re has no meaning for it (an error there).
+            return single(0x1B)
         if char == "x":
             return single(self._hex_digits(2, start, spelled))
         if char == "u":
@@ -728,12 +812,9 @@ class _Parser:
             return single(self._hex_digits(8, start, spelled))
         if char == "N" and self.dialect == "python":
             return single(self._named_character(start))
-        if (
-            char == "c"
-            and self.dialect == "ecma"
-            and self.peek().isascii()
-            and self.peek().isalpha()
-        ):
+        if char == "c" and self.peek().isascii() and self.peek().isalpha():
+            # A control character (\cJ is LF): ECMA's, and XGrammar's in every dialect;
+            # Python's re has no meaning for it (an error there).
             self.pos += 1
             return single(ord(self.pattern[self.pos - 1]) % 32)
         if char in "pP":
