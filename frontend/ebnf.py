@@ -46,7 +46,9 @@ __all__ = ["parse_ebnf"]
 LANGUAGE = "EBNF"
 # Parenthesised groups are bounded so that recursion stays far from Python's stack limit.
 MAX_NESTING = 100
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+# XGrammar names may also contain '.', which GBNF reads as "any character" after a name; see
+# _EbnfParser._reference_name for how the two readings are told apart.
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 # A name starts with a letter or '_' (as in XGrammar, and as the IR text form can print).
 _NAME_START_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
@@ -63,10 +65,16 @@ _SIMPLE_ESCAPES = {
     "f": "\f",
     "v": "\v",
     "e": "\x1b",
+    # XGrammar also lets these stand for themselves in strings.
+    "/": "/",
+    "?": "?",
 }
-_HEX_ESCAPE_LENGTHS = {"x": 2, "u": 4, "U": 8}
-# Inside classes these also stand for themselves when escaped.
-_CLASS_ESCAPES = {"]": "]", "[": "[", "-": "-", "^": "^", "/": "/"}
+# '\x' takes any number of hex digits, as in XGrammar ('\x1F600' is one character; llama.cpp
+# reads exactly two); '\u' and '\U' take exactly 4 and 8.
+_HEX_ESCAPE_LENGTHS = {"u": 4, "U": 8}
+# Inside classes these (XGrammar's list: regex metacharacters) stand for themselves when
+# escaped.
+_CLASS_ESCAPES = {char: char for char in "][-^/$.*+?(){}|"}
 _CLASS_SHORTHANDS = {"d": ASCII_DIGIT, "w": ASCII_WORD, "s": ASCII_SPACE}
 _MACROS = ("Regex", "Token", "ExcludeToken", "TagDispatch", "TokenTagDispatch")
 
@@ -265,6 +273,14 @@ class _EbnfParser:
                 values["capture"] = value[1:-1]
             elif key in ("lazy", "max_tokens", "capture"):
                 raise self.error(f"bad value for rule option '{key}': {item!r}", error_at)
+            elif key == "temperature":
+                # A sampling setting, not part of the language: it has nowhere to go here,
+                # and dropping it quietly would change what the user asked for.
+                raise self.error(
+                    "the XGrammar rule option 'temperature' (sampling temperature) is not "
+                    "supported",
+                    error_at,
+                )
             else:
                 raise self.error(f"unknown rule option {item!r}", error_at)
         self.pos = close + 1
@@ -299,17 +315,27 @@ class _EbnfParser:
     def _postfix(self) -> Expr:
         """An element with at most one quantifier (as in XGrammar: ``x*?`` is an error)."""
         element = self._element()
+        if not self._skip_space_before(frozenset("*+?{")):
+            return element
         char = self.peek()
-        if char and char in "*+?":
+        if char in "*+?":
             self.pos += 1
             low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[char]
-        elif char == "{":
-            low, high = self._bounds()
         else:
-            return element
-        if self.peek() and self.peek() in "*+?{":
+            low, high = self._bounds()
+        if self._skip_space_before(frozenset("*+?{")):
             raise self.error(f"multiple repeat: {self.peek()!r} follows another quantifier")
         return Repeat(item=element, min=low, max=high)
+
+    def _skip_space_before(self, wanted: frozenset[str]) -> bool:
+        """Skip white space and comments if one of ``wanted`` follows them (XGrammar and
+        llama.cpp allow blanks before a quantifier: ``"c" {0, 2}``); else move nothing."""
+        start = self.pos
+        self.skip_space()
+        if self.peek() and self.peek() in wanted:
+            return True
+        self.pos = start
+        return False
 
     def _bounds(self) -> tuple[int, int | None]:
         start = self.pos
@@ -320,6 +346,8 @@ class _EbnfParser:
         text = self.source[start + 1 : close]
         spelled = self.source[start : close + 1]
         low_text, comma, high_text = (part.strip() for part in text.partition(","))
+        if comma and high_text == "-1":
+            high_text = ""  # XGrammar prints an unbounded repetition as {m, -1}
         if not (low_text or comma) or not all(
             p.isascii() and p.isdigit() for p in (low_text, high_text) if p
         ):
@@ -357,9 +385,8 @@ class _EbnfParser:
             self.pos += 1
             return CharClass.of([(0, MAX_CODEPOINT)])
         if char in _NAME_START_CHARS:
-            end = self._name_end(start)
-            name = self.source[start:end]
-            self.pos = end
+            name = self._reference_name(start)
+            self.pos = start + len(name)
             if name in _MACROS and name not in self.defined_names and self.peek() == "(":
                 return self._macro(name, start)
             self.references.append((name, start))
@@ -374,10 +401,26 @@ class _EbnfParser:
             raise self.error("strings use double quotes in EBNF")
         raise self.error(f"unexpected character {char!r}")
 
+    def _reference_name(self, start: int) -> str:
+        """The rule name that starts at ``start``. A dotted name (XGrammar) is taken whole when
+        a rule of that name exists; otherwise, when the part before its first '.' names a
+        rule, the name ends there and the '.' is GBNF's any-character element (``ws.``)."""
+        name = self.source[start : self._name_end(start)]
+        head = name.split(".", 1)[0]
+        if name not in self.defined_names and head != name and head in self.defined_names:
+            return head
+        return name
+
     def _group(self) -> Expr:
         open_at = self.pos
         if self.peek(1) == "=":
-            raise self.error("lookahead assertions '(=' are not supported", open_at)
+            # XGrammar uses them as hints; an exact matcher would have to enforce them, which
+            # a context-free grammar cannot express in general.
+            raise self.error(
+                "XGrammar lookahead assertions '(= ...)' are not supported: remove it (the "
+                "language is unchanged when the grammar already implies it)",
+                open_at,
+            )
         if self.depth >= MAX_NESTING:
             raise self.error(f"groups are nested more than {MAX_NESTING} deep", open_at)
         self.pos += 1
@@ -419,6 +462,18 @@ class _EbnfParser:
         if escaped in _SIMPLE_ESCAPES or escaped in extra_escapes:
             self.pos += 2
             return ord(_SIMPLE_ESCAPES.get(escaped) or extra_escapes[escaped])
+        if escaped == "x":
+            end = self.pos + 2
+            while end < len(self.source) and self.source[end] in _HEX_DIGITS:
+                end += 1
+            digits = self.source[self.pos + 2 : end]
+            if not digits:
+                raise self.error("invalid escape '\\x': expected hex digits", start)
+            self.pos = end
+            value = int(digits, 16)
+            if value > MAX_CODEPOINT:
+                raise self.error(f"code point U+{value:X} is out of range", start)
+            return self._scalar(value, start)
         if escaped in _HEX_ESCAPE_LENGTHS:
             count = _HEX_ESCAPE_LENGTHS[escaped]
             digits = self.source[self.pos + 2 : self.pos + 2 + count]
