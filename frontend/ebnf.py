@@ -8,19 +8,29 @@ Syntax (see docs/ebnf.md)::
 
 A rule runs until the next ``name ::=`` (so rules may span lines). Every rule becomes a
 non-terminal IR ``Rule``; EBNF has no terminals, the literal and class leaves are the lexemes.
-Besides the core syntax, XGrammar's ``Regex("...")``, ``Token(ids...)`` and
-``ExcludeToken(ids...)`` macros are accepted; its lookahead assertions ``(= ...)`` and
-``TagDispatch`` macros are rejected with a clear error. XGrammar's EBNF has no ``/regex/``
+Besides the core syntax, XGrammar's ``Regex("...")``, ``Token(ids...)``,
+``ExcludeToken(ids...)``, ``TagDispatch(...)`` and ``TokenTagDispatch(...)`` macros are
+accepted (the dispatch macros are lowered in ``ebnf_dispatch``); its lookahead assertions
+``(= ...)`` are rejected with a clear error. XGrammar's EBNF has no ``/regex/``
 terminals, so neither does this one.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
 from gramkiln.frontend._regex_unicode import ASCII_DIGIT, ASCII_SPACE, ASCII_WORD
+from gramkiln.frontend.ebnf_dispatch import (
+    DispatchSpec,
+    TokenDispatchSpec,
+    lower_tag_dispatch,
+    lower_token_dispatch,
+)
 from gramkiln.frontend.regex import MAX_REPEAT, RegexError, parse_regex
 from gramkiln.ir import (
     CharClass,
@@ -77,6 +87,8 @@ _HEX_ESCAPE_LENGTHS = {"u": 4, "U": 8}
 _CLASS_ESCAPES = {char: char for char in "][-^/$.*+?(){}|"}
 _CLASS_SHORTHANDS = {"d": ASCII_DIGIT, "w": ASCII_WORD, "s": ASCII_SPACE}
 _MACROS = ("Regex", "Token", "ExcludeToken", "TagDispatch", "TokenTagDispatch")
+_T = TypeVar("_T")
+_DECIMAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def parse_ebnf(source: str, root: str = "root") -> GrammarIR:
@@ -88,6 +100,11 @@ def parse_ebnf(source: str, root: str = "root") -> GrammarIR:
     if not isinstance(source, str):
         raise TypeError(f"an EBNF grammar must be a str, not {type(source).__name__}")
     return _EbnfParser(source, root).parse()
+
+
+def _is_decimal(text: str) -> bool:
+    """``12``, ``0.7``, ``.5``, ``1e-3``: a plain unsigned decimal number (no inf, no nan)."""
+    return _DECIMAL.fullmatch(text) is not None
 
 
 @dataclass
@@ -111,6 +128,9 @@ class _EbnfParser:
         # Names of all rules: a macro name followed by '(' is a macro call unless a rule
         # of that name exists.
         self.defined_names = self._prescan_rule_names()
+        # Helper rules that macros expand to, added after the user's rules.
+        self.macro_rules: list[Rule] = []
+        self.macro_count = 0
 
     # -- helpers ----------------------------------------------------------------------------
     def error(self, message: str, offset: int | None = None) -> GrammarError:
@@ -221,6 +241,7 @@ class _EbnfParser:
                 raise self.error(f"undefined rule '{name}'", offset)
         if self.root not in first_definition:
             raise self.error(f"the root rule '{self.root}' is not defined", 0)
+        rules.extend(self.macro_rules)
         return GrammarIR(start=self.root, rules=tuple(rules)).verify()
 
     def _rule_header(self) -> _RuleHeader:
@@ -271,16 +292,11 @@ class _EbnfParser:
                 values["capture"] = rule_name
             elif key == "capture" and len(value) >= 2 and value[0] == value[-1] == '"':
                 values["capture"] = value[1:-1]
-            elif key in ("lazy", "max_tokens", "capture"):
+            elif key == "temperature" and has_value and _is_decimal(value):
+                # A sampling setting carried in the IR, as the Lark front end does.
+                values["temperature"] = float(value)
+            elif key in ("lazy", "max_tokens", "capture", "temperature"):
                 raise self.error(f"bad value for rule option '{key}': {item!r}", error_at)
-            elif key == "temperature":
-                # A sampling setting, not part of the language: it has nowhere to go here,
-                # and dropping it quietly would change what the user asked for.
-                raise self.error(
-                    "the XGrammar rule option 'temperature' (sampling temperature) is not "
-                    "supported",
-                    error_at,
-                )
             else:
                 raise self.error(f"unknown rule option {item!r}", error_at)
         self.pos = close + 1
@@ -561,12 +577,14 @@ class _EbnfParser:
 
     # -- XGrammar macros -----------------------------------------------------------------------
     def _macro(self, name: str, start: int) -> Expr:
-        if name in ("TagDispatch", "TokenTagDispatch"):
-            raise self.error(f"the XGrammar macro '{name}(...)' is not supported", start)
         self.pos += 1  # the '('
         self.skip_space()
         if name == "Regex":
             return self._regex_macro(start)
+        if name == "TagDispatch":
+            return self._tag_dispatch(start)
+        if name == "TokenTagDispatch":
+            return self._token_tag_dispatch(start)
         ids: list[int] = []
         while True:
             self.skip_space()
@@ -586,6 +604,173 @@ class _EbnfParser:
             raise self.error(f"expected ',' or ')' in {name}(...)")
         ranges = tuple(normalise_ranges([(i, i) for i in ids]))
         return TokenSet(ranges=ranges, negated=name == "ExcludeToken")
+
+    def _fresh_rule_name(self, hint: str) -> str:
+        """A name for a macro's helper rule that no rule of the grammar uses."""
+        name = f"tag_dispatch_{self.macro_count}_{hint}"
+        while name in self.defined_names:
+            name = "_" + name
+        self.defined_names.add(name)
+        return name
+
+    def _dispatch_arguments(self, macro: str, spec: DispatchSpec | TokenDispatchSpec) -> None:
+        """Read ``arg, arg, ...)`` of a dispatch macro into ``spec``: positional ``(trigger,
+        rule)`` pairs and ``name=value`` options, in any order, with an optional trailing
+        comma."""
+        seen: set[str] = set()
+        while True:
+            self.skip_space()
+            if self.peek() == ")":
+                self.pos += 1
+                return
+            at = self.pos
+            if self.peek() == "(":
+                self._dispatch_pair(macro, spec, at)
+            elif self.peek() in _NAME_START_CHARS:
+                end = self._name_end(at)
+                keyword = self.source[at:end]
+                self.pos = end
+                self.skip_space()
+                if self.peek() != "=":
+                    raise self.error(f"expected '=' after '{keyword}' in {macro}(...)")
+                self.pos += 1
+                self.skip_space()
+                if keyword in seen:
+                    raise self.error(f"{macro}(...) option '{keyword}' is given twice", at)
+                seen.add(keyword)
+                self._dispatch_option(macro, spec, at, keyword)
+            else:
+                raise self.error(
+                    f"{macro}(...) takes (trigger, rule) pairs and name=value options, "
+                    f"found {self.peek()!r}"
+                )
+            self.skip_space()
+            if self.peek() == ",":
+                self.pos += 1
+            elif self.peek() != ")":
+                raise self.error(f"expected ',' or ')' in {macro}(...)")
+
+    def _dispatch_pair(self, macro: str, spec: DispatchSpec | TokenDispatchSpec, at: int) -> None:
+        """``("tag", rule)`` (or ``(token_id, rule)``), appended to ``spec.pairs``."""
+        token_level = isinstance(spec, TokenDispatchSpec)
+        self.pos += 1  # the '('
+        self.skip_space()
+        trigger: int | str = self._token_id(macro) if token_level else self._dispatch_string("tag")
+        self.skip_space()
+        if self.peek() != ",":
+            raise self.error(f"expected ',' after the {'token' if token_level else 'tag'}")
+        self.pos += 1
+        self.skip_space()
+        rule_at = self.pos
+        end = self._name_end(rule_at)
+        if end == rule_at or self.source[rule_at] not in _NAME_START_CHARS:
+            raise self.error(f"expected a rule name in a {macro}(...) pair")
+        rule_name = self.source[rule_at:end]
+        self.references.append((rule_name, rule_at))
+        self.pos = end
+        self.skip_space()
+        if self.peek() != ")":
+            raise self.error(f"expected ')' to close the {macro}(...) pair")
+        self.pos += 1
+        if any(existing == trigger for existing, _ in spec.pairs):
+            raise self.error(f"{macro}(...) lists the trigger {trigger!r} twice", at)
+        spec.pairs.append((trigger, rule_name))  # type: ignore[arg-type]
+
+    def _dispatch_option(
+        self, macro: str, spec: DispatchSpec | TokenDispatchSpec, at: int, keyword: str
+    ) -> None:
+        """The value of ``keyword=`` stored into ``spec``."""
+        if isinstance(spec, TokenDispatchSpec):
+            if keyword == "loop_after_dispatch":
+                spec.loop_after_dispatch = self._boolean(keyword)
+            elif keyword == "excludes":
+                spec.excludes.extend(self._tuple(lambda: self._token_id(macro)))
+            else:
+                raise self.error(f"unknown {macro}(...) option '{keyword}'", at)
+            return
+        if keyword in ("loop_after_dispatch", "stop_eos"):
+            setattr(spec, keyword, self._boolean(keyword))
+        elif keyword == "excludes":
+            spec.excludes.extend(self._tuple(lambda: self._dispatch_string("excluded string")))
+        elif keyword in ("stops", "stop_str"):  # XGrammar reads the older name too
+            spec.stops.extend(self._tuple(lambda: self._dispatch_string("stop string")))
+        else:
+            raise self.error(f"unknown {macro}(...) option '{keyword}'", at)
+
+    def _boolean(self, keyword: str) -> bool:
+        for word, value in (("true", True), ("false", False)):
+            if self.source.startswith(word, self.pos) and self._name_end(self.pos) == (
+                self.pos + len(word)
+            ):
+                self.pos += len(word)
+                return value
+        raise self.error(f"'{keyword}' takes true or false")
+
+    def _tuple(self, read_item: Callable[[], _T]) -> list[_T]:
+        """``(item, item, ...)`` with an optional trailing comma; ``()`` is empty."""
+        if self.peek() != "(":
+            raise self.error('expected a parenthesised tuple, e.g. ("a", "b")')
+        self.pos += 1
+        items: list[_T] = []
+        while True:
+            self.skip_space()
+            if self.peek() == ")":
+                self.pos += 1
+                return items
+            items.append(read_item())
+            self.skip_space()
+            if self.peek() == ",":
+                self.pos += 1
+            elif self.peek() != ")":
+                raise self.error("expected ',' or ')' in a tuple")
+
+    def _dispatch_string(self, what: str) -> str:
+        at = self.pos
+        if self.peek() != '"':
+            raise self.error(f"expected a {what} in double quotes")
+        text, _ = self._string()
+        if not text:
+            raise self.error(f"a TagDispatch {what} must not be empty", at)
+        return text
+
+    def _token_id(self, macro: str) -> int:
+        digits_at = self.pos
+        while self.peek().isdigit() and self.peek().isascii():
+            self.pos += 1
+        if digits_at == self.pos:
+            raise self.error(f"{macro}(...) takes non-negative integer token ids")
+        return int(self.source[digits_at : self.pos])
+
+    def _tag_dispatch(self, start: int) -> Expr:
+        """``TagDispatch(("tag", rule), ..., stop_eos=, stops=, loop_after_dispatch=,
+        excludes=)``, lowered by :func:`lower_tag_dispatch`."""
+        spec = DispatchSpec()
+        self._dispatch_arguments("TagDispatch", spec)
+        if not spec.stop_eos and not spec.stops:
+            raise self.error("TagDispatch(...) needs stop_eos=true or some stops", start)
+        for exclude in spec.excludes:
+            for tag, _ in spec.pairs:
+                if tag.startswith(exclude):
+                    raise self.error(
+                        f"TagDispatch(...) excluded string {exclude!r} is a prefix of the "
+                        f"tag {tag!r}",
+                        start,
+                    )
+        self.macro_count += 1
+        expr, rules = lower_tag_dispatch(spec, self._fresh_rule_name, self.span_at(start))
+        self.macro_rules.extend(rules)
+        return expr
+
+    def _token_tag_dispatch(self, start: int) -> Expr:
+        """``TokenTagDispatch((token_id, rule), ..., loop_after_dispatch=, excludes=)``."""
+        spec = TokenDispatchSpec()
+        self._dispatch_arguments("TokenTagDispatch", spec)
+        overlap = sorted({token for token, _ in spec.pairs} & set(spec.excludes))
+        if overlap:
+            raise self.error(
+                f"TokenTagDispatch(...) token {overlap[0]} is both a trigger and excluded", start
+            )
+        return lower_token_dispatch(spec)
 
     def _regex_macro(self, start: int) -> Expr:
         if self.peek() != '"':

@@ -311,8 +311,8 @@ ERRORS = [
         14,
     ),
     (
-        'root ::= TagDispatch(("<t>", x))\nx ::= "x"',
-        "the XGrammar macro 'TagDispatch(...)' is not supported",
+        'root ::= TagDispatch(("<t>", x), stop_eos=false)\nx ::= "x"',
+        "TagDispatch(...) needs stop_eos=true or some stops",
         1,
         10,
     ),
