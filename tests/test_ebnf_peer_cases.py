@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from gramkiln.frontend import ebnf_dispatch
 from gramkiln.frontend.ebnf import parse_ebnf
 from gramkiln.ir import CharClass, Literal, Ref, Repeat, Seq
 
@@ -271,6 +272,16 @@ sp        ::= | " " | "\t"
 # ---------------------------------------------------------------------------------------------
 # XGrammar's TagDispatch / TokenTagDispatch macros
 
+
+@pytest.fixture(params=["regex", "rules"])
+def dispatch_form(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test with both lowerings of the dispatch free text: regular expressions (the
+    default) and the left-linear rules used when those would grow too large."""
+    if request.param == "rules":
+        monkeypatch.setattr(ebnf_dispatch, "REGEX_NODE_BUDGET", 0)
+    return request.param
+
+
 TOOLS = """
 root ::= TagDispatch(("<call>", call), ("<note>", note))
 call ::= "{" [a-z]+ "}"
@@ -294,11 +305,11 @@ note ::= [A-Z]+ "."
         ("<note>A.<call>{a", False),
     ],
 )
-def test_tag_dispatch_membership(text: str, expected: bool) -> None:
+def test_tag_dispatch_membership(text: str, expected: bool, dispatch_form: str) -> None:
     assert Grammar.from_ebnf(TOOLS).accepts(text) is expected
 
 
-def test_tag_dispatch_rule_may_end_anywhere_its_body_can() -> None:
+def test_tag_dispatch_rule_may_end_anywhere_its_body_can(dispatch_form: str) -> None:
     # After "<r>" the rule takes "r"+; every split between it and the free text that follows
     # counts, as in any context-free match.
     source = 'root ::= TagDispatch(("<r>", rs))\nrs ::= "r"+'
@@ -307,21 +318,21 @@ def test_tag_dispatch_rule_may_end_anywhere_its_body_can() -> None:
     assert not accepted(source, "<r><r>r")
 
 
-def test_the_first_tag_to_complete_wins() -> None:
+def test_the_first_tag_to_complete_wins(dispatch_form: str) -> None:
     # "ab" completes inside "xaby" before "xaby" can, so "xaby" never dispatches.
     source = 'root ::= TagDispatch(("ab", one), ("xaby", two))\none ::= "1"\ntwo ::= "2"'
     assert accepted(source, "xab1")
     assert not accepted(source, "xaby2")
 
 
-def test_of_two_tags_ending_together_the_longer_counts() -> None:
+def test_of_two_tags_ending_together_the_longer_counts(dispatch_form: str) -> None:
     source = 'root ::= TagDispatch(("ca", long), ("a", short))\nlong ::= "L"\nshort ::= "S"'
     assert accepted(source, "caL")
     assert not accepted(source, "caS")
     assert accepted(source, "b aS")
 
 
-def test_tag_dispatch_without_loop_ends_after_the_rule() -> None:
+def test_tag_dispatch_without_loop_ends_after_the_rule(dispatch_form: str) -> None:
     source = 'root ::= TagDispatch(("#", n), loop_after_dispatch=false) "!"\nn ::= [0-9]'
     assert accepted(source, "text#7!")
     assert accepted(source, "text!")
@@ -329,7 +340,7 @@ def test_tag_dispatch_without_loop_ends_after_the_rule() -> None:
     assert not accepted(source, "#7 more!")
 
 
-def test_tag_dispatch_excludes_keep_a_closing_tag_out_of_the_free_text() -> None:
+def test_tag_dispatch_excludes_keep_a_closing_tag_out_of_the_free_text(dispatch_form: str) -> None:
     source = """root ::= "<a>" inner "</a>"
 inner ::= TagDispatch(("<b>", bold), excludes=("</a>",))
 bold ::= [a-z]* "</b>"
@@ -340,7 +351,7 @@ bold ::= [a-z]* "</b>"
     assert not accepted(source, "<a><b></a></b></a>")
 
 
-def test_tag_dispatch_stops_end_the_free_text() -> None:
+def test_tag_dispatch_stops_end_the_free_text(dispatch_form: str) -> None:
     source = """root ::= TagDispatch(("<t>", t), stops=("END", "STOP"), stop_eos=false) "."
 t ::= "x"
 """
@@ -355,7 +366,7 @@ t ::= "x"
     assert not accepted(older, "a END b")
 
 
-def test_tag_dispatch_masks_match_the_language() -> None:
+def test_tag_dispatch_masks_match_the_language(dispatch_form: str) -> None:
     # The mask for every prefix must allow exactly the tokens that keep it a prefix of the
     # language (checked against the reference matcher).
     grammar = Grammar.from_ebnf(TOOLS)
@@ -378,7 +389,7 @@ def test_tag_dispatch_masks_match_the_language() -> None:
         )
 
 
-def test_tag_dispatch_free_text_is_linear_time() -> None:
+def test_tag_dispatch_free_text_is_linear_time(dispatch_form: str) -> None:
     # The free text is a left-linear grammar: 20,000 characters take milliseconds (a
     # right-linear one took over a second for 4,000).
     compiled = Grammar.from_ebnf(TOOLS).compile()
@@ -390,7 +401,7 @@ def test_tag_dispatch_free_text_is_linear_time() -> None:
     assert matcher.is_accepting()
 
 
-def test_nested_tag_dispatch() -> None:
+def test_nested_tag_dispatch(dispatch_form: str) -> None:
     source = """root ::= TagDispatch(("[", block))
 block ::= TagDispatch(("(", paren), stops=("]",), stop_eos=false)
 paren ::= [a-z]* ")"
@@ -480,7 +491,7 @@ def test_a_rule_named_like_the_macro_is_an_ordinary_reference() -> None:
     assert accepted(source, "td")
 
 
-def test_helper_rule_names_never_collide_with_the_users() -> None:
+def test_helper_rule_names_never_collide_with_the_users(dispatch_form: str) -> None:
     source = """root ::= TagDispatch(("<t>", tag_dispatch_0_free0))
 tag_dispatch_0_free0 ::= "mine"
 """
