@@ -111,6 +111,8 @@ class _PatternAutomaton:
 _STOPPED = ("stop", -1)
 _OPEN = ("open", -1)
 _START = ("start", -1)
+# A node of state elimination: an automaton state, _START or an outcome.
+_Node = int | tuple[str, int]
 # Node count past which the regular-expression form is abandoned for the rule form (state
 # elimination can grow exponentially; 50 tags of 20 characters take 57,000 nodes).
 REGEX_NODE_BUDGET = 300_000
@@ -205,12 +207,11 @@ def _segments_as_regex(
 
     The compiler fuses such expressions into byte DFAs: on the Llama 3 vocabulary, 10 tags
     gave masks of 12 us p50 / 3 ms max, against 100 us / 30 ms for the rule form."""
-    Node = int | tuple[str, int]
-    successors: dict[Node, dict[Node, tuple[Expr, int]]] = {}
-    predecessors: dict[Node, set[Node]] = {}
+    successors: dict[_Node, dict[_Node, tuple[Expr, int]]] = {}
+    predecessors: dict[_Node, set[_Node]] = {}
     budget = REGEX_NODE_BUDGET
 
-    def add(source: Node, target: Node, expr: Expr, size: int) -> None:
+    def add(source: _Node, target: _Node, expr: Expr, size: int) -> None:
         nonlocal budget
         existing = successors.setdefault(source, {}).get(target)
         if existing is not None:
