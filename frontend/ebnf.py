@@ -8,19 +8,29 @@ Syntax (see docs/ebnf.md)::
 
 A rule runs until the next ``name ::=`` (so rules may span lines). Every rule becomes a
 non-terminal IR ``Rule``; EBNF has no terminals, the literal and class leaves are the lexemes.
-Besides the core syntax, XGrammar's ``Regex("...")``, ``Token(ids...)`` and
-``ExcludeToken(ids...)`` macros are accepted; its lookahead assertions ``(= ...)`` and
-``TagDispatch`` macros are rejected with a clear error. XGrammar's EBNF has no ``/regex/``
+Besides the core syntax, XGrammar's ``Regex("...")``, ``Token(ids...)``,
+``ExcludeToken(ids...)``, ``TagDispatch(...)`` and ``TokenTagDispatch(...)`` macros are
+accepted (the dispatch macros are lowered in ``ebnf_dispatch``); its lookahead assertions
+``(= ...)`` are rejected with a clear error. XGrammar's EBNF has no ``/regex/``
 terminals, so neither does this one.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
 from gramkiln.frontend._regex_unicode import ASCII_DIGIT, ASCII_SPACE, ASCII_WORD
+from gramkiln.frontend.ebnf_dispatch import (
+    DispatchSpec,
+    TokenDispatchSpec,
+    lower_tag_dispatch,
+    lower_token_dispatch,
+)
 from gramkiln.frontend.regex import MAX_REPEAT, RegexError, parse_regex
 from gramkiln.ir import (
     CharClass,
@@ -46,7 +56,9 @@ __all__ = ["parse_ebnf"]
 LANGUAGE = "EBNF"
 # Parenthesised groups are bounded so that recursion stays far from Python's stack limit.
 MAX_NESTING = 100
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+# XGrammar names may also contain '.', which GBNF reads as "any character" after a name; see
+# _EbnfParser._reference_name for how the two readings are told apart.
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 # A name starts with a letter or '_' (as in XGrammar, and as the IR text form can print).
 _NAME_START_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
@@ -63,12 +75,20 @@ _SIMPLE_ESCAPES = {
     "f": "\f",
     "v": "\v",
     "e": "\x1b",
+    # XGrammar also lets these stand for themselves in strings.
+    "/": "/",
+    "?": "?",
 }
-_HEX_ESCAPE_LENGTHS = {"x": 2, "u": 4, "U": 8}
-# Inside classes these also stand for themselves when escaped.
-_CLASS_ESCAPES = {"]": "]", "[": "[", "-": "-", "^": "^", "/": "/"}
+# '\x' takes any number of hex digits, as in XGrammar ('\x1F600' is one character; llama.cpp
+# reads exactly two); '\u' and '\U' take exactly 4 and 8.
+_HEX_ESCAPE_LENGTHS = {"u": 4, "U": 8}
+# Inside classes these (XGrammar's list: regex metacharacters) stand for themselves when
+# escaped.
+_CLASS_ESCAPES = {char: char for char in "][-^/$.*+?(){}|"}
 _CLASS_SHORTHANDS = {"d": ASCII_DIGIT, "w": ASCII_WORD, "s": ASCII_SPACE}
 _MACROS = ("Regex", "Token", "ExcludeToken", "TagDispatch", "TokenTagDispatch")
+_T = TypeVar("_T")
+_DECIMAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def parse_ebnf(source: str, root: str = "root") -> GrammarIR:
@@ -80,6 +100,11 @@ def parse_ebnf(source: str, root: str = "root") -> GrammarIR:
     if not isinstance(source, str):
         raise TypeError(f"an EBNF grammar must be a str, not {type(source).__name__}")
     return _EbnfParser(source, root).parse()
+
+
+def _is_decimal(text: str) -> bool:
+    """``12``, ``0.7``, ``.5``, ``1e-3``: a plain unsigned decimal number (no inf, no nan)."""
+    return _DECIMAL.fullmatch(text) is not None
 
 
 @dataclass
@@ -103,6 +128,9 @@ class _EbnfParser:
         # Names of all rules: a macro name followed by '(' is a macro call unless a rule
         # of that name exists.
         self.defined_names = self._prescan_rule_names()
+        # Helper rules that macros expand to, added after the user's rules.
+        self.macro_rules: list[Rule] = []
+        self.macro_count = 0
 
     # -- helpers ----------------------------------------------------------------------------
     def error(self, message: str, offset: int | None = None) -> GrammarError:
@@ -213,6 +241,7 @@ class _EbnfParser:
                 raise self.error(f"undefined rule '{name}'", offset)
         if self.root not in first_definition:
             raise self.error(f"the root rule '{self.root}' is not defined", 0)
+        rules.extend(self.macro_rules)
         return GrammarIR(start=self.root, rules=tuple(rules)).verify()
 
     def _rule_header(self) -> _RuleHeader:
@@ -263,7 +292,10 @@ class _EbnfParser:
                 values["capture"] = rule_name
             elif key == "capture" and len(value) >= 2 and value[0] == value[-1] == '"':
                 values["capture"] = value[1:-1]
-            elif key in ("lazy", "max_tokens", "capture"):
+            elif key == "temperature" and has_value and _is_decimal(value):
+                # A sampling setting carried in the IR, as the Lark front end does.
+                values["temperature"] = float(value)
+            elif key in ("lazy", "max_tokens", "capture", "temperature"):
                 raise self.error(f"bad value for rule option '{key}': {item!r}", error_at)
             else:
                 raise self.error(f"unknown rule option {item!r}", error_at)
@@ -299,17 +331,27 @@ class _EbnfParser:
     def _postfix(self) -> Expr:
         """An element with at most one quantifier (as in XGrammar: ``x*?`` is an error)."""
         element = self._element()
+        if not self._skip_space_before(frozenset("*+?{")):
+            return element
         char = self.peek()
-        if char and char in "*+?":
+        if char in "*+?":
             self.pos += 1
             low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[char]
-        elif char == "{":
-            low, high = self._bounds()
         else:
-            return element
-        if self.peek() and self.peek() in "*+?{":
+            low, high = self._bounds()
+        if self._skip_space_before(frozenset("*+?{")):
             raise self.error(f"multiple repeat: {self.peek()!r} follows another quantifier")
         return Repeat(item=element, min=low, max=high)
+
+    def _skip_space_before(self, wanted: frozenset[str]) -> bool:
+        """Skip white space and comments if one of ``wanted`` follows them (XGrammar and
+        llama.cpp allow blanks before a quantifier: ``"c" {0, 2}``); else move nothing."""
+        start = self.pos
+        self.skip_space()
+        if self.peek() and self.peek() in wanted:
+            return True
+        self.pos = start
+        return False
 
     def _bounds(self) -> tuple[int, int | None]:
         start = self.pos
@@ -320,6 +362,8 @@ class _EbnfParser:
         text = self.source[start + 1 : close]
         spelled = self.source[start : close + 1]
         low_text, comma, high_text = (part.strip() for part in text.partition(","))
+        if comma and high_text == "-1":
+            high_text = ""  # XGrammar prints an unbounded repetition as {m, -1}
         if not (low_text or comma) or not all(
             p.isascii() and p.isdigit() for p in (low_text, high_text) if p
         ):
@@ -357,9 +401,8 @@ class _EbnfParser:
             self.pos += 1
             return CharClass.of([(0, MAX_CODEPOINT)])
         if char in _NAME_START_CHARS:
-            end = self._name_end(start)
-            name = self.source[start:end]
-            self.pos = end
+            name = self._reference_name(start)
+            self.pos = start + len(name)
             if name in _MACROS and name not in self.defined_names and self.peek() == "(":
                 return self._macro(name, start)
             self.references.append((name, start))
@@ -374,10 +417,26 @@ class _EbnfParser:
             raise self.error("strings use double quotes in EBNF")
         raise self.error(f"unexpected character {char!r}")
 
+    def _reference_name(self, start: int) -> str:
+        """The rule name that starts at ``start``. A dotted name (XGrammar) is taken whole when
+        a rule of that name exists; otherwise, when the part before its first '.' names a
+        rule, the name ends there and the '.' is GBNF's any-character element (``ws.``)."""
+        name = self.source[start : self._name_end(start)]
+        head = name.split(".", 1)[0]
+        if name not in self.defined_names and head != name and head in self.defined_names:
+            return head
+        return name
+
     def _group(self) -> Expr:
         open_at = self.pos
         if self.peek(1) == "=":
-            raise self.error("lookahead assertions '(=' are not supported", open_at)
+            # XGrammar uses them as hints; an exact matcher would have to enforce them, which
+            # a context-free grammar cannot express in general.
+            raise self.error(
+                "XGrammar lookahead assertions '(= ...)' are not supported: remove it (the "
+                "language is unchanged when the grammar already implies it)",
+                open_at,
+            )
         if self.depth >= MAX_NESTING:
             raise self.error(f"groups are nested more than {MAX_NESTING} deep", open_at)
         self.pos += 1
@@ -419,6 +478,18 @@ class _EbnfParser:
         if escaped in _SIMPLE_ESCAPES or escaped in extra_escapes:
             self.pos += 2
             return ord(_SIMPLE_ESCAPES.get(escaped) or extra_escapes[escaped])
+        if escaped == "x":
+            end = self.pos + 2
+            while end < len(self.source) and self.source[end] in _HEX_DIGITS:
+                end += 1
+            digits = self.source[self.pos + 2 : end]
+            if not digits:
+                raise self.error("invalid escape '\\x': expected hex digits", start)
+            self.pos = end
+            value = int(digits, 16)
+            if value > MAX_CODEPOINT:
+                raise self.error(f"code point U+{value:X} is out of range", start)
+            return self._scalar(value, start)
         if escaped in _HEX_ESCAPE_LENGTHS:
             count = _HEX_ESCAPE_LENGTHS[escaped]
             digits = self.source[self.pos + 2 : self.pos + 2 + count]
@@ -506,12 +577,14 @@ class _EbnfParser:
 
     # -- XGrammar macros -----------------------------------------------------------------------
     def _macro(self, name: str, start: int) -> Expr:
-        if name in ("TagDispatch", "TokenTagDispatch"):
-            raise self.error(f"the XGrammar macro '{name}(...)' is not supported", start)
         self.pos += 1  # the '('
         self.skip_space()
         if name == "Regex":
             return self._regex_macro(start)
+        if name == "TagDispatch":
+            return self._tag_dispatch(start)
+        if name == "TokenTagDispatch":
+            return self._token_tag_dispatch(start)
         ids: list[int] = []
         while True:
             self.skip_space()
@@ -531,6 +604,173 @@ class _EbnfParser:
             raise self.error(f"expected ',' or ')' in {name}(...)")
         ranges = tuple(normalise_ranges([(i, i) for i in ids]))
         return TokenSet(ranges=ranges, negated=name == "ExcludeToken")
+
+    def _fresh_rule_name(self, hint: str) -> str:
+        """A name for a macro's helper rule that no rule of the grammar uses."""
+        name = f"tag_dispatch_{self.macro_count}_{hint}"
+        while name in self.defined_names:
+            name = "_" + name
+        self.defined_names.add(name)
+        return name
+
+    def _dispatch_arguments(self, macro: str, spec: DispatchSpec | TokenDispatchSpec) -> None:
+        """Read ``arg, arg, ...)`` of a dispatch macro into ``spec``: positional ``(trigger,
+        rule)`` pairs and ``name=value`` options, in any order, with an optional trailing
+        comma."""
+        seen: set[str] = set()
+        while True:
+            self.skip_space()
+            if self.peek() == ")":
+                self.pos += 1
+                return
+            at = self.pos
+            if self.peek() == "(":
+                self._dispatch_pair(macro, spec, at)
+            elif self.peek() in _NAME_START_CHARS:
+                end = self._name_end(at)
+                keyword = self.source[at:end]
+                self.pos = end
+                self.skip_space()
+                if self.peek() != "=":
+                    raise self.error(f"expected '=' after '{keyword}' in {macro}(...)")
+                self.pos += 1
+                self.skip_space()
+                if keyword in seen:
+                    raise self.error(f"{macro}(...) option '{keyword}' is given twice", at)
+                seen.add(keyword)
+                self._dispatch_option(macro, spec, at, keyword)
+            else:
+                raise self.error(
+                    f"{macro}(...) takes (trigger, rule) pairs and name=value options, "
+                    f"found {self.peek()!r}"
+                )
+            self.skip_space()
+            if self.peek() == ",":
+                self.pos += 1
+            elif self.peek() != ")":
+                raise self.error(f"expected ',' or ')' in {macro}(...)")
+
+    def _dispatch_pair(self, macro: str, spec: DispatchSpec | TokenDispatchSpec, at: int) -> None:
+        """``("tag", rule)`` (or ``(token_id, rule)``), appended to ``spec.pairs``."""
+        token_level = isinstance(spec, TokenDispatchSpec)
+        self.pos += 1  # the '('
+        self.skip_space()
+        trigger: int | str = self._token_id(macro) if token_level else self._dispatch_string("tag")
+        self.skip_space()
+        if self.peek() != ",":
+            raise self.error(f"expected ',' after the {'token' if token_level else 'tag'}")
+        self.pos += 1
+        self.skip_space()
+        rule_at = self.pos
+        end = self._name_end(rule_at)
+        if end == rule_at or self.source[rule_at] not in _NAME_START_CHARS:
+            raise self.error(f"expected a rule name in a {macro}(...) pair")
+        rule_name = self.source[rule_at:end]
+        self.references.append((rule_name, rule_at))
+        self.pos = end
+        self.skip_space()
+        if self.peek() != ")":
+            raise self.error(f"expected ')' to close the {macro}(...) pair")
+        self.pos += 1
+        if any(existing == trigger for existing, _ in spec.pairs):
+            raise self.error(f"{macro}(...) lists the trigger {trigger!r} twice", at)
+        spec.pairs.append((trigger, rule_name))  # type: ignore[arg-type]
+
+    def _dispatch_option(
+        self, macro: str, spec: DispatchSpec | TokenDispatchSpec, at: int, keyword: str
+    ) -> None:
+        """The value of ``keyword=`` stored into ``spec``."""
+        if isinstance(spec, TokenDispatchSpec):
+            if keyword == "loop_after_dispatch":
+                spec.loop_after_dispatch = self._boolean(keyword)
+            elif keyword == "excludes":
+                spec.excludes.extend(self._tuple(lambda: self._token_id(macro)))
+            else:
+                raise self.error(f"unknown {macro}(...) option '{keyword}'", at)
+            return
+        if keyword in ("loop_after_dispatch", "stop_eos"):
+            setattr(spec, keyword, self._boolean(keyword))
+        elif keyword == "excludes":
+            spec.excludes.extend(self._tuple(lambda: self._dispatch_string("excluded string")))
+        elif keyword in ("stops", "stop_str"):  # XGrammar reads the older name too
+            spec.stops.extend(self._tuple(lambda: self._dispatch_string("stop string")))
+        else:
+            raise self.error(f"unknown {macro}(...) option '{keyword}'", at)
+
+    def _boolean(self, keyword: str) -> bool:
+        for word, value in (("true", True), ("false", False)):
+            if self.source.startswith(word, self.pos) and self._name_end(self.pos) == (
+                self.pos + len(word)
+            ):
+                self.pos += len(word)
+                return value
+        raise self.error(f"'{keyword}' takes true or false")
+
+    def _tuple(self, read_item: Callable[[], _T]) -> list[_T]:
+        """``(item, item, ...)`` with an optional trailing comma; ``()`` is empty."""
+        if self.peek() != "(":
+            raise self.error('expected a parenthesised tuple, e.g. ("a", "b")')
+        self.pos += 1
+        items: list[_T] = []
+        while True:
+            self.skip_space()
+            if self.peek() == ")":
+                self.pos += 1
+                return items
+            items.append(read_item())
+            self.skip_space()
+            if self.peek() == ",":
+                self.pos += 1
+            elif self.peek() != ")":
+                raise self.error("expected ',' or ')' in a tuple")
+
+    def _dispatch_string(self, what: str) -> str:
+        at = self.pos
+        if self.peek() != '"':
+            raise self.error(f"expected a {what} in double quotes")
+        text, _ = self._string()
+        if not text:
+            raise self.error(f"a TagDispatch {what} must not be empty", at)
+        return text
+
+    def _token_id(self, macro: str) -> int:
+        digits_at = self.pos
+        while self.peek().isdigit() and self.peek().isascii():
+            self.pos += 1
+        if digits_at == self.pos:
+            raise self.error(f"{macro}(...) takes non-negative integer token ids")
+        return int(self.source[digits_at : self.pos])
+
+    def _tag_dispatch(self, start: int) -> Expr:
+        """``TagDispatch(("tag", rule), ..., stop_eos=, stops=, loop_after_dispatch=,
+        excludes=)``, lowered by :func:`lower_tag_dispatch`."""
+        spec = DispatchSpec()
+        self._dispatch_arguments("TagDispatch", spec)
+        if not spec.stop_eos and not spec.stops:
+            raise self.error("TagDispatch(...) needs stop_eos=true or some stops", start)
+        for exclude in spec.excludes:
+            for tag, _ in spec.pairs:
+                if tag.startswith(exclude):
+                    raise self.error(
+                        f"TagDispatch(...) excluded string {exclude!r} is a prefix of the "
+                        f"tag {tag!r}",
+                        start,
+                    )
+        self.macro_count += 1
+        expr, rules = lower_tag_dispatch(spec, self._fresh_rule_name, self.span_at(start))
+        self.macro_rules.extend(rules)
+        return expr
+
+    def _token_tag_dispatch(self, start: int) -> Expr:
+        """``TokenTagDispatch((token_id, rule), ..., loop_after_dispatch=, excludes=)``."""
+        spec = TokenDispatchSpec()
+        self._dispatch_arguments("TokenTagDispatch", spec)
+        overlap = sorted({token for token, _ in spec.pairs} & set(spec.excludes))
+        if overlap:
+            raise self.error(
+                f"TokenTagDispatch(...) token {overlap[0]} is both a trigger and excluded", start
+            )
+        return lower_token_dispatch(spec)
 
     def _regex_macro(self, start: int) -> Expr:
         if self.peek() != '"':
