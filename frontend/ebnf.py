@@ -781,7 +781,7 @@ class _EbnfParser:
             raise self.error('Regex() takes one string argument: Regex("pattern")')
         self.pos += 1
         try:
-            return parse_regex(pattern)
+            return parse_regex(pattern, lazy_as_greedy=True)
         except RegexError as problem:
             # Point into the EBNF source at the character the pattern error names.
             raise self.error(problem.message, offsets[problem.offset]) from None

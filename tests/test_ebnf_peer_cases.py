@@ -526,3 +526,23 @@ def test_token_tag_dispatch_without_loop() -> None:
     source = 'root ::= TokenTagDispatch((5, args), loop_after_dispatch=false)\nargs ::= "{}"'
     assert token_run(source, [1, 6, 5, 3, 4])
     assert not token_run(source, [5, 3, 4, 1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Regex("...") is a whole-match language, where a lazy quantifier means what the greedy one does
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "expected"),
+    [
+        ("x+?y", "xxxy", True),
+        ("x+?y", "y", False),
+        ("(ab)*?c", "ababc", True),
+        ("q{2,3}?", "qqq", True),
+        ("q{2,3}?", "qqqq", False),
+    ],
+)
+def test_regex_macro_reads_lazy_quantifiers_as_greedy(
+    pattern: str, text: str, expected: bool
+) -> None:
+    assert accepted(f'root ::= Regex("{pattern}")', text) is expected
