@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gramkiln.frontend._lark_scan import LANGUAGE, NAME_RE, Source, Token, read_token, skip_blank
+from gramkiln.frontend.json_schema.layout import JSON_WHITESPACE
+from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.frontend.lark_common import common_terminal
+from gramkiln.frontend.regex import MAX_REPEAT
 from gramkiln.ir import (
     CharClass,
     Choice,
@@ -52,6 +55,15 @@ START_RULE = "start"
 MAX_NESTING = 100
 MAX_TOKEN_RANGE_SPAN = 1_000_000
 GRAMMAR_OPTION_NAMES = frozenset(GrammarOptions.model_fields)
+# %json values follow the peers' JSON Schema converters (XGrammar's any_whitespace, llguidance's
+# flexible whitespace): JSON whitespace between tokens, "," and ":" as separators, so both
+# '{"x":1}' and '{ "x" : 1 }' are accepted. The run length keeps the converter's own bound.
+EMBEDDED_JSON_OPTIONS = JsonSchemaOptions(
+    whitespace="flexible", item_separator=",", key_separator=":"
+)
+# llguidance's other grammar options: grammars written for it may spell out their default
+# (false), which changes nothing; true would change the language or the forcing behaviour.
+DEFAULT_ONLY_GRAMMAR_OPTIONS = frozenset({"no_forcing", "allow_invalid_utf8"})
 RULE_OPTION_NAMES = (
     "lazy",
     "suffix",
@@ -566,10 +578,17 @@ class _Parser:
         if not isinstance(value, dict):
             raise self.src.error("%grammar_options expects a JSON object", start)
         for key, setting in value.items():
-            if key not in GRAMMAR_OPTION_NAMES:
+            if key not in GRAMMAR_OPTION_NAMES and key not in DEFAULT_ONLY_GRAMMAR_OPTIONS:
                 raise self.src.error(f"unknown grammar option '{key}'", start)
             if not isinstance(setting, bool):
                 raise self.src.error(f"grammar option '{key}' must be true or false", start)
+            if key in DEFAULT_ONLY_GRAMMAR_OPTIONS:
+                if setting:
+                    raise self.src.error(
+                        f"grammar option '{key}' is not supported (only false, its default)",
+                        start,
+                    )
+                continue
             self.options[key] = setting
 
     def read_json(self, what: str) -> tuple[Any, int]:
@@ -683,7 +702,13 @@ class _Parser:
         token = self.advance()
         if token.kind != "number" or not _is_int(token.text):
             raise self.src.error("expected a non-negative integer count", token.start)
-        return int(token.text)
+        count = int(token.text)
+        if count > MAX_REPEAT:
+            # Same bound as the regex and EBNF front ends: larger counts cannot be compiled.
+            raise self.src.error(
+                f"repetition count {count} exceeds the limit of {MAX_REPEAT:,}", token.start
+            )
+        return count
 
     def parse_atom(self) -> Expr:
         token = self.advance()
@@ -854,7 +879,9 @@ class _Parser:
         from gramkiln.frontend.json_schema import json_schema_grammar
 
         try:
-            grammar = json_schema_grammar(schema)
+            grammar = _without_document_whitespace(
+                json_schema_grammar(schema, EMBEDDED_JSON_OPTIONS)
+            )
         except (GramkilnError, ValueError, TypeError) as error:
             detail = error.message if isinstance(error, GrammarError) else str(error)
             raise self.src.error(f"invalid %json schema: {detail}", schema_start) from None
@@ -898,7 +925,9 @@ class _Parser:
             message = "grammar has no 'start' rule"
             if self.nested_at is not None:
                 raise self.src.error(f"%lark {message}", self.nested_at)
-            raise GrammarError(message, language=LANGUAGE)
+            # Located like every other error (line 1, column 1): callers rely on the
+            # "Lark error at line L, column C" form.
+            raise self.src.error(message, 0)
         rules = tuple(
             Rule(
                 name=d.name,
@@ -974,6 +1003,25 @@ def _validation_message(error: ValidationError) -> str:
     """The first pydantic error's message without pydantic's 'Value error, ' prefix."""
     message = str(error.errors()[0].get("msg", "invalid rule options"))
     return message.removeprefix("Value error, ")
+
+
+def _without_document_whitespace(grammar: GrammarIR) -> GrammarIR:
+    """Drop the whitespace the JSON Schema converter allows around the whole document.
+
+    The seed: "Whitespace outside the JSON value is controlled by the surrounding Lark
+    grammar" (``"<t>" %json {...}`` rejects ``<t> {...}`` unless the Lark grammar allows it).
+    """
+    around = Repeat(item=JSON_WHITESPACE, min=0, max=EMBEDDED_JSON_OPTIONS.max_whitespace)
+    rules = list(grammar.rules)
+    for index, rule in enumerate(rules):
+        if rule.name != grammar.start or not isinstance(rule.body, Seq):
+            continue
+        items = list(rule.body.items)
+        if len(items) >= 2 and items[0] == around and items[-1] == around:
+            body = items[1] if len(items) == 3 else Seq(items=tuple(items[1:-1]))
+            rules[index] = rule.model_copy(update={"body": body})
+            return grammar.model_copy(update={"rules": tuple(rules)})
+    raise AssertionError("the JSON Schema converter's start rule changed shape")
 
 
 def _vocab_has(vocab: Any, text: str) -> bool:

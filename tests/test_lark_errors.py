@@ -58,7 +58,9 @@ A: "a" b
     (
         'item: "a"\n',
         """\
-Lark error: grammar has no 'start' rule""",
+Lark error at line 1, column 1: grammar has no 'start' rule
+item: "a"
+^""",
     ),
     (
         'start: "x"{4,2}\n',
@@ -506,7 +508,11 @@ def test_error_inside_a_named_grammar_names_it() -> None:
 def test_named_grammar_without_start() -> None:
     with pytest.raises(GrammarError) as caught:
         parse_lark("start: @x", named_grammars={"x": 'item: "a"'})
-    assert str(caught.value) == "Lark error: in named grammar 'x': grammar has no 'start' rule"
+    assert str(caught.value) == (
+        "Lark error at line 1, column 1: in named grammar 'x': grammar has no 'start' rule\n"
+        'item: "a"\n'
+        "^"
+    )
 
 
 @pytest.mark.parametrize(
