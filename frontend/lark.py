@@ -23,6 +23,7 @@ from gramkiln.frontend._lark_scan import LANGUAGE, NAME_RE, Source, Token, read_
 from gramkiln.frontend.json_schema.layout import JSON_WHITESPACE
 from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.frontend.lark_common import common_terminal
+from gramkiln.frontend.lark_dispatch import apply_dispatch
 from gramkiln.frontend.regex import MAX_REPEAT
 from gramkiln.ir import (
     CharClass,
@@ -38,6 +39,7 @@ from gramkiln.ir import (
     Rule,
     RuleOptions,
     Seq,
+    Span,
     SpecialToken,
     Subgrammar,
     TokenSet,
@@ -947,11 +949,21 @@ class _Parser:
                 Subgrammar(name=name, grammar=sub) for name, sub in self.subgrammars.items()
             ),
         )
+        grammar = apply_dispatch(grammar, self.error_at_span)
         problems = list(grammar.problems())
         if problems:
             # Every invariant is checked above with a location; this is a safety net.
             raise GrammarError(problems[0], language=LANGUAGE)
         return grammar
+
+    def error_at_span(self, message: str, span: Span | None) -> GrammarError:
+        """A located error at the start of ``span`` (the grammar's start when None)."""
+        if span is None:
+            return self.src.error(message, 0)
+        line_start = 0
+        for _ in range(span.line - 1):
+            line_start = self.src.text.index("\n", line_start) + 1
+        return self.src.error(message, line_start + span.column - 1)
 
     def check_defined(self, name: str, offset: int) -> None:
         if name not in self.definitions:

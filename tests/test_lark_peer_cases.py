@@ -8,10 +8,13 @@ byte-level runtime is checked too.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
 from gramkiln.frontend.lark import parse_lark
+from gramkiln.frontend.lark_dispatch import _trigger_languages
+from gramkiln.ir import GrammarIR, Ref, Rule
 from gramkiln.runtime.vocab import Vocab
 
 from gramkiln import Grammar
@@ -108,3 +111,259 @@ def test_huge_repetition_counts_are_a_located_error(source: str) -> None:
 
 def test_repetition_count_at_the_limit_parses() -> None:
     parse_lark('start: "z"{0,1000000}')
+
+
+# -- dynamic dispatch: the first complete trigger commits to a tool ------------------------------
+
+SINGLE_TRIGGER = r"""
+start: call* tail
+tail: TEXT
+call_head[lazy]: TEXT "<<run>"
+call: call_head %json {"type": "array", "items": {"type": "integer"}} "<</run>"
+TEXT: /(\n|.)*/
+"""
+
+
+def test_dispatch_free_text_cannot_contain_the_trigger() -> None:
+    check(
+        SINGLE_TRIGGER,
+        accepted=[
+            "",
+            "just words",
+            "a <<ru prefix of the trigger at the end <<ru",
+            "<<run>[1,2]<</run>",
+            "x<<run>[]<</run>y<<run>[3]<</run>z",
+            "multi\nline<<run>[ 4 ]<</run>",
+            "<<<run>[5]<</run>",
+        ],
+        rejected=[
+            "<<run>",
+            "words <<run> and more words",
+            "<<run>[1,2]",
+            "<<run>[1]<</run>tail <<run>",
+            "<<run>[true]<</run>",
+        ],
+        runtime=True,
+    )
+
+
+def test_dispatch_one_tools_text_cannot_swallow_another_tools_trigger() -> None:
+    check(
+        r"""
+start: (ask | say)* tail
+tail: FREE
+ask_head[lazy]: FREE "[ask]"
+ask: ask_head /[a-z]+/ "[/ask]"
+say_head[suffix="[say]"]: FREE
+say: say_head /[0-9]+/ "[/say]"
+FREE: TEXT
+TEXT: /.*/s
+""",
+        accepted=["[ask]who[/ask]", "hi[say]42[/say]bye", "[say]1[/say][ask]x[/ask]"],
+        rejected=[
+            # the say trigger comes first, so its payload (digits) is due, not free text
+            "[say]oops[ask]x[/ask]",
+            "[ask]7[/ask]",
+            "[say]x[/say]",
+        ],
+        runtime=True,
+    )
+
+
+def test_dispatch_shared_trigger_differs_on_what_follows() -> None:
+    check(
+        r"""
+start: (get | put)* tail
+tail: TEXT
+get_head[lazy]: TEXT "@@"
+get: get_head "get " /[a-z]+/ ";"
+put_head[lazy]: TEXT "@@"
+put: put_head "put " /[0-9]+/ ";"
+TEXT: /(\n|.)*/
+""",
+        accepted=["@@get abc;", "x@@put 12;y@@get q;", "one @ is text"],
+        rejected=["@@", "@@del x;", "@@get 12;", "a@@put", "@@put 1;@@"],
+        runtime=True,
+    )
+
+
+def test_dispatch_regex_suffix_head_with_escaped_trigger() -> None:
+    check(
+        r"""
+start: fix* tail
+tail: TEXT
+fix_head[lazy]: /(\n|.)*\n=====/
+fix: fix_head "ok"
+TEXT: /(\n|.)*/
+""",
+        accepted=["text ===== text", "before\n=====okafter", "\n====="[:-1]],
+        rejected=["\n=====", "a\n=====no", "a\n=====ok\n====="],
+        runtime=True,
+    )
+
+
+def test_overlapping_triggers_follow_the_earliest_complete_one() -> None:
+    # 'ab' completes inside 'xab>' before '>' arrives, so the 'ab' tool is dispatched.
+    check(
+        r"""
+start: (one | two)* tail
+tail: TEXT
+one_head[lazy]: TEXT "ab"
+one: one_head "1"
+two_head[lazy]: TEXT "xab>"
+two: two_head "2"
+TEXT: /(\n|.)*/
+""",
+        accepted=["ab1", "xab1>", "zz", "xa", "xab1xab1"],
+        rejected=["xab>2", "ab", "xab>", "ab2"],
+        runtime=True,
+    )
+
+
+def test_token_trigger_dispatch_is_unchanged_and_text_free() -> None:
+    vocab = Vocab([b"hi", b"<|go|>", b"7", b"</go>", b"<|end|>"], special_ids=[1, 4])
+    grammar = Grammar.from_lark(
+        'start: go* tail\ntail: TEXT\ngo: TEXT <|go|> /[0-9]+/ "</go>"\nTEXT: /(\\n|.)*/',
+        vocab=vocab,
+    )
+    compiled = grammar.compile(vocab)
+    for tokens, expected in [([0], True), ([0, 1, 2, 3, 0], True), ([1], False), ([1, 0], False)]:
+        matcher = compiled.matcher()
+        got = all(matcher.accept_token(t) for t in tokens) and matcher.is_accepting()
+        assert got == expected, tokens
+
+
+def test_grammar_outside_the_dispatch_shape_keeps_cfg_semantics() -> None:
+    # The tail is used a second time, so the rewrite would change another use: not dispatch.
+    check(
+        r"""
+start: call* tail
+tail: TEXT
+call_head[lazy]: TEXT "<c>"
+call: call_head "x" tail "</c>"
+TEXT: /(\n|.)*/
+""",
+        accepted=["<c>", "a<c>b"],
+    )
+
+
+# -- standalone lazy head: the trigger is optional at the end -------------------------------------
+
+
+def test_standalone_lazy_head_accepts_text_without_the_trigger() -> None:
+    for head in ['head[lazy]: TEXT "#end"', 'head[suffix="#end"]: TEXT', 'head[stop="#end"]: TEXT']:
+        check(
+            f"start: head\n{head}\nTEXT: /(\\n|.)*/",
+            accepted=["", "no marker here", "#en", "done#end", "#end"],
+            rejected=["#endx", "a#end#end", "a#endb"],
+            runtime=True,
+        )
+
+
+def test_standalone_lazy_head_with_a_token_trigger() -> None:
+    vocab = Vocab([b"ab", b"<|stop|>"], special_ids=[1])
+    grammar = Grammar.from_lark(
+        "start: head\nhead[lazy]: TEXT <|stop|>\nTEXT: /(\\n|.)*/", vocab=vocab
+    )
+    compiled = grammar.compile(vocab)
+    for tokens, expected in [([], True), ([0, 0], True), ([0, 1], True), ([1, 0], False)]:
+        matcher = compiled.matcher()
+        got = all(matcher.accept_token(t) for t in tokens) and matcher.is_accepting()
+        assert got == expected, tokens
+
+
+def test_lazy_head_inside_a_sequence_stays_committed_shortest() -> None:
+    check(
+        'start: head "!"\nhead[lazy]: TEXT "#end"\nTEXT: /(\\n|.)*/',
+        accepted=["a#end!"],
+        rejected=["a!", "a#end#end!"],
+    )
+
+
+# -- dispatch restrictions from the seed -----------------------------------------------------------
+
+DISPATCH_WITH = """start: tool* tail
+tail: TEXT
+tool_head[lazy]: TEXT "<t>"
+{tool}
+TEXT: /(\\n|.)*/
+"""
+
+
+@pytest.mark.parametrize(
+    ("tool", "option"),
+    [
+        ('tool[capture]: tool_head "x"', "capture"),
+        ('tool[capture="args"]: tool_head "x"', "capture"),
+        ('tool[max_tokens=8]: tool_head "x"', "max_tokens"),
+    ],
+)
+def test_dispatch_rules_cannot_capture_or_budget(tool: str, option: str) -> None:
+    text = error_text(DISPATCH_WITH.format(tool=tool))
+    assert text.startswith(
+        f"Lark error at line 4, column 1: {option} is not supported on rules consumed by the "
+        "dynamic dispatch pattern (rule 'tool')"
+    )
+
+
+def test_dispatch_triggers_cannot_mix_strings_and_tokens() -> None:
+    vocab = Vocab([b"x", b"<|b|>"], special_ids=[1])
+    with pytest.raises(GrammarError) as caught:
+        parse_lark(
+            'start: (a | b)* tail\ntail: TEXT\na_head[lazy]: TEXT "<a>"\na: a_head "x"\n'
+            'b: TEXT <|b|> "x"\nTEXT: /(\\n|.)*/',
+            vocab=vocab,
+        )
+    assert str(caught.value).startswith(
+        "Lark error at line 5, column 9: dispatch triggers cannot mix string and token triggers"
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "start: head\nhead[lazy]: TEXT <[^2]>\nTEXT: /(\\n|.)*/",
+        'start: tool* tail\ntail: TEXT\ntool: TEXT <[^2]> "x"\nTEXT: /(\\n|.)*/',
+    ],
+)
+def test_negated_token_sets_cannot_be_triggers(source: str) -> None:
+    assert "a negated token set cannot be used as a trigger" in error_text(source)
+
+
+# -- the generated languages against a brute-force definition ------------------------------------
+
+
+def _first_completion(text: str, triggers: list[str]) -> tuple[int, set[str]] | None:
+    """End position of the earliest complete trigger in ``text`` and the triggers ending there."""
+    for end in range(1, len(text) + 1):
+        done = {t for t in triggers if text[:end].endswith(t)}
+        if done:
+            return end, done
+    return None
+
+
+@pytest.mark.parametrize(
+    "triggers",
+    [["<t>"], ["aab"], ["abab"], ["ab", "xab>"], ["<a>", "<b>", "<ab"], ["aa", "a"], ["ba", "ab"]],
+)
+def test_trigger_languages_match_their_definition(triggers: list[str]) -> None:
+    def locate(message, span):  # type: ignore[no-untyped-def]
+        raise AssertionError(message)
+
+    free, until = _trigger_languages(sorted(set(triggers)), locate, None)
+
+    def language(expr) -> Grammar:  # type: ignore[no-untyped-def]
+        rules = (Rule(name="start", body=Ref(name="T")), Rule(name="T", body=expr, terminal=True))
+        return Grammar(GrammarIR(start="start", rules=rules))
+
+    free_grammar = language(free)
+    until_grammars = {t: language(e) for t, e in zip(sorted(set(triggers)), until, strict=True)}
+    alphabet = sorted({c for t in triggers for c in t}) + ["z"]
+    for length in range(6):
+        for letters in itertools.product(alphabet, repeat=length):
+            text = "".join(letters)
+            first = _first_completion(text, triggers)
+            assert free_grammar.accepts(text) == (first is None), text
+            for trigger, grammar in until_grammars.items():
+                expected = first is not None and first[0] == len(text) and trigger in first[1]
+                assert grammar.accepts(text) == expected, (text, trigger)
