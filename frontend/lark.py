@@ -82,6 +82,11 @@ CONTINUATION = "continuation"
 _ATOM_KINDS = frozenset({"string", "regex", "name", "special", "at"})
 _ATOM_OPS = frozenset({"(", "["})
 _EMBED_DIRECTIVES = frozenset({"%json", "%lark"})
+# llguidance syntax outside the seed's dialect: a clear error that names the feature.
+_LLGUIDANCE_ONLY_DIRECTIVES = {
+    "%regex": "structured %regex (llguidance substring lexemes) is not supported",
+    "%if": "parametric %if conditions (an llguidance extension) are not supported",
+}
 
 
 def parse_lark(
@@ -287,6 +292,14 @@ class _Parser:
         """The error for a token that cannot appear where it was found."""
         if token.kind == "op" and token.text in ")]}":
             return self.src.error(f"unmatched '{token.text}'", token.start)
+        if token.kind == "op" and token.text == "~":
+            return self.src.error(
+                "complement '~' (an llguidance extension) is not supported; '~' may only "
+                "follow an element as a repetition count",
+                token.start,
+            )
+        if token.kind == "directive" and token.text in _LLGUIDANCE_ONLY_DIRECTIVES:
+            return self.src.error(_LLGUIDANCE_ONLY_DIRECTIVES[token.text], token.start)
         return self.src.error(f"unexpected {token.describe()}", token.start)
 
     # -- grammar ----------------------------------------------------------------------------
@@ -339,6 +352,7 @@ class _Parser:
         if name_token.kind != "name":
             raise self.src.error("expected a rule name after the prefix", name_token.start)
         name = name_token.text
+        self.forbid_parametric(name_token)
         terminal = self.classify(name, name_token.start)
         if self.at_op("."):
             # Lark terminal priorities (NAME.2:) only steer a lexer; exact matching has none.
@@ -500,10 +514,13 @@ class _Parser:
             self.parse_import(token)
         elif directive == "%ignore":
             self.parse_ignore()
-        elif directive == "%grammar_options":
+        elif directive in ("%grammar_options", "%llguidance"):
+            # %llguidance is llguidance's name for the same JSON object of grammar options.
             self.parse_grammar_options(token)
         elif directive in _EMBED_DIRECTIVES:
             raise self.src.error(f"{directive} can only be used inside a rule", token.start)
+        elif directive in ("%declare", "%override", "%extend"):
+            raise self.src.error(f"directive {directive} is not supported", token.start)
         else:
             raise self.src.error(f"unknown directive '{directive}'", token.start)
 
@@ -576,9 +593,9 @@ class _Parser:
         self.ignore_refs.extend(self.current_refs)
 
     def parse_grammar_options(self, directive: Token) -> None:
-        value, start = self.read_json("%grammar_options")
+        value, start = self.read_json(directive.text)
         if not isinstance(value, dict):
-            raise self.src.error("%grammar_options expects a JSON object", start)
+            raise self.src.error(f"{directive.text} expects a JSON object", start)
         for key, setting in value.items():
             if key not in GRAMMAR_OPTION_NAMES and key not in DEFAULT_ONLY_GRAMMAR_OPTIONS:
                 raise self.src.error(f"unknown grammar option '{key}'", start)
@@ -684,6 +701,8 @@ class _Parser:
         """``{n}``, ``{m,n}``, ``{m,}``, ``{,n}`` (after the '{')."""
         low: int | None = None
         high: int | None = None
+        if self.peek().kind == "name":
+            raise self.src.error("rule templates are not supported", brace.start)
         if self.peek().kind == "number":
             low = self.read_count()
         if self.at_op(","):
@@ -801,8 +820,17 @@ class _Parser:
         bare = strip_spans(expr)
         return bare.model_copy(update={"span": self.src.span(token.start, token.end)})
 
+    def forbid_parametric(self, name_token: Token) -> None:
+        """llguidance's parametric rules (``name::param``) are outside the seed's dialect."""
+        if self.text.startswith("::", name_token.end):
+            raise self.src.error(
+                "parametric rules (name::param, an llguidance extension) are not supported",
+                name_token.end,
+            )
+
     def make_ref(self, token: Token) -> Expr:
         name = token.text
+        self.forbid_parametric(token)
         terminal = self.classify(name, token.start)
         if self.in_terminal and not terminal:
             raise self.src.error(f"a terminal cannot reference rule '{name}'", token.start)
@@ -842,6 +870,10 @@ class _Parser:
             if negated:
                 raise self.src.error("the negated wildcard <[^*]> is not allowed", token.start)
             return TokenSet(wildcard=True, span=span)
+        if "*" in body:
+            raise self.src.error(
+                "the wildcard * cannot be combined with token ids in a token set", token.start
+            )
         ranges: list[tuple[int, int]] = []
         for part in body.split(","):
             where = offset + len(part) - len(part.lstrip())

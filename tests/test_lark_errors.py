@@ -79,7 +79,7 @@ start: "x"~5..3
     (
         '%declare X\nstart: "a"\n',
         """\
-Lark error at line 1, column 1: unknown directive '%declare'
+Lark error at line 1, column 1: directive %declare is not supported
 %declare X
 ^""",
     ),

@@ -367,3 +367,46 @@ def test_trigger_languages_match_their_definition(triggers: list[str]) -> None:
             for trigger, grammar in until_grammars.items():
                 expected = first is not None and first[0] == len(text) and trigger in first[1]
                 assert grammar.accepts(text) == expected, (text, trigger)
+
+
+# -- llguidance syntax outside the seed's dialect: errors that name the feature -------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "message", "where"),
+    [
+        (
+            "start: WORD\nWORD: /[a-z]+/ & /[^q]+/",
+            "intersection '&' (an llguidance extension)",
+            (2, 16),
+        ),
+        ('start: ~"x"', "complement '~' (an llguidance extension) is not supported", (1, 8)),
+        ('start: pair::1\npair::_: "p"', "parametric rules (name::param", (1, 12)),
+        ('start::_: "p"', "parametric rules (name::param", (1, 6)),
+        ('start: "p" %if on', "parametric %if conditions (an llguidance extension)", (1, 12)),
+        ('start: %regex {"substring_words": "a b"}', "structured %regex", (1, 8)),
+        ('start: wrap{item}\nwrap: "w"', "rule templates are not supported", (1, 12)),
+        ('%override start\nstart: "a"', "directive %override is not supported", (1, 1)),
+        ('%extend start\nstart: "a"', "directive %extend is not supported", (1, 1)),
+        ("start: <[*,4]>", "the wildcard * cannot be combined with token ids", (1, 8)),
+        ("start: <|open", "unterminated special token", (1, 8)),
+        ("start: <a b>", "invalid special token", (1, 8)),
+    ],
+)
+def test_llguidance_only_syntax_is_named_in_the_error(
+    source: str, message: str, where: tuple[int, int]
+) -> None:
+    text = error_text(source)
+    assert text.startswith(f"Lark error at line {where[0]}, column {where[1]}: "), text
+    assert message in text
+
+
+def test_llguidance_directive_spells_the_grammar_options() -> None:
+    check(
+        '%llguidance {"allow_initial_skip": true, "no_forcing": false}\n'
+        "%ignore /[ ]+/\n"
+        'start: "x" "y"',
+        accepted=[" x y", "xy "],
+        rejected=["x-y"],
+    )
+    assert "unknown grammar option 'weird'" in error_text('%llguidance {"weird": 1}\nstart: "x"')
