@@ -341,7 +341,11 @@ def _trigger_languages(
     of a right-linear system ``X_q = sum(chars . X_r) + constants_q``; eliminating them from
     the deepest up (Arden's rule on self-loops) leaves the root's expressions.
     """
-    goto, output = _aho_corasick(triggers)
+    # Without overlaps, "first complete trigger is t, at the end" is simply free text then t:
+    # an earlier completion would need a trigger inside t or one straddling the boundary.
+    automaton = _aho_corasick(triggers)
+    goto, output = automaton.goto, automaton.output
+    overlap_free = _overlap_free(triggers, automaton)
     alphabet = sorted({ord(char) for trigger in triggers for char in trigger})
     live = [state for state in range(len(goto)) if not output[state]]
     # coefficients[q][r]: the code points leading from q to r (live states only);
@@ -368,9 +372,11 @@ def _trigger_languages(
         for target, codes in targets.items():
             row[target] = _chars(codes)
         coefficients[state] = row
-        constants[state] = [Empty()] + [
-            _chars(completes[i]) if i in completes else None for i in range(len(triggers))
-        ]
+        constants[state] = [Empty()]
+        if not overlap_free:
+            constants[state] += [
+                _chars(completes[i]) if i in completes else None for i in range(len(triggers))
+            ]
     budget = _Budget(locate, span)
     for state in sorted(live, reverse=True):
         if state == 0:
@@ -398,14 +404,49 @@ def _trigger_languages(
     results = [_cat(prefix, c) if prefix is not None else c for c in constants[0]]
     free = results[0]
     assert free is not None  # ε is always a constant of the root
+    if overlap_free:
+        free_text = Ref(name=FREE_TEXT_NAME)
+        return free, [Seq(items=(free_text, Literal(text=trigger))) for trigger in triggers]
     # A trigger that contains another one can never complete first: its language is empty,
     # written as a class with no code point.
     until = [r if r is not None else CharClass(ranges=()) for r in results[1:]]
     return free, until
 
 
-def _aho_corasick(triggers: list[str]) -> tuple[list[dict[int, int]], list[frozenset[str]]]:
-    """Complete transition tables (over the triggers' code points) and each state's matches."""
+def _overlap_free(triggers: list[str], automaton: _Automaton) -> bool:
+    """Whether no trigger occurs inside another before its end, or straddles into one.
+
+    That is, for all triggers ``u`` and ``t``: ``u`` does not occur in ``t[:-1]`` (no state
+    before the end of ``t``'s path has a match), and no non-empty proper suffix of ``u`` is a
+    proper prefix of ``t`` (no state on ``u``'s failure chain has a child).
+    """
+    for trigger in triggers:
+        state = 0
+        for char in trigger[:-1]:
+            state = automaton.goto[state][ord(char)]
+            if automaton.output[state]:
+                return False
+        state = automaton.goto[state][ord(trigger[-1])]
+        suffix = automaton.fail[state]
+        while suffix != 0:
+            if automaton.has_children[suffix]:
+                return False
+            suffix = automaton.fail[suffix]
+    return True
+
+
+@dataclass(frozen=True)
+class _Automaton:
+    """Aho-Corasick automaton: states are the triggers' prefixes (0 is the empty one)."""
+
+    goto: list[dict[int, int]]  # complete over the triggers' code points
+    output: list[frozenset[str]]  # triggers ending at this state (as suffixes)
+    fail: list[int]  # longest proper suffix that is a state
+    has_children: list[bool]  # whether the state is a proper prefix of some trigger
+
+
+def _aho_corasick(triggers: list[str]) -> _Automaton:
+    """The automaton of ``triggers`` (complete transitions, matches, failure links)."""
     children: list[dict[int, int]] = [{}]
     matches: list[set[str]] = [set()]
     for trigger in triggers:
@@ -438,7 +479,12 @@ def _aho_corasick(triggers: list[str]) -> tuple[list[dict[int, int]], list[froze
                 fail[child] = goto[fail[state]][code]
                 goto[state][code] = child
                 queue.append(child)
-    return goto, [frozenset(m) for m in matches]
+    return _Automaton(
+        goto=goto,
+        output=[frozenset(m) for m in matches],
+        fail=fail,
+        has_children=[bool(c) for c in children],
+    )
 
 
 def _chars(codes: list[int]) -> Expr:

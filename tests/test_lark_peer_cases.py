@@ -13,7 +13,7 @@ import re
 
 import pytest
 from gramkiln.frontend.lark import parse_lark
-from gramkiln.frontend.lark_dispatch import _trigger_languages
+from gramkiln.frontend.lark_dispatch import FREE_TEXT_NAME, _trigger_languages
 from gramkiln.ir import GrammarIR, Ref, Rule
 from gramkiln.runtime.vocab import Vocab
 
@@ -344,7 +344,16 @@ def _first_completion(text: str, triggers: list[str]) -> tuple[int, set[str]] | 
 
 @pytest.mark.parametrize(
     "triggers",
-    [["<t>"], ["aab"], ["abab"], ["ab", "xab>"], ["<a>", "<b>", "<ab"], ["aa", "a"], ["ba", "ab"]],
+    [
+        ["<t>"],
+        ["<a>", "<bb>", "[c]"],
+        ["aab"],
+        ["abab"],
+        ["ab", "xab>"],
+        ["<a>", "<b>", "<ab"],
+        ["aa", "a"],
+        ["ba", "ab"],
+    ],
 )
 def test_trigger_languages_match_their_definition(triggers: list[str]) -> None:
     def locate(message, span):  # type: ignore[no-untyped-def]
@@ -353,7 +362,11 @@ def test_trigger_languages_match_their_definition(triggers: list[str]) -> None:
     free, until = _trigger_languages(sorted(set(triggers)), locate, None)
 
     def language(expr) -> Grammar:  # type: ignore[no-untyped-def]
-        rules = (Rule(name="start", body=Ref(name="T")), Rule(name="T", body=expr, terminal=True))
+        rules = (
+            Rule(name="start", body=Ref(name="T")),
+            Rule(name="T", body=expr, terminal=True),
+            Rule(name=FREE_TEXT_NAME, body=free, terminal=True),
+        )
         return Grammar(GrammarIR(start="start", rules=rules))
 
     free_grammar = language(free)
