@@ -160,7 +160,10 @@ class _NamedGrammars:
             return self._resolved[name]
         if name in self._in_progress:
             chain = self._in_progress[self._in_progress.index(name) :] + [name]
-            raise source.error(f"circular named grammar reference: {' -> '.join(chain)}", offset)
+            raise source.error(
+                f"circular named grammar reference: {' -> '.join('@' + link for link in chain)}",
+                offset,
+            )
         if name not in self._entries:
             raise source.error(f"unknown named grammar @{name}", offset)
         value = self._entries[name]

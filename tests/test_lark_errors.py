@@ -484,14 +484,14 @@ def test_named_grammar_cycle_shows_the_chain() -> None:
         parse_lark("start: @a", named_grammars={"a": "start: @b", "b": 'start: "x" @a'})
     assert str(caught.value) == (
         "Lark error at line 1, column 12: in named grammar 'b': "
-        "circular named grammar reference: a -> b -> a\n"
+        "circular named grammar reference: @a -> @b -> @a\n"
         'start: "x" @a\n'
         "           ^"
     )
 
 
 def test_named_grammar_self_reference() -> None:
-    with pytest.raises(GrammarError, match="circular named grammar reference: a -> a\n"):
+    with pytest.raises(GrammarError, match="circular named grammar reference: @a -> @a\n"):
         parse_lark("start: @a", named_grammars={"a": "start: @a"})
 
 

@@ -427,3 +427,16 @@ def test_llguidance_directive_spells_the_grammar_options() -> None:
         rejected=["x-y"],
     )
     assert "unknown grammar option 'weird'" in error_text('%llguidance {"weird": 1}\nstart: "x"')
+
+
+# -- named grammars ---------------------------------------------------------------------------------
+
+
+def test_named_grammars_must_be_a_mapping() -> None:
+    with pytest.raises(TypeError, match="named_grammars must be a mapping"):
+        Grammar.from_lark("start: @a", named_grammars=[Grammar.from_lark('start: "a"')])  # type: ignore[arg-type]
+
+
+def test_named_grammar_cycle_is_reported_with_at_names() -> None:
+    with pytest.raises(GrammarError, match=r"circular named grammar reference: @x -> @y -> @x"):
+        Grammar.from_lark("start: @x", named_grammars={"x": "start: @y", "y": 'start: "1" @x'})
