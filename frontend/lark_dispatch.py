@@ -62,8 +62,9 @@ from gramkiln.errors import GrammarError
 # Generated terminals; the dot keeps them apart from every name a Lark source can define.
 FREE_TEXT_NAME = "dispatch.free_text"
 UNTIL_TRIGGER_PREFIX = "dispatch.until."
-# State elimination is quadratic for ordinary triggers but can grow fast for many triggers
-# that overlap each other; past this many IR nodes the grammar is rejected with a clear error.
+# Overlap-free triggers (the usual case) only eliminate for the free text, which stays linear
+# in the triggers' total length; heads of overlapping triggers are eliminated too and can grow
+# fast, so past this many IR nodes the grammar is rejected with a clear error.
 MAX_EXPRESSION_NODES = 200_000
 _ANY_TEXT_DEPTH = 50
 
