@@ -123,7 +123,14 @@ def read_token(source: Source, pos: int) -> Token:
     if char == "<":
         match = SPECIAL_RE.match(text, pos)
         if match is None:
-            raise source.error("expected a special token such as <|name|> or <[123]>", pos)
+            line_end = text.find("\n", pos)
+            rest = text[pos + 1 : len(text) if line_end < 0 else line_end]
+            if ">" not in rest:
+                raise source.error("unterminated special token: expected '>'", pos)
+            raise source.error(
+                "invalid special token: expected <|name|>, <name> or <[ids]> without blanks",
+                pos,
+            )
         return Token("special", match.group(), pos, match.end())
     if char == "%":
         match = DIRECTIVE_RE.match(text, pos)
@@ -148,6 +155,8 @@ def read_token(source: Source, pos: int) -> Token:
         return Token("name", match.group(), pos, match.end())
     if char in SINGLE_CHAR_OPS:
         return Token("op", char, pos, pos + 1)
+    if char == "&":
+        raise source.error("intersection '&' (an llguidance extension) is not supported", pos)
     raise source.error(f"unexpected character {char!r}", pos)
 
 

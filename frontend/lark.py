@@ -20,7 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gramkiln.frontend._lark_scan import LANGUAGE, NAME_RE, Source, Token, read_token, skip_blank
+from gramkiln.frontend.json_schema.layout import JSON_WHITESPACE
+from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.frontend.lark_common import common_terminal
+from gramkiln.frontend.lark_dispatch import apply_dispatch
+from gramkiln.frontend.regex import MAX_REPEAT
 from gramkiln.ir import (
     CharClass,
     Choice,
@@ -35,6 +39,7 @@ from gramkiln.ir import (
     Rule,
     RuleOptions,
     Seq,
+    Span,
     SpecialToken,
     Subgrammar,
     TokenSet,
@@ -52,6 +57,15 @@ START_RULE = "start"
 MAX_NESTING = 100
 MAX_TOKEN_RANGE_SPAN = 1_000_000
 GRAMMAR_OPTION_NAMES = frozenset(GrammarOptions.model_fields)
+# %json values follow the peers' JSON Schema converters (XGrammar's any_whitespace, llguidance's
+# flexible whitespace): JSON whitespace between tokens, "," and ":" as separators, so both
+# '{"x":1}' and '{ "x" : 1 }' are accepted. The run length keeps the converter's own bound.
+EMBEDDED_JSON_OPTIONS = JsonSchemaOptions(
+    whitespace="flexible", item_separator=",", key_separator=":"
+)
+# llguidance's other grammar options: grammars written for it may spell out their default
+# (false), which changes nothing; true would change the language or the forcing behaviour.
+DEFAULT_ONLY_GRAMMAR_OPTIONS = frozenset({"no_forcing", "allow_invalid_utf8"})
 RULE_OPTION_NAMES = (
     "lazy",
     "suffix",
@@ -68,6 +82,11 @@ CONTINUATION = "continuation"
 _ATOM_KINDS = frozenset({"string", "regex", "name", "special", "at"})
 _ATOM_OPS = frozenset({"(", "["})
 _EMBED_DIRECTIVES = frozenset({"%json", "%lark"})
+# llguidance syntax outside the seed's dialect: a clear error that names the feature.
+_LLGUIDANCE_ONLY_DIRECTIVES = {
+    "%regex": "structured %regex (llguidance substring lexemes) is not supported",
+    "%if": "parametric %if conditions (an llguidance extension) are not supported",
+}
 
 
 def parse_lark(
@@ -141,7 +160,10 @@ class _NamedGrammars:
             return self._resolved[name]
         if name in self._in_progress:
             chain = self._in_progress[self._in_progress.index(name) :] + [name]
-            raise source.error(f"circular named grammar reference: {' -> '.join(chain)}", offset)
+            raise source.error(
+                f"circular named grammar reference: {' -> '.join('@' + link for link in chain)}",
+                offset,
+            )
         if name not in self._entries:
             raise source.error(f"unknown named grammar @{name}", offset)
         value = self._entries[name]
@@ -273,6 +295,14 @@ class _Parser:
         """The error for a token that cannot appear where it was found."""
         if token.kind == "op" and token.text in ")]}":
             return self.src.error(f"unmatched '{token.text}'", token.start)
+        if token.kind == "op" and token.text == "~":
+            return self.src.error(
+                "complement '~' (an llguidance extension) is not supported; '~' may only "
+                "follow an element as a repetition count",
+                token.start,
+            )
+        if token.kind == "directive" and token.text in _LLGUIDANCE_ONLY_DIRECTIVES:
+            return self.src.error(_LLGUIDANCE_ONLY_DIRECTIVES[token.text], token.start)
         return self.src.error(f"unexpected {token.describe()}", token.start)
 
     # -- grammar ----------------------------------------------------------------------------
@@ -325,6 +355,7 @@ class _Parser:
         if name_token.kind != "name":
             raise self.src.error("expected a rule name after the prefix", name_token.start)
         name = name_token.text
+        self.forbid_parametric(name_token)
         terminal = self.classify(name, name_token.start)
         if self.at_op("."):
             # Lark terminal priorities (NAME.2:) only steer a lexer; exact matching has none.
@@ -486,10 +517,13 @@ class _Parser:
             self.parse_import(token)
         elif directive == "%ignore":
             self.parse_ignore()
-        elif directive == "%grammar_options":
+        elif directive in ("%grammar_options", "%llguidance"):
+            # %llguidance is llguidance's name for the same JSON object of grammar options.
             self.parse_grammar_options(token)
         elif directive in _EMBED_DIRECTIVES:
             raise self.src.error(f"{directive} can only be used inside a rule", token.start)
+        elif directive in ("%declare", "%override", "%extend"):
+            raise self.src.error(f"directive {directive} is not supported", token.start)
         else:
             raise self.src.error(f"unknown directive '{directive}'", token.start)
 
@@ -562,14 +596,21 @@ class _Parser:
         self.ignore_refs.extend(self.current_refs)
 
     def parse_grammar_options(self, directive: Token) -> None:
-        value, start = self.read_json("%grammar_options")
+        value, start = self.read_json(directive.text)
         if not isinstance(value, dict):
-            raise self.src.error("%grammar_options expects a JSON object", start)
+            raise self.src.error(f"{directive.text} expects a JSON object", start)
         for key, setting in value.items():
-            if key not in GRAMMAR_OPTION_NAMES:
+            if key not in GRAMMAR_OPTION_NAMES and key not in DEFAULT_ONLY_GRAMMAR_OPTIONS:
                 raise self.src.error(f"unknown grammar option '{key}'", start)
             if not isinstance(setting, bool):
                 raise self.src.error(f"grammar option '{key}' must be true or false", start)
+            if key in DEFAULT_ONLY_GRAMMAR_OPTIONS:
+                if setting:
+                    raise self.src.error(
+                        f"grammar option '{key}' is not supported (only false, its default)",
+                        start,
+                    )
+                continue
             self.options[key] = setting
 
     def read_json(self, what: str) -> tuple[Any, int]:
@@ -663,6 +704,8 @@ class _Parser:
         """``{n}``, ``{m,n}``, ``{m,}``, ``{,n}`` (after the '{')."""
         low: int | None = None
         high: int | None = None
+        if self.peek().kind == "name":
+            raise self.src.error("rule templates are not supported", brace.start)
         if self.peek().kind == "number":
             low = self.read_count()
         if self.at_op(","):
@@ -683,7 +726,13 @@ class _Parser:
         token = self.advance()
         if token.kind != "number" or not _is_int(token.text):
             raise self.src.error("expected a non-negative integer count", token.start)
-        return int(token.text)
+        count = int(token.text)
+        if count > MAX_REPEAT:
+            # Same bound as the regex and EBNF front ends: larger counts cannot be compiled.
+            raise self.src.error(
+                f"repetition count {count} exceeds the limit of {MAX_REPEAT:,}", token.start
+            )
+        return count
 
     def parse_atom(self) -> Expr:
         token = self.advance()
@@ -774,8 +823,17 @@ class _Parser:
         bare = strip_spans(expr)
         return bare.model_copy(update={"span": self.src.span(token.start, token.end)})
 
+    def forbid_parametric(self, name_token: Token) -> None:
+        """llguidance's parametric rules (``name::param``) are outside the seed's dialect."""
+        if self.text.startswith("::", name_token.end):
+            raise self.src.error(
+                "parametric rules (name::param, an llguidance extension) are not supported",
+                name_token.end,
+            )
+
     def make_ref(self, token: Token) -> Expr:
         name = token.text
+        self.forbid_parametric(token)
         terminal = self.classify(name, token.start)
         if self.in_terminal and not terminal:
             raise self.src.error(f"a terminal cannot reference rule '{name}'", token.start)
@@ -815,6 +873,10 @@ class _Parser:
             if negated:
                 raise self.src.error("the negated wildcard <[^*]> is not allowed", token.start)
             return TokenSet(wildcard=True, span=span)
+        if "*" in body:
+            raise self.src.error(
+                "the wildcard * cannot be combined with token ids in a token set", token.start
+            )
         ranges: list[tuple[int, int]] = []
         for part in body.split(","):
             where = offset + len(part) - len(part.lstrip())
@@ -854,7 +916,9 @@ class _Parser:
         from gramkiln.frontend.json_schema import json_schema_grammar
 
         try:
-            grammar = json_schema_grammar(schema)
+            grammar = _without_document_whitespace(
+                json_schema_grammar(schema, EMBEDDED_JSON_OPTIONS)
+            )
         except (GramkilnError, ValueError, TypeError) as error:
             detail = error.message if isinstance(error, GrammarError) else str(error)
             raise self.src.error(f"invalid %json schema: {detail}", schema_start) from None
@@ -898,7 +962,9 @@ class _Parser:
             message = "grammar has no 'start' rule"
             if self.nested_at is not None:
                 raise self.src.error(f"%lark {message}", self.nested_at)
-            raise GrammarError(message, language=LANGUAGE)
+            # Located like every other error (line 1, column 1): callers rely on the
+            # "Lark error at line L, column C" form.
+            raise self.src.error(message, 0)
         rules = tuple(
             Rule(
                 name=d.name,
@@ -918,11 +984,21 @@ class _Parser:
                 Subgrammar(name=name, grammar=sub) for name, sub in self.subgrammars.items()
             ),
         )
+        grammar = apply_dispatch(grammar, self.error_at_span)
         problems = list(grammar.problems())
         if problems:
             # Every invariant is checked above with a location; this is a safety net.
             raise GrammarError(problems[0], language=LANGUAGE)
         return grammar
+
+    def error_at_span(self, message: str, span: Span | None) -> GrammarError:
+        """A located error at the start of ``span`` (the grammar's start when None)."""
+        if span is None:
+            return self.src.error(message, 0)
+        line_start = 0
+        for _ in range(span.line - 1):
+            line_start = self.src.text.index("\n", line_start) + 1
+        return self.src.error(message, line_start + span.column - 1)
 
     def check_defined(self, name: str, offset: int) -> None:
         if name not in self.definitions:
@@ -974,6 +1050,26 @@ def _validation_message(error: ValidationError) -> str:
     """The first pydantic error's message without pydantic's 'Value error, ' prefix."""
     message = str(error.errors()[0].get("msg", "invalid rule options"))
     return message.removeprefix("Value error, ")
+
+
+def _without_document_whitespace(grammar: GrammarIR) -> GrammarIR:
+    """Drop the whitespace the JSON Schema converter allows around the whole document.
+
+    The seed: "Whitespace outside the JSON value is controlled by the surrounding Lark
+    grammar" (``"<t>" %json {...}`` rejects ``<t> {...}`` unless the Lark grammar allows it).
+    """
+    around = Repeat(item=JSON_WHITESPACE, min=0, max=EMBEDDED_JSON_OPTIONS.max_whitespace)
+    rules = list(grammar.rules)
+    for index, rule in enumerate(rules):
+        if rule.name != grammar.start or not isinstance(rule.body, Seq):
+            continue
+        items = list(rule.body.items)
+        if len(items) >= 2 and items[0] == around and items[-1] == around:
+            body = items[1] if len(items) == 3 else Seq(items=tuple(items[1:-1]))
+            rules[index] = rule.model_copy(update={"body": body})
+            return grammar.model_copy(update={"rules": tuple(rules)})
+    # No document at all (the schema `false`): there is no whitespace to drop.
+    return grammar
 
 
 def _vocab_has(vocab: Any, text: str) -> bool:

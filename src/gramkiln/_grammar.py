@@ -32,8 +32,8 @@ class Grammar:
         """Parse a grammar in the Lark dialect (raises GrammarError with line/column/caret)."""
         from gramkiln.frontend.lark import parse_lark
 
-        named = None
-        if named_grammars is not None:
+        named: Any = named_grammars  # anything but a mapping: parse_lark raises a TypeError
+        if isinstance(named_grammars, Mapping):
             named = {k: (v.ir if isinstance(v, Grammar) else v) for k, v in named_grammars.items()}
         return cls(parse_lark(source, named_grammars=named, vocab=vocab))
 
