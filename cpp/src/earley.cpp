@@ -140,11 +140,23 @@ void hash_set_depths(const Runtime& rt, const ChartView& view, uint32_t self, si
   Chart& chart = *view.top;
   const size_t local_self = self - view.base_sets;
   chart.depth_hash.resize(local_self * depths * 2);
+  // The item terms do not depend on the depth: mixed once, then combined with each depth's
+  // origin hashes (the same sums as overlay_depth_hash computes).
+  struct Pending {
+    uint64_t dotted_lo, dotted_hi;
+    uint32_t origin;
+  };
+  thread_local std::vector<Pending> pending;
+  pending.clear();
+  for (size_t i = begin; i < chart.items.size(); ++i) {
+    const Item item = chart.items[i];
+    if (rt.dotted_next[item.dotted] == kComplete) continue;  // finished: no future effect
+    pending.push_back(
+        {mix64(item.dotted + 0x7654321ull), mix64(item.dotted ^ 0x3210fedcbaull), item.origin});
+  }
   for (uint32_t d = 1; d <= depths; ++d) {
     uint64_t lo = 0x452821e638d01377ull + d, hi = 0xbe5466cf34e90c6cull ^ d;
-    for (size_t i = begin; i < chart.items.size(); ++i) {
-      const Item item = chart.items[i];
-      if (rt.dotted_next[item.dotted] == kComplete) continue;  // finished: no future effect
+    for (const Pending& item : pending) {
       uint64_t origin_lo = 0xc0ac29b7c97c50ddull, origin_hi = 0x3f84d5b5b5470917ull;  // H_0
       if (item.origin == self) {
         origin_lo = 0x9216d5d98979fb1bull;  // the set itself
@@ -156,8 +168,8 @@ void hash_set_depths(const Runtime& rt, const ChartView& view, uint32_t self, si
         origin_lo = origin_chart.depth_hash[at];
         origin_hi = origin_chart.depth_hash[at + 1];
       }
-      lo += mix64(mix64(item.dotted + 0x7654321ull) ^ origin_lo);
-      hi += mix64(mix64(item.dotted ^ 0x3210fedcbaull) + origin_hi * 0x2545f4914f6cdd1dull);
+      lo += mix64(item.dotted_lo ^ origin_lo);
+      hi += mix64(item.dotted_hi + origin_hi * 0x2545f4914f6cdd1dull);
     }
     chart.depth_hash.push_back(mix64(lo));
     chart.depth_hash.push_back(mix64(hi ^ lo));
