@@ -36,6 +36,10 @@ def json_schema_grammar(
             schema = json.loads(schema)
         except json.JSONDecodeError as exc:
             raise GrammarError.at(LANGUAGE, f"invalid JSON: {exc.msg}", exc.doc, exc.pos) from None
+        except RecursionError:
+            raise GrammarError(
+                "the schema text is nested too deeply to parse", language=LANGUAGE
+            ) from None
     if options is None:
         options = JsonSchemaOptions()
     elif isinstance(options, dict):
@@ -45,4 +49,13 @@ def json_schema_grammar(
             raise GrammarError(f"invalid options: {exc}", language=LANGUAGE) from None
     elif not isinstance(options, JsonSchemaOptions):
         raise GrammarError("options must be JsonSchemaOptions, a dict or None", language=LANGUAGE)
-    return Compiler(schema, options).grammar()
+    try:
+        compiler = Compiler(schema, options)
+    except RecursionError:
+        # Indexing $id / $anchor walks the document recursively; the compiler itself bounds
+        # its nesting (MAX_NESTING) far below this.
+        raise GrammarError(
+            "at #: the schema is nested too deeply (deeper than Python's recursion limit)",
+            language=LANGUAGE,
+        ) from None
+    return compiler.grammar()

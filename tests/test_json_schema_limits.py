@@ -1,0 +1,52 @@
+"""Adversarially deep JSON Schemas end in a located GrammarError, never a RecursionError."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gramkiln import Grammar, Vocab
+from gramkiln.errors import GrammarError
+
+
+def nested_properties(levels: int) -> dict:
+    root: dict = {"type": "object", "properties": {}, "required": ["a"]}
+    node = root
+    for _ in range(levels):
+        child: dict = {"type": "object", "properties": {}, "required": ["a"]}
+        node["properties"]["a"] = child
+        node = child
+    node["properties"]["a"] = {"type": "integer"}
+    return root
+
+
+def nested_items(levels: int) -> dict:
+    root: dict = {}
+    node = root
+    for _ in range(levels):
+        node["items"] = {}
+        node = node["items"]
+    return root
+
+
+@pytest.mark.parametrize("schema", [nested_properties(5000), nested_items(5000)])
+def test_schemas_deeper_than_the_recursion_limit_are_grammar_errors(schema: dict) -> None:
+    with pytest.raises(GrammarError, match="nested too deep"):
+        Grammar.from_json_schema(schema)
+
+
+def test_schema_text_too_deep_for_the_json_parser_is_a_grammar_error() -> None:
+    text = '{"anyOf": [' * 5000 + '{"type": "null"}' + "]}" * 5000
+    with pytest.raises(GrammarError, match="nested too deeply to parse"):
+        Grammar.from_json_schema(text)
+
+
+def test_moderately_deep_schemas_still_compile_and_match() -> None:
+    compiled = Grammar.from_json_schema(nested_properties(40)).compile(Vocab.byte_level())
+    value: object = 7
+    for _ in range(41):
+        value = {"a": value}
+    matcher = compiled.matcher()
+    assert matcher.accept_string(json.dumps(value))
+    assert matcher.is_accepting()
