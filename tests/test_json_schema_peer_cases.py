@@ -89,3 +89,128 @@ def test_strict_enum_members_checked_with_the_same_rule() -> None:
     assert not grammar.accepts(json.dumps(["not", "object"]))
     closed = {"type": "object", "properties": {"mode": {}}, "const": {"mode": 1, "x": 2}}
     assert not _grammar(closed, strict=True).accepts(json.dumps({"mode": 1, "x": 2}))
+
+
+# -- formats follow their RFC grammars -------------------------------------------------------
+
+
+def _format_accepts(name: str, value: str, **schema: object) -> bool:
+    grammar = Grammar.from_json_schema({"type": "string", "format": name, **schema})
+    return grammar.accepts(json.dumps(value))
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("P3Y6M4DT12H30M5S", True),
+        ("P2M10D", True),
+        ("P7Y", True),
+        ("PT45M20S", True),
+        ("P3W", True),
+        ("P3Y10D", False),  # a year may only be followed by months
+        ("PT2H15S", False),  # an hour may only be followed by minutes
+        ("P1W2D", False),
+        ("PT", False),
+    ],
+)
+def test_duration_units_follow_rfc3339_order(value: str, valid: bool) -> None:
+    assert _format_accepts("duration", value) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [("docs.example.org", True), ("x", True), ("docs.example.org.", False), ("a..b", False)],
+)
+def test_hostname_has_no_trailing_dot(value: str, valid: bool) -> None:
+    assert _format_accepts("hostname", value) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ('"jane doe"@mail.test', True),
+        ('"odd@sign"@mail.test', True),
+        ('"back\\\\slash\\"quote"@mail.test', True),
+        ("plain.name@[10.1.2.3]", True),
+        ("plain.name@[IPv6:fe80::1]", True),
+        ('"unterminated@mail.test', False),
+        ("plain.name@[10.1.2.999]", False),
+        ("plain.name@[anything]", False),
+        ("jane doe@mail.test", False),
+        ("a..b@mail.test", False),
+    ],
+)
+def test_email_quoted_local_parts_and_address_literals(value: str, valid: bool) -> None:
+    assert _format_accepts("email", value) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("https://user:pw@example.test:8443/a/b?x=1&y=%2F#top", True),
+        ("urn:isbn:0451450523", True),
+        ("ftp://[2001:db8::2]/pub", True),
+        ("svc://[v7.token]/", True),
+        ("https://example.test:port/", False),  # a port is digits
+        ("https://example.test/%4", False),  # incomplete percent-encoding
+        ("https://example.test/a b", False),
+        ("https://ex[ample].test/", False),
+        ("https://a@b@example.test/", False),
+        ("no-scheme/path", False),
+    ],
+)
+def test_uri_follows_rfc3986(value: str, valid: bool) -> None:
+    assert _format_accepts("uri", value) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("../up/one?q", True),
+        ("#section-2", True),
+        ("", True),
+        ("//host.test", True),
+        ("9seg:colon/first", False),  # not a scheme, and no colon in a first segment
+        ("/p%zz", False),
+        ("/[x]", False),
+    ],
+)
+def test_uri_reference_follows_rfc3986(value: str, valid: bool) -> None:
+    assert _format_accepts("uri-reference", value) is valid
+
+
+def test_iri_admits_non_ascii_where_uris_do_not() -> None:
+    assert _format_accepts("iri", "https://bücher.test/straße?q=ü")
+    assert not _format_accepts("uri", "https://bücher.test/straße")
+    assert not _format_accepts("iri", "https://bücher.test:8a/")
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("/users/{id}/posts{?page,size}", True),
+        ("{+base}{/path*}{#frag}", True),
+        ("{name:12}", True),
+        ("lit%2Aeral", True),
+        ("{}", False),
+        ("{a,}", False),
+        ("{x:0}", False),
+        ("{x:12345}", False),
+        ("{a..b}", False),
+        ("50%", False),
+        ("open{brace", False),
+    ],
+)
+def test_uri_template_expressions_follow_rfc6570(value: str, valid: bool) -> None:
+    assert _format_accepts("uri-template", value) is valid
+
+
+def test_length_bounded_uri_falls_back_to_the_superset_with_a_warning() -> None:
+    # Short bounds keep the exact format; long ones would need ~180 states per character.
+    assert not _format_accepts("uri", "https://a.test:x/", maxLength=20)
+    assert _format_accepts("uri", "https://a.test/", maxLength=20)
+    with pytest.warns(UserWarning, match="coarse character-set superset"):
+        grammar = Grammar.from_json_schema({"type": "string", "format": "uri", "maxLength": 300})
+    assert grammar.accepts(json.dumps("https://a.test/" + "p" * 285))
+    assert not grammar.accepts(json.dumps("https://a.test/" + "p" * 286))
+    assert not grammar.accepts(json.dumps("no scheme"))
