@@ -209,8 +209,17 @@ def test_length_bounded_uri_falls_back_to_the_superset_with_a_warning() -> None:
     # Short bounds keep the exact format; long ones would need ~180 states per character.
     assert not _format_accepts("uri", "https://a.test:x/", maxLength=20)
     assert _format_accepts("uri", "https://a.test/", maxLength=20)
-    with pytest.warns(UserWarning, match="coarse character-set superset"):
+    with pytest.warns(UserWarning, match="coarser superset"):
         grammar = Grammar.from_json_schema({"type": "string", "format": "uri", "maxLength": 300})
     assert grammar.accepts(json.dumps("https://a.test/" + "p" * 285))
     assert not grammar.accepts(json.dumps("https://a.test/" + "p" * 286))
     assert not grammar.accepts(json.dumps("no scheme"))
+
+
+def test_length_bounded_email_loosens_only_the_address_literal() -> None:
+    with pytest.warns(UserWarning, match="e-mail: any address literal"):
+        grammar = Grammar.from_json_schema({"type": "string", "format": "email", "maxLength": 90})
+    assert grammar.accepts(json.dumps('"quoted name"@mail.test'))
+    assert grammar.accepts(json.dumps("x@[not-an-address]"))  # the documented superset
+    assert not grammar.accepts(json.dumps("a..b@mail.test"))
+    assert not grammar.accepts(json.dumps("x@mail.test." + "a" * 80))

@@ -977,7 +977,8 @@ class Compiler:
                 if not format_supersets and set(formats) & set(FORMAT_SUPERSETS):
                     budget = MAX_DFA_STATES
                     top = max_length if max_length is not None else min_length
-                    if len(combined.edges) * (top + 1) > budget:  # surely too large: skip it
+                    # The product's size bound: past the budget, skip the attempt.
+                    if len(combined.edges) * (top + 1) > budget:
                         raise AutomatonTooLarge(f"more than {budget} automaton states")
                 combined = intersect(
                     combined, length_dfa(min_length, max_length), max_states=budget
@@ -992,7 +993,8 @@ class Compiler:
                     pointer,
                     f"format {', '.join(coarse)} with minLength/maxLength: the exact language "
                     f"times the length bound is too large ({exc}), so the format is enforced "
-                    "as its coarse character-set superset",
+                    "as its coarser superset (URIs: the character set; e-mail: any address "
+                    "literal)",
                 )
                 return content
             self.unsupported(
