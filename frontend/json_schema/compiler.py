@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from gramkiln.frontend.json_schema import arrays, objects
 from gramkiln.frontend.json_schema.automaton import (
+    MAX_DFA_STATES,
     MAX_LENGTH_PRODUCT_STATES,
     AutomatonTooLarge,
     Dfa,
@@ -51,7 +52,12 @@ from gramkiln.frontend.json_schema.exprs import (
     rule_ref,
     seq,
 )
-from gramkiln.frontend.json_schema.formats import FORMAT_PATTERNS, format_expr
+from gramkiln.frontend.json_schema.formats import (
+    FORMAT_PATTERNS,
+    FORMAT_SUPERSETS,
+    format_dfa,
+    format_expr,
+)
 from gramkiln.frontend.json_schema.keys import any_string_dfa, word_set_dfa
 from gramkiln.frontend.json_schema.layout import Layout
 from gramkiln.frontend.json_schema.numbers import (
@@ -922,13 +928,18 @@ class Compiler:
         excluded: tuple[str, ...],
         pointer: str,
         anti: tuple[tuple[str, str], ...] = (),
+        format_supersets: bool = False,
     ) -> Expr:
-        """The encoded characters between the quotes."""
+        """The encoded characters between the quotes.
+
+        ``format_supersets``: the coarse superset of a large format (see
+        ``FORMAT_SUPERSETS``), used when the exact one times the length bound is too large.
+        """
         languages: list[Expr] = []
         for pattern in patterns:
             languages.append(self.pattern_language(pattern, pointer))
         for name in formats:
-            expr = format_expr(name)
+            expr = format_expr(name, format_supersets)
             if expr is not None:
                 languages.append(expr)
         length_limited = min_length > 0 or max_length is not None
@@ -937,7 +948,11 @@ class Compiler:
         if len(languages) == 1 and not excluded and not length_limited and not anti:
             return encode_expr(languages[0], self.char)
         try:
-            dfas = [dfa_from_expr(expr) for expr in languages]
+            dfas = [dfa_from_expr(expr) for expr in languages[: len(patterns)]]
+            # Formats' automata are shared (a URI's is ~180 states, built once per process).
+            dfas += [
+                format_dfa(name, format_supersets) for name in formats if name in FORMAT_PATTERNS
+            ]
             for kind, text in anti:
                 expr = (
                     self.pattern_language(text, pointer) if kind == "pattern" else format_expr(text)
@@ -955,12 +970,33 @@ class Compiler:
                 # Last, with its own larger bound: the product with a counter is the one
                 # that grows with the bound (an e-mail pattern up to 254 characters); the
                 # other side is minimised first so the product is as small as it can be.
+                # A format with a coarser fallback gets a small budget: the exact product is
+                # worth its size only while it stays small (see FORMAT_SUPERSETS).
+                budget = MAX_LENGTH_PRODUCT_STATES
+                combined = minimize(combined)
+                if not format_supersets and set(formats) & set(FORMAT_SUPERSETS):
+                    budget = MAX_DFA_STATES
+                    top = max_length if max_length is not None else min_length
+                    # The product's size bound: past the budget, skip the attempt.
+                    if len(combined.edges) * (top + 1) > budget:
+                        raise AutomatonTooLarge(f"more than {budget} automaton states")
                 combined = intersect(
-                    minimize(combined),
-                    length_dfa(min_length, max_length),
-                    max_states=MAX_LENGTH_PRODUCT_STATES,
+                    combined, length_dfa(min_length, max_length), max_states=budget
                 )
         except AutomatonTooLarge as exc:
+            coarse = sorted(set(formats) & set(FORMAT_SUPERSETS))
+            if coarse and not format_supersets and length_limited:
+                content = self.string_content(
+                    min_length, max_length, patterns, formats, excluded, pointer, anti, True
+                )
+                self.note(
+                    pointer,
+                    f"format {', '.join(coarse)} with minLength/maxLength: the exact language "
+                    f"times the length bound is too large ({exc}), so the format is enforced "
+                    "as its coarser superset (URIs: the character set; e-mail: any address "
+                    "literal)",
+                )
+                return content
             self.unsupported(
                 pointer, ["pattern", "maxLength"], f"combining string constraints: {exc}"
             )

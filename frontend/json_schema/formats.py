@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from gramkiln.frontend.json_schema.automaton import Dfa, dfa_from_expr, minimize
 from gramkiln.frontend.regex import parse_regex
 from gramkiln.ir import Expr
 
@@ -38,18 +39,78 @@ _DATE = (
     r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-9]))"
 )
 _TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
-_DURATION_TIME = r"T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+# RFC 3339 Appendix A: each unit may only be followed by the next smaller one (years, then
+# months, then days; hours, then minutes, then seconds), so "P1Y2D" and "PT1H2S" are invalid.
+_DURATION_TIME = r"T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
 _DURATION = (
-    rf"P(?:(?:[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:{_DURATION_TIME})?"
+    rf"P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)(?:{_DURATION_TIME})?"
     rf"|{_DURATION_TIME}|[0-9]+W)"
 )
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*\.?"
+# RFC 1123 labels; no trailing dot (the test suite's "trailing dot" case is invalid).
+_HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*"
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
-_EMAIL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*@(?:{_HOSTNAME}|\[[^\[\]\\]*\])"
-# URI characters: anything but controls, space and the characters RFC 3986 never allows raw.
-_URI_CHAR = r"[^\x00-\x20<>\"{}|\\^`\x7f]"
-_URI = rf"[A-Za-z][A-Za-z0-9+.\-]*:{_URI_CHAR}*"
+# RFC 5321 mailbox: a dot-string or a quoted string (printable ASCII, quoted pairs), at a
+# domain or an address literal. Only the IPv4 and IPv6 literals are defined: no other tag
+# of the general address-literal form is registered.
+_QUOTED_LOCAL = r'"(?:[ !#-\[\]-~]|\\[ -~])*"'
+_ADDRESS_LITERAL = rf"\[(?:{_IPV4}|IPv6:{_ipv6()})\]"
+_EMAIL = rf"(?:{_ATEXT}+(?:\.{_ATEXT}+)*|{_QUOTED_LOCAL})@(?:{_HOSTNAME}|{_ADDRESS_LITERAL})"
+
+
+# RFC 3987 ucschar (non-ASCII allowed in IRIs and URI templates, noncharacters excluded) and
+# iprivate (private-use planes), as regex class contents.
+_PLANES = "".join(f"{chr(p << 16)}-{chr((p << 16) | 0xFFFD)}" for p in range(1, 14))
+_UCSCHAR = f"\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef{_PLANES}{chr(0xE1000)}-{chr(0xEFFFD)}"
+_IPRIVATE = f"\ue000-\uf8ff{chr(0xF0000)}-{chr(0xFFFFD)}{chr(0x100000)}-{chr(0x10FFFD)}"
+
+
+def _uri_patterns(international: bool) -> tuple[str, str]:
+    """RFC 3986 ``URI`` and ``URI-reference`` (RFC 3987 ``IRI`` / ``IRI-reference`` when
+    ``international``: non-ASCII ``ucschar`` wherever unreserved characters may stand, and
+    private-use characters in the query)."""
+    ucschar = _UCSCHAR if international else ""
+    private = _IPRIVATE if international else ""
+    pct = r"%[0-9A-Fa-f]{2}"
+    unreserved = rf"A-Za-z0-9\-._~{ucschar}"
+    sub_delims = r"!$&'()*+,;="
+
+    def chars(extra: str) -> str:
+        return rf"(?:[{unreserved}{sub_delims}{extra}]|{pct})"
+
+    segment = f"{chars(':@')}*"
+    segment_nz = f"{chars(':@')}+"
+    segment_nz_nc = f"{chars('@')}+"
+    ip_literal = rf"\[(?:{_ipv6()}|[vV][0-9A-Fa-f]+\.[A-Za-z0-9\-._~{sub_delims}:]+)\]"
+    authority = rf"(?:{chars(':')}*@)?(?:{ip_literal}|{chars('')}*)(?::[0-9]*)?"
+    path_abempty = f"(?:/{segment})*"
+    path_absolute = f"/(?:{segment_nz}(?:/{segment})*)?"
+    query = rf"(?:\?(?:{chars(':@/?' + private)})*)?"
+    fragment = rf"(?:#{chars(':@/?')}*)?"
+    absolute = (
+        rf"[A-Za-z][A-Za-z0-9+\-.]*:(?://{authority}{path_abempty}|{path_absolute}"
+        rf"|{segment_nz}(?:/{segment})*|){query}{fragment}"
+    )
+    relative = (
+        rf"(?://{authority}{path_abempty}|{path_absolute}|{segment_nz_nc}(?:/{segment})*|)"
+        rf"{query}{fragment}"
+    )
+    return absolute, f"(?:{absolute}|{relative})"
+
+
+_URI, _URI_REFERENCE = _uri_patterns(international=False)
+_IRI, _IRI_REFERENCE = _uri_patterns(international=True)
+
+
+def _uri_template() -> str:
+    """RFC 6570 level 4: literals (apostrophe included, as the test suite reads it) and
+    ``{operator? varspec,...}`` expressions; a prefix length is 1-9999."""
+    pct = r"%[0-9A-Fa-f]{2}"
+    literal = rf"(?:[!#$&'()*+,\-./0-9:;=?@A-Z\[\]_a-z~{_UCSCHAR}{_IPRIVATE}]|{pct})"
+    varchar = rf"(?:[A-Za-z0-9_]|{pct})"
+    varspec = rf"{varchar}(?:\.?{varchar})*(?::[1-9][0-9]{{0,3}}|\*)?"
+    expression = rf"\{{[+#./;?&=,!@|]?{varspec}(?:,{varspec})*\}}"
+    return f"(?:{literal}|{expression})*"
 
 
 def _regex_syntax(depth: int) -> str:
@@ -86,13 +147,28 @@ FORMAT_PATTERNS: dict[str, str] = {
     "ipv6": _ipv6(),
     "uuid": r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
     "uri": _URI,
-    "iri": r"[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20<>\"{}|\\^`\x7f]*",
-    "uri-reference": rf"{_URI_CHAR}*",
-    "iri-reference": r"[^\x00-\x20<>\"{}|\\^`\x7f]*",
-    "uri-template": r"(?:[^\x00-\x20<>\"{}|\\^`\x7f]|\{[^\x00-\x20{}]*\})*",
+    "iri": _IRI,
+    "uri-reference": _URI_REFERENCE,
+    "iri-reference": _IRI_REFERENCE,
+    "uri-template": _uri_template(),
     "json-pointer": r"(?:/(?:[^/~]|~[01])*)*",
     "relative-json-pointer": r"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^/~]|~[01])*)*)",
     "regex": _regex_syntax(10),
+}
+
+# Coarser regular supersets of the formats whose exact automata are large (an IPv6 literal
+# alone is ~150 states, so an exact URI times a length bound of 100 is ~18,000 states and
+# as many rules). With a length bound, the exact format is tried within a small product
+# budget and otherwise this superset is used with a warning (Compiler.string_content).
+# The URI supersets were the URI formats' only enforcement until 2026-11-30; the e-mail
+# one differs from the exact format in the address literal only ("[...]" with any text).
+_NOT_URI_CHARS = r"\x00-\x20<>\"{}|\\^`\x7f"
+FORMAT_SUPERSETS: dict[str, str] = {
+    "uri": rf"[A-Za-z][A-Za-z0-9+.\-]*:[^{_NOT_URI_CHARS}]*",
+    "iri": rf"[A-Za-z][A-Za-z0-9+.\-]*:[^{_NOT_URI_CHARS}]*",
+    "uri-reference": rf"[^{_NOT_URI_CHARS}]*",
+    "iri-reference": rf"[^{_NOT_URI_CHARS}]*",
+    "email": rf"(?:{_ATEXT}+(?:\.{_ATEXT}+)*|{_QUOTED_LOCAL})@(?:{_HOSTNAME}|\[[^\[\]\\]*\])",
 }
 
 # Formats accepted as annotations only: no regular language describes them usefully.
@@ -100,9 +176,21 @@ UNENFORCED_FORMATS = frozenset({"idn-hostname", "binary", "byte", "password"})
 
 
 @lru_cache(maxsize=64)
-def format_expr(name: str) -> Expr | None:
-    """The expression for a known format, or None for formats treated as annotations."""
-    pattern = FORMAT_PATTERNS.get(name)
+def format_expr(name: str, superset: bool = False) -> Expr | None:
+    """The expression for a known format, or None for formats treated as annotations.
+
+    With ``superset``, the coarse superset of ``FORMAT_SUPERSETS`` where there is one.
+    """
+    pattern = (superset and FORMAT_SUPERSETS.get(name)) or FORMAT_PATTERNS.get(name)
     if pattern is None:
         return None
     return parse_regex(pattern, dialect="ecma")
+
+
+@lru_cache(maxsize=64)
+def format_dfa(name: str, superset: bool = False) -> Dfa:
+    """The minimal automaton of a known format (``superset`` as in ``format_expr``)."""
+    expr = format_expr(name, superset)
+    if expr is None:
+        raise ValueError(f"format {name!r} is not enforced")
+    return minimize(dfa_from_expr(expr))

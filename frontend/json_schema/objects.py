@@ -48,6 +48,25 @@ MAX_ANY_ORDER_PROPERTIES = 8
 TRACKED_STATE_BUDGET = 512
 
 
+def default_additional_properties(flat: dict[str, Any], strict: bool) -> bool:
+    """``additionalProperties`` for an object schema that leaves it out.
+
+    JSON Schema's default is ``true``. ``strict`` makes it ``false``, but only for schemas
+    that declare their members (``properties`` or ``patternProperties``): a bare
+    ``{"type": "object"}`` (or one constrained only by ``propertyNames``, ``required`` or a
+    member count) still admits every key, since forbidding all undeclared keys there would
+    leave nothing but ``{}`` (XGrammar's strict mode draws the same line).
+    """
+    return not (strict and ("properties" in flat or "patternProperties" in flat))
+
+
+def strict_forbids_undeclared(flat: dict[str, Any], strict: bool) -> bool:
+    """Whether strict mode, not the schema, is what forbids the undeclared keys of ``flat``."""
+    if "additionalProperties" in flat or "unevaluatedProperties" in flat:
+        return False
+    return not default_additional_properties(flat, strict)
+
+
 def _all_of(schemas: list[Any]) -> Any:
     present = [s for s in schemas if s is not True and s != {}]
     if any(s is False for s in present):
@@ -69,8 +88,10 @@ def object_expr(
     properties: dict[str, Any] = dict(flat.get("properties") or {})
     required = [r for r in flat.get("required", ()) if isinstance(r, str)]
     patterns: dict[str, Any] = dict(flat.get("patternProperties") or {})
-    default_additional = False if options.strict else True
-    additional = flat.get("additionalProperties", default_additional)
+    additional = flat.get(
+        "additionalProperties", default_additional_properties(flat, options.strict)
+    )
+    implied_strict = strict_forbids_undeclared(flat, options.strict)
     shadowed: set[str] = set()
     if "unevaluatedProperties" in flat and "additionalProperties" not in flat:
         # The merged schema holds every evaluating part's properties and patterns, so the
@@ -105,7 +126,7 @@ def object_expr(
     branches: list[list[Any]] | None = None
     if "__pattern_branches" in flat:
         branches = pattern_branches(flat)
-        if options.strict:
+        if implied_strict:
             branches.append([dict(patterns), False])
 
     def undeclared_value(matched_names: set[str], matched: list[Any]) -> Any:
@@ -127,6 +148,10 @@ def object_expr(
         else:
             names_matched = {p for p in patterns if pattern_matches(p, name)} if matched else set()
             value_schema = undeclared_value(names_matched, matched)
+            if implied_strict and not matched and branches is None:
+                # A required name is a declared member: strict mode forbids only the keys
+                # the schema never mentions, so its value is unconstrained.
+                value_schema = True
         if names_dfa is not None and not accepts(names_dfa, name):
             value_schema = False
         is_required = name in required

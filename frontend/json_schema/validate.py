@@ -23,6 +23,10 @@ from gramkiln.frontend.json_schema.combinators import (
 )
 from gramkiln.frontend.json_schema.formats import format_expr
 from gramkiln.frontend.json_schema.keys import pattern_matches
+from gramkiln.frontend.json_schema.objects import (
+    default_additional_properties,
+    strict_forbids_undeclared,
+)
 
 if TYPE_CHECKING:
     from gramkiln.frontend.json_schema.compiler import Compiler
@@ -179,10 +183,13 @@ def _object_ok(
         return False
     properties = flat.get("properties") or {}
     patterns = flat.get("patternProperties") or {}
-    default_additional = False if compiler.options.strict else True
+    strict = compiler.options.strict
+    default_additional = default_additional_properties(flat, strict)
     additional = flat.get(
         "additionalProperties", flat.get("unevaluatedProperties", default_additional)
     )
+    # As in object_expr: under strict mode a required name is declared (any value).
+    required_any = set(flat.get("required", ())) if strict_forbids_undeclared(flat, strict) else ()
     names = flat.get("propertyNames", True)
     for name, item in value.items():
         if not check(names, name, f"{pointer}/propertyNames"):
@@ -199,7 +206,12 @@ def _object_ok(
                 check(more, item, pointer) for more in undeclared_key_schemas(flat, matched_names)
             ):
                 return False
-        elif name not in properties and not matched and not check(additional, item, pointer):
+        elif (
+            name not in properties
+            and not matched
+            and name not in required_any
+            and not check(additional, item, pointer)
+        ):
             return False
     for witness in flat.get("__witnesses", ()):
         from gramkiln.frontend.json_schema.objects import witness_key_dfa

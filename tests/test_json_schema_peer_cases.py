@@ -1,0 +1,225 @@
+"""JSON Schema front end: behaviour pinned down while comparing with a peer engine's tests.
+
+Each test states a fact that the comparison with XGrammar's JSON Schema test cases showed
+we got wrong (or only loosely right), with our own schemas and instances.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gramkiln.frontend.json_schema import JsonSchemaOptions
+
+from gramkiln import Grammar
+
+
+def _grammar(schema: object, **options: object) -> Grammar:
+    return Grammar.from_json_schema(schema, JsonSchemaOptions(**options))
+
+
+# -- strict mode applies to objects that declare their members ------------------------------
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {},
+        {"type": "object"},
+        {"type": "object", "minProperties": 1},
+        {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}},
+    ],
+)
+def test_strict_leaves_objects_without_declared_members_open(schema: dict) -> None:
+    grammar = _grammar(schema, strict=True)
+    assert grammar.accepts(json.dumps({"colour": "red", "size": [1, 2]}))
+    assert grammar.accepts(json.dumps({"nested": {"deep": {"x": None}}}))
+
+
+def test_strict_still_applies_where_the_schema_lists_properties() -> None:
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}}}
+    assert not _grammar(schema, strict=True).accepts(json.dumps({"id": 1, "extra": 2}))
+    assert _grammar(schema, strict=True).accepts(json.dumps({"id": 1}))
+    # An empty "properties" declares that there are no members.
+    assert not _grammar({"properties": {}}, strict=True).accepts(json.dumps({"a": 1}))
+    assert _grammar({"properties": {}}, strict=True).accepts("{}")
+
+
+def test_strict_with_pattern_properties_admits_only_matching_keys() -> None:
+    schema = {"type": "object", "patternProperties": {"^n_": {"type": "number"}}}
+    grammar = _grammar(schema, strict=True)
+    assert grammar.accepts(json.dumps({"n_a": 1.5, "n_b": 2}))
+    assert not grammar.accepts(json.dumps({"n_a": "text"}))
+    assert not grammar.accepts(json.dumps({"other": 1}))
+
+
+def test_strict_property_names_constrain_keys_only() -> None:
+    grammar = _grammar({"type": "object", "propertyNames": {"maxLength": 3}}, strict=True)
+    assert grammar.accepts(json.dumps({"abc": {"any": ["value"]}}))
+    assert not grammar.accepts(json.dumps({"abcd": 1}))
+
+
+def test_strict_counts_required_names_as_declared() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]}
+    grammar = _grammar(schema, strict=True)
+    assert grammar.accepts(json.dumps({"a": "x", "b": [1, {"c": 2}]}))
+    assert not grammar.accepts(json.dumps({"a": "x"}))
+    assert not grammar.accepts(json.dumps({"a": "x", "b": 1, "c": 2}))
+    assert _grammar({"required": ["k"]}, strict=True).accepts(json.dumps({"k": 0, "j": 1}))
+
+
+def test_strict_nested_open_objects_inside_closed_ones() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"meta": {"type": "object"}, "tags": {"type": "array"}},
+        "required": ["meta"],
+    }
+    grammar = _grammar(schema, strict=True)
+    assert grammar.accepts(json.dumps({"meta": {"k": "v"}, "tags": [{"t": 1}]}))
+    assert not grammar.accepts(json.dumps({"meta": {}, "other": 1}))
+
+
+def test_strict_enum_members_checked_with_the_same_rule() -> None:
+    # Enum members are validated against the sibling keywords; a bare object type keeps
+    # object members with any keys under strict mode, as the grammar does.
+    schema = {"type": "object", "enum": [{"mode": "fast"}, {"mode": "slow"}, ["not", "object"]]}
+    grammar = _grammar(schema, strict=True)
+    assert grammar.accepts(json.dumps({"mode": "fast"}))
+    assert grammar.accepts(json.dumps({"mode": "slow"}))
+    assert not grammar.accepts(json.dumps(["not", "object"]))
+    closed = {"type": "object", "properties": {"mode": {}}, "const": {"mode": 1, "x": 2}}
+    assert not _grammar(closed, strict=True).accepts(json.dumps({"mode": 1, "x": 2}))
+
+
+# -- formats follow their RFC grammars -------------------------------------------------------
+
+
+def _format_accepts(name: str, value: str, **schema: object) -> bool:
+    grammar = Grammar.from_json_schema({"type": "string", "format": name, **schema})
+    return grammar.accepts(json.dumps(value))
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("P3Y6M4DT12H30M5S", True),
+        ("P2M10D", True),
+        ("P7Y", True),
+        ("PT45M20S", True),
+        ("P3W", True),
+        ("P3Y10D", False),  # a year may only be followed by months
+        ("PT2H15S", False),  # an hour may only be followed by minutes
+        ("P1W2D", False),
+        ("PT", False),
+    ],
+)
+def test_duration_units_follow_rfc3339_order(value: str, valid: bool) -> None:
+    assert _format_accepts("duration", value) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [("docs.example.org", True), ("x", True), ("docs.example.org.", False), ("a..b", False)],
+)
+def test_hostname_has_no_trailing_dot(value: str, valid: bool) -> None:
+    assert _format_accepts("hostname", value) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ('"jane doe"@mail.test', True),
+        ('"odd@sign"@mail.test', True),
+        ('"back\\\\slash\\"quote"@mail.test', True),
+        ("plain.name@[10.1.2.3]", True),
+        ("plain.name@[IPv6:fe80::1]", True),
+        ('"unterminated@mail.test', False),
+        ("plain.name@[10.1.2.999]", False),
+        ("plain.name@[anything]", False),
+        ("jane doe@mail.test", False),
+        ("a..b@mail.test", False),
+    ],
+)
+def test_email_quoted_local_parts_and_address_literals(value: str, valid: bool) -> None:
+    assert _format_accepts("email", value) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("https://user:pw@example.test:8443/a/b?x=1&y=%2F#top", True),
+        ("urn:isbn:0451450523", True),
+        ("ftp://[2001:db8::2]/pub", True),
+        ("svc://[v7.token]/", True),
+        ("https://example.test:port/", False),  # a port is digits
+        ("https://example.test/%4", False),  # incomplete percent-encoding
+        ("https://example.test/a b", False),
+        ("https://ex[ample].test/", False),
+        ("https://a@b@example.test/", False),
+        ("no-scheme/path", False),
+    ],
+)
+def test_uri_follows_rfc3986(value: str, valid: bool) -> None:
+    assert _format_accepts("uri", value) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("../up/one?q", True),
+        ("#section-2", True),
+        ("", True),
+        ("//host.test", True),
+        ("9seg:colon/first", False),  # not a scheme, and no colon in a first segment
+        ("/p%zz", False),
+        ("/[x]", False),
+    ],
+)
+def test_uri_reference_follows_rfc3986(value: str, valid: bool) -> None:
+    assert _format_accepts("uri-reference", value) is valid
+
+
+def test_iri_admits_non_ascii_where_uris_do_not() -> None:
+    assert _format_accepts("iri", "https://bücher.test/straße?q=ü")
+    assert not _format_accepts("uri", "https://bücher.test/straße")
+    assert not _format_accepts("iri", "https://bücher.test:8a/")
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("/users/{id}/posts{?page,size}", True),
+        ("{+base}{/path*}{#frag}", True),
+        ("{name:12}", True),
+        ("lit%2Aeral", True),
+        ("{}", False),
+        ("{a,}", False),
+        ("{x:0}", False),
+        ("{x:12345}", False),
+        ("{a..b}", False),
+        ("50%", False),
+        ("open{brace", False),
+    ],
+)
+def test_uri_template_expressions_follow_rfc6570(value: str, valid: bool) -> None:
+    assert _format_accepts("uri-template", value) is valid
+
+
+def test_length_bounded_uri_falls_back_to_the_superset_with_a_warning() -> None:
+    # Short bounds keep the exact format; long ones would need ~180 states per character.
+    assert not _format_accepts("uri", "https://a.test:x/", maxLength=20)
+    assert _format_accepts("uri", "https://a.test/", maxLength=20)
+    with pytest.warns(UserWarning, match="coarser superset"):
+        grammar = Grammar.from_json_schema({"type": "string", "format": "uri", "maxLength": 300})
+    assert grammar.accepts(json.dumps("https://a.test/" + "p" * 285))
+    assert not grammar.accepts(json.dumps("https://a.test/" + "p" * 286))
+    assert not grammar.accepts(json.dumps("no scheme"))
+
+
+def test_length_bounded_email_loosens_only_the_address_literal() -> None:
+    with pytest.warns(UserWarning, match="e-mail: any address literal"):
+        grammar = Grammar.from_json_schema({"type": "string", "format": "email", "maxLength": 90})
+    assert grammar.accepts(json.dumps('"quoted name"@mail.test'))
+    assert grammar.accepts(json.dumps("x@[not-an-address]"))  # the documented superset
+    assert not grammar.accepts(json.dumps("a..b@mail.test"))
+    assert not grammar.accepts(json.dumps("x@mail.test." + "a" * 80))
