@@ -1,7 +1,8 @@
 // The one pybind11 translation unit: thin wrappers over the core library.
 //
-// Every call that does real work releases the GIL. Buffers are checked (dtype int32, rows of
-// exactly ceil(vocab_size / 32) contiguous words, writable, index in range) before any write.
+// Every call that does real work releases the GIL (a fill served from the mask caches, only a
+// lookup and a copy, keeps it). Buffers are checked (dtype int32, rows of exactly
+// ceil(vocab_size / 32) contiguous words, writable, index in range) before any write.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
