@@ -808,7 +808,7 @@ class _Parser:
         from gramkiln.frontend.regex import RegexError, parse_regex
 
         try:
-            expr = parse_regex(pattern, flags)
+            expr = parse_regex(pattern, flags, lazy_as_greedy=True)
         except RegexError as error:
             offset = getattr(error, "offset", None)
             if isinstance(offset, int) and 0 <= offset < len(offsets):

@@ -440,3 +440,17 @@ def test_named_grammars_must_be_a_mapping() -> None:
 def test_named_grammar_cycle_is_reported_with_at_names() -> None:
     with pytest.raises(GrammarError, match=r"circular named grammar reference: @x -> @y -> @x"):
         Grammar.from_lark("start: @x", named_grammars={"x": "start: @y", "y": 'start: "1" @x'})
+
+
+# ---------------------------------------------------------------------------------------------
+# a regex terminal is a whole-match language: a lazy quantifier means what the greedy one does
+
+
+def test_lazy_quantifiers_in_regex_terminals_read_as_greedy() -> None:
+    check(
+        "start: WORD\nWORD: /[a-z]+?[0-9]{1,2}?/",
+        accepted=["ab1", "z99"],
+        rejected=["ab", "a123"],
+        runtime=True,
+    )
+    check('start: "<" BODY ">"\nBODY: /.*?/', accepted=["<>", "<x>y>"], rejected=["<x"])
