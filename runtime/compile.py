@@ -9,6 +9,7 @@ change without breaking compilation.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,7 @@ from gramkiln.ir import (
 )
 from gramkiln.ir.automata import build_dfa
 
-from gramkiln.errors import CompileError
+from gramkiln.errors import CompileError, EmptyLanguageWarning
 
 # Largest bounded repetition expanded into productions (each bound adds one helper rule).
 MAX_REPEAT_EXPANSION = 100_000
@@ -426,5 +427,14 @@ def compile_grammar(
     ir = ir.verify()
     lowered = lower_for_runtime(ir)
     flat = flatten_grammar(lowered, vocab)
+    if not any(lhs == flat.start for lhs, _ in flat.productions):
+        # Unproductive productions are gone, so a start symbol without any derives nothing.
+        warnings.warn(
+            EmptyLanguageWarning(
+                f"grammar {ir.start!r} accepts no string over this vocabulary: every mask is "
+                "empty (no token, not even an end token, is ever allowed)"
+            ),
+            stacklevel=3,
+        )
     blob = build_tables(flat, vocab, ends)
     return CompiledGrammar.from_parts(ir, vocab, blob, {"end_tokens": ends})

@@ -4,6 +4,7 @@ from gramkiln._grammar import Grammar
 from gramkiln.errors import (
     ArtifactError,
     CompileError,
+    EmptyLanguageWarning,
     GramkilnError,
     GrammarError,
     IRError,
@@ -24,6 +25,7 @@ __all__ = [
     "ArtifactError",
     "CompileError",
     "CompiledGrammar",
+    "EmptyLanguageWarning",
     "GramkilnError",
     "Grammar",
     "GrammarError",

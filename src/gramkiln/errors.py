@@ -76,3 +76,12 @@ class VocabError(GramkilnError, ValueError):
 
 class CompileError(GramkilnError, ValueError):
     """A grammar is valid IR but cannot be compiled (unsupported construct or size limit)."""
+
+
+class EmptyLanguageWarning(UserWarning):
+    """A compiled grammar accepts no string over its vocabulary: every mask will be empty.
+
+    Issued, not raised, because an unsatisfiable grammar (e.g. a JSON Schema such as
+    ``{"minItems": 3, "maxItems": 1}``) is still an exact answer; a server should refuse the
+    request rather than sample from an all-masked distribution.
+    """
