@@ -33,4 +33,3 @@ def test_a_grammar_that_accepts_something_compiles_silently() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", EmptyLanguageWarning)
         Grammar.from_lark('start: "x" | start "y"').compile(Vocab.byte_level())
-
