@@ -777,7 +777,7 @@ void or_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& t
 }
 
 using MaskKey = std::pair<uint64_t, uint64_t>;
-using MaskMap = std::unordered_map<MaskKey, std::vector<uint32_t>, GroupCache::KeyHash>;
+using MaskMap = std::unordered_map<MaskKey, GroupCache::StoredMask, GroupCache::KeyHash>;
 
 // A parser-configuration key: every thread's state mixed with a 128-bit hash of its origin set,
 // then the hash of the last set when a set ends at the current position. `hash_of(set)` gives
@@ -807,21 +807,26 @@ bool find_mask(std::mutex& mutex, const MaskMap& masks, const MaskKey& key, uint
   std::lock_guard<std::mutex> lock(mutex);
   auto found = masks.find(key);
   if (found == masks.end()) return false;
-  std::copy(found->second.begin(), found->second.end(), words);
+  std::copy(found->second->begin(), found->second->end(), words);
   return true;
 }
 
-// Store `count` mask words under `key`; the map is cleared first when it would outgrow
-// GroupCache::kMaskBudgetBytes, so memory stays bounded whatever the traffic.
+// Store `mask` under `key`; the map is cleared first when it would outgrow
+// GroupCache::kMaskBudgetBytes, so memory stays bounded whatever the traffic (a mask shared by
+// both maps counts in each).
 void store_mask(std::mutex& mutex, MaskMap& masks, size_t& bytes, const MaskKey& key,
-                const uint32_t* words, uint32_t count) {
-  const size_t size = 4 * static_cast<size_t>(count) + 64;
+                const GroupCache::StoredMask& mask) {
+  const size_t size = 4 * mask->size() + 64;
   std::lock_guard<std::mutex> lock(mutex);
   if (bytes + size > GroupCache::kMaskBudgetBytes) {
     masks.clear();
     bytes = 0;
   }
-  if (masks.emplace(key, std::vector<uint32_t>(words, words + count)).second) bytes += size;
+  if (masks.emplace(key, mask).second) bytes += size;
+}
+
+GroupCache::StoredMask copy_mask(const uint32_t* words, uint32_t count) {
+  return std::make_shared<const std::vector<uint32_t>>(words, words + count);
 }
 
 }  // namespace
@@ -1022,7 +1027,7 @@ bool Matcher::fill_mask_if_cached(uint32_t* words) const {
     if (!((stored >> depth) & 1u)) continue;
     if (find_mask(cache.mask_mutex, cache.depth_masks, depth_mask_key(depth), words)) {
       if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
-      store_mask(cache.mask_mutex, cache.masks, cache.mask_bytes, key, words, rt.words);
+      store_mask(cache.mask_mutex, cache.masks, cache.mask_bytes, key, copy_mask(words, rt.words));
       return true;
     }
   }
@@ -1039,14 +1044,19 @@ void Matcher::fill_mask_computed(uint32_t* words) const {
   GroupCache& cache = *rt.groups;
   std::fill(words, words + rt.words, 0u);
   const int dependency = fill_mask_uncached(words);
+  GroupCache::StoredMask without_ends;
   if (dependency >= 0) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
+    without_ends = copy_mask(words, rt.words);
     store_mask(cache.mask_mutex, cache.depth_masks, cache.depth_mask_bytes, depth_mask_key(depth),
-               words, rt.words);
+               without_ends);
     cache.mask_depths.fetch_or(1u << depth, std::memory_order_relaxed);
   }
-  if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
-  store_mask(cache.mask_mutex, cache.masks, cache.mask_bytes, key, words, rt.words);
+  const bool accepting = accepting_now();
+  if (accepting) or_words(words, rt.end_bits.data(), rt.words);
+  // Without end tokens to add, the whole-stack entry shares the bounded-depth one's copy.
+  store_mask(cache.mask_mutex, cache.masks, cache.mask_bytes, key,
+             without_ends && !accepting ? without_ends : copy_mask(words, rt.words));
 }
 
 int Matcher::fill_mask_uncached(uint32_t* words) const {

@@ -107,14 +107,16 @@ struct GroupCache {
     size_t operator()(const std::pair<uint64_t, uint64_t>& key) const { return key.first; }
   };
   std::mutex mask_mutex;  // guards `masks` and `mask_bytes`
-  std::unordered_map<std::pair<uint64_t, uint64_t>, std::vector<uint32_t>, KeyHash> masks;
+  // Stored masks are shared: a mask without end tokens is usually stored under both keys.
+  using StoredMask = std::shared_ptr<const std::vector<uint32_t>>;
+  std::unordered_map<std::pair<uint64_t, uint64_t>, StoredMask, KeyHash> masks;
   size_t mask_bytes = 0;
   // Masks without the end tokens, by a bounded-depth key: the thread states with H_D of their
   // origin sets (and of the last set when one ends here), where D is the deepest dependency of
   // the fill's exit walks. The whole-stack key above rarely recurs when the stack differs below
   // what the mask depends on (JSON nesting, expression contexts); this one does. Guarded by
   // mask_mutex; `mask_depths` has bit D set once a mask was stored at depth D.
-  std::unordered_map<std::pair<uint64_t, uint64_t>, std::vector<uint32_t>, KeyHash> depth_masks;
+  std::unordered_map<std::pair<uint64_t, uint64_t>, StoredMask, KeyHash> depth_masks;
   size_t depth_mask_bytes = 0;
   std::atomic<uint32_t> mask_depths{0};
   // Exit walks by (group, lexeme, depth d, H_d of the set they start from); see walk_level.
