@@ -740,10 +740,11 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
   return stored_depth;
 }
 
-// OR the inside sets of all thread states. The union depends only on the set of states, so it
-// is cached (within the memory budget) and one OR replaces one per thread.
-void or_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& threads,
-                    uint32_t* words) {
+// Set `words` to the union of the inside sets of all thread states (the first write of a
+// computed mask, so it need not be zeroed first). The union depends only on the set of states,
+// so it is cached (within the memory budget) and one copy replaces one OR per thread.
+void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& threads,
+                        uint32_t* words) {
   sc.thread_states.clear();
   for (const Thread& th : threads) sc.thread_states.push_back(th.state);
   std::sort(sc.thread_states.begin(), sc.thread_states.end());
@@ -752,8 +753,12 @@ void or_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& t
   auto inside = [&](int32_t state) {
     return &rt.inside_bits[static_cast<size_t>(rt.inside_index[state]) * rt.words];
   };
-  if (sc.thread_states.size() <= 1) {
-    for (int32_t state : sc.thread_states) or_words(words, inside(state), rt.words);
+  if (sc.thread_states.empty()) {
+    std::fill(words, words + rt.words, 0u);
+    return;
+  }
+  if (sc.thread_states.size() == 1) {
+    std::copy(inside(sc.thread_states[0]), inside(sc.thread_states[0]) + rt.words, words);
     return;
   }
   GroupCache& cache = *rt.groups;
@@ -761,13 +766,13 @@ void or_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& t
     std::lock_guard<std::mutex> lock(cache.inside_mutex);
     auto found = cache.inside_unions.find(sc.thread_states);
     if (found != cache.inside_unions.end()) {
-      or_words(words, found->second->data(), rt.words);
+      std::copy(found->second->begin(), found->second->end(), words);
       return;
     }
   }
   auto merged = std::make_unique<std::vector<uint32_t>>(rt.words, 0);
   for (int32_t state : sc.thread_states) or_words(merged->data(), inside(state), rt.words);
-  or_words(words, merged->data(), rt.words);
+  std::copy(merged->begin(), merged->end(), words);
   const size_t size = 4 * static_cast<size_t>(rt.words) + 64;
   if (cache.used.load(std::memory_order_relaxed) + size > GroupCache::kBudgetBytes) return;
   std::lock_guard<std::mutex> lock(cache.inside_mutex);
@@ -1042,8 +1047,7 @@ void Matcher::fill_mask_computed(uint32_t* words) const {
   }
   const MaskKey key = whole_mask_key();
   GroupCache& cache = *rt.groups;
-  std::fill(words, words + rt.words, 0u);
-  const int dependency = fill_mask_uncached(words);
+  const int dependency = fill_mask_uncached(words);  // writes every word
   GroupCache::StoredMask without_ends;
   if (dependency >= 0) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
@@ -1075,7 +1079,7 @@ int Matcher::fill_mask_uncached(uint32_t* words) const {
   sc.overlay_read_sets.clear();
   sc.overlay.depth_hash.clear();
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
-  or_inside_sets(rt, sc, threads_, words);
+  assign_inside_sets(rt, sc, threads_, words);
   int dependency = 0;
   for (const Thread& th : threads_) {
     const size_t base = static_cast<size_t>(th.state) * 256;

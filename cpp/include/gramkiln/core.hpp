@@ -147,9 +147,10 @@ class Matcher {
     bool terminated;
   };
   Snapshot snapshot() const;
-  // The mask without the end tokens and without the configuration caches. Returns the depth D
-  // such that it is a function of the thread states, H_D of their origins and of the last set
-  // (see GroupCache::depth_masks), or -1 when some exit walk's dependencies are unknown.
+  // The mask without the end tokens and without the configuration caches, written over every
+  // word of `words`. Returns the depth D such that it is a function of the thread states, H_D
+  // of their origins and of the last set (see GroupCache::depth_masks), or -1 when some exit
+  // walk's dependencies are unknown.
   int fill_mask_uncached(uint32_t* words) const;
   std::pair<uint64_t, uint64_t> depth_mask_key(uint32_t depth) const;
   std::pair<uint64_t, uint64_t> whole_mask_key() const;
