@@ -28,6 +28,7 @@ import gc
 import gzip
 import hashlib
 import json
+import multiprocessing
 import random
 import statistics
 import sys
@@ -46,6 +47,9 @@ MASKBENCH_WORKLOAD = "maskbench"
 MASKBENCH_SAMPLE = 34
 # outlines-core: longest regex (from a JSON schema) that is indexed; longer ones fail fast.
 OUTLINES_MAX_REGEX_CHARS = 200_000
+# outlines-core: each index is first built in a child process with these limits.
+OUTLINES_PROBE_SECONDS = 120
+OUTLINES_PROBE_BYTES = 6 << 30
 MASKBENCH_DIR = BENCH_DIR.parent.parent / "shared" / "data" / "maskbench"
 ENGINE_NAMES = ("gramkiln", "xgrammar", "llguidance", "glrmask", "outlines-core")
 
@@ -197,6 +201,10 @@ class Engine:
 
     def setup(self, vocab: BenchVocab) -> None:
         """One-time per-vocabulary preparation (not part of compile time)."""
+
+    def precheck(self, workload: Workload) -> None:
+        """Before the timed compiles: raise when compiling would not finish in reasonable
+        time or memory (default: nothing to check)."""
 
     def compile(self, workload: Workload) -> Any:
         """Compile the workload's grammar; raise Unavailable when unsupported."""
@@ -418,6 +426,14 @@ class GLRMaskEngine(Engine):
         return False  # EOS is not part of a glrmask vocabulary; completion is is_accepting()
 
 
+def _probe_outlines_index(engine: OutlinesCoreEngine, regex: str) -> None:
+    """Child process body: build the index under an address-space limit (exit 0 on success)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (OUTLINES_PROBE_BYTES, OUTLINES_PROBE_BYTES))
+    engine.oc.Index(regex, engine.vocabulary)
+
+
 class OutlinesCoreEngine(Engine):
     name = "outlines-core"
 
@@ -434,7 +450,7 @@ class OutlinesCoreEngine(Engine):
                 by_bytes.setdefault(token, []).append(token_id)
         self.vocabulary = outlines_core.Vocabulary(vocab.eos, by_bytes)
 
-    def compile(self, workload: Workload) -> Any:
+    def _regex(self, workload: Workload) -> str:
         if workload.schema is None:
             raise Unavailable("regex/JSON Schema only (no context-free grammars)")
         regex = self.oc.json_schema.build_regex_from_schema(json.dumps(workload.schema))
@@ -442,7 +458,28 @@ class OutlinesCoreEngine(Engine):
             # Indexing a multi-megabyte regex against 128k tokens runs for many minutes (the
             # run never finishes); it is reported as a compile failure instead.
             raise RuntimeError(f"regex of {len(regex):,} characters: index not built")
-        return self.oc.Index(regex, self.vocabulary)
+        return regex
+
+    def precheck(self, workload: Workload) -> None:
+        # Some short regexes still blow up the index (a 12,886-character one from a MaskBench
+        # schema grew past 9 GB in 16 minutes), and the build cannot be interrupted in-process:
+        # build it once in a forked child with a time and memory limit first.
+        regex = self._regex(workload)
+        context = multiprocessing.get_context("fork")
+        child = context.Process(target=_probe_outlines_index, args=(self, regex), daemon=True)
+        child.start()
+        child.join(OUTLINES_PROBE_SECONDS)
+        if child.is_alive():
+            child.kill()
+            child.join()
+            raise RuntimeError(f"index not built within {OUTLINES_PROBE_SECONDS} s (probe)")
+        if child.exitcode != 0:
+            raise RuntimeError(
+                f"index build failed or passed {OUTLINES_PROBE_BYTES >> 30} GiB (probe)"
+            )
+
+    def compile(self, workload: Workload) -> Any:
+        return self.oc.Index(self._regex(workload), self.vocabulary)
 
     def start(self, compiled: Any) -> Any:
         return self.oc.Guide(compiled)
@@ -543,6 +580,7 @@ def measure(
     result = Result(engine.name, workload.name)
     compiled = None
     try:
+        engine.precheck(workload)
         for _ in range(compile_repeats):
             started = time.perf_counter()
             compiled = engine.compile(workload)
