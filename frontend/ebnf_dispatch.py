@@ -221,8 +221,8 @@ def _segments_as_regex(
         budget -= size
 
     add(_START, 0, Empty(), 1)
-    for source, target, char_class in _steps(automaton, reachable, edges, outcome):
-        add(source, target, char_class, 1)
+    for step_source, step_target, char_class in _steps(automaton, reachable, edges, outcome):
+        add(step_source, step_target, char_class, 1)
     if stop_eos:
         for state in reachable:
             add(state, _OPEN, Empty(), 1)
@@ -250,7 +250,12 @@ def _segments_as_regex(
                 add(source, target, merged_seq(parts), size)
                 if budget < 0:
                     return None
-    return {target: expr for target, (expr, _) in successors.get(_START, {}).items()}
+    # Every automaton state is eliminated: what the start still reaches are the outcomes.
+    return {
+        target: expr
+        for target, (expr, _) in successors.get(_START, {}).items()
+        if isinstance(target, tuple)
+    }
 
 
 def _segments_as_rules(

@@ -132,8 +132,10 @@ def apply_dispatch(grammar: GrammarIR, locate: Locate) -> GrammarIR:
         if rule.name == tail.name:
             rule = rule.model_copy(update={"body": Ref(name=FREE_TEXT_NAME, span=rule.body.span)})
         elif rule.name in heads:
-            (trigger,) = {t.text for t in triggers if t.head == rule.name}
-            rule = _plain_rule(rule, Ref(name=UNTIL_TRIGGER_PREFIX + str(strings.index(trigger))))
+            (trigger_text,) = {t.text for t in triggers if t.head == rule.name}
+            assert trigger_text is not None  # string triggers only past the check above
+            number = strings.index(trigger_text)
+            rule = _plain_rule(rule, Ref(name=UNTIL_TRIGGER_PREFIX + str(number)))
         new_rules.append(rule)
     return grammar.with_rules(new_rules + _generated_terminals(strings, languages))
 
@@ -401,8 +403,8 @@ def _trigger_languages(
             budget.charge(constants[other], other_row)
     root_row = coefficients[0]
     loop = root_row.get(0)
-    prefix: Expr | None = Repeat(item=loop, min=0, max=None) if loop is not None else None
-    results = [_cat(prefix, c) if prefix is not None else c for c in constants[0]]
+    root_prefix = Repeat(item=loop, min=0, max=None) if loop is not None else None
+    results = [_cat(root_prefix, c) if root_prefix is not None else c for c in constants[0]]
     free = results[0]
     assert free is not None  # ε is always a constant of the root
     if overlap_free:
