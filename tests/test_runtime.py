@@ -20,7 +20,7 @@ from gramkiln.runtime.vocab import Vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramkiln.errors import ArtifactError, CompileError, VocabError
+from gramkiln.errors import ArtifactError, CompileError, EmptyLanguageWarning, VocabError
 
 TOKENS = [
     b"{",
@@ -262,7 +262,8 @@ def test_compile_errors_are_clear() -> None:
 def test_empty_language_allows_nothing() -> None:
     ir = parse_grammar('%ir 1\n%start start\nrule start = "a" <[13]> \n')
     small = Vocab([b"a", b"b"])
-    compiled = compile_grammar(ir, small)
+    with pytest.warns(EmptyLanguageWarning):  # token id 13 is outside this vocabulary
+        compiled = compile_grammar(ir, small)
     matcher = compiled.matcher()
     assert mask(matcher, compiled.vocab_size) == []
     assert not matcher.accept_token(0)
