@@ -81,8 +81,6 @@ LANGUAGE = "JSON Schema"
 MAX_FLATTEN_DEPTH = 64
 MAX_BRANCHES = 128
 MAX_CHAIN_STATES = 4096
-# Object / array machines up to this many moves are written left-linear (see Compiler.chain).
-MAX_LEFT_LINEAR_MOVES = 512
 MAX_NESTING = 120
 MAX_TERMINAL_STATES = 256
 MAX_INLINE_NESTING = 40
@@ -204,24 +202,14 @@ class Compiler:
     ) -> Expr:
         """Rules for a finite state machine over sub-expressions (objects, arrays).
 
-        States are explored from ``start`` only. Small machines are written left-linear:
-        a rule per state for "the text from ``start`` to here" (``start`` derives the empty
-        string, every move ``s -> t`` gives ``t = s move``), and the result is the choice of
-        ``state end`` over the states that may stop. Then every member an object gets keeps
-        the parser's items at the object's own start position, so a token that closes it (such
-        as ``"}]``) depends on a fixed number of Earley sets instead of one per member seen
-        (right-linear rules nest one level per member: on MaskBench that made most exit walks
-        too deep to cache, and long objects quadratic to parse). Left-linear rules predict
-        every move at the start position, so machines with more than
-        ``MAX_LEFT_LINEAR_MOVES`` moves stay right-linear: a rule per state, the choice of
-        ``move next_state`` and, where the state may stop, its end expression.
+        Each state becomes a rule: a choice of ``move_expr next_state`` and, where the state
+        may stop, its end expression. States are explored from ``start`` only.
         """
         names = {start: self.new_name(hint)}
-        transitions: list[tuple[Hashable, Expr, Hashable]] = []
-        stops: list[tuple[Hashable, Expr]] = []
         pending = [start]
         while pending:
             state = pending.pop()
+            alternatives: list[Expr] = []
             for expr, nxt in moves(state):
                 if is_never(expr):
                     continue
@@ -230,25 +218,11 @@ class Compiler:
                         raise Unsupported((), f"more than {MAX_CHAIN_STATES} grammar states needed")
                     names[nxt] = self.new_name(hint)
                     pending.append(nxt)
-                transitions.append((state, expr, nxt))
+                alternatives.append(seq(expr, rule_ref(names[nxt])))
             stop = end(state)
             if stop is not None:
-                stops.append((state, stop))
-        if len(transitions) <= MAX_LEFT_LINEAR_MOVES:
-            incoming: dict[Hashable, list[Expr]] = {state: [] for state in names}
-            incoming[start].append(lit(""))
-            for state, expr, nxt in transitions:
-                incoming[nxt].append(seq(rule_ref(names[state]), expr))
-            for state, name in names.items():
-                self.add_rule(name, choice(*incoming[state]))
-            return choice(*(seq(rule_ref(names[state]), stop) for state, stop in stops))
-        outgoing: dict[Hashable, list[Expr]] = {state: [] for state in names}
-        for state, expr, nxt in transitions:
-            outgoing[state].append(seq(expr, rule_ref(names[nxt])))
-        for state, stop in stops:
-            outgoing[state].append(stop)
-        for state, name in names.items():
-            self.add_rule(name, choice(*outgoing[state]))
+                alternatives.append(stop)
+            self.add_rule(names[state], choice(*alternatives))
         return rule_ref(names[start])
 
     def emit_dfa(
