@@ -134,45 +134,71 @@ void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t be
   }
 }
 
+// The sum behind Chart::depth_hash, written once: hash_set_depths (a new set of the matcher's
+// own chart, every depth) and overlay_depth_hash (a hypothetical set, one depth on demand) must
+// give equal hashes for equal items, or walk-cache keys would not match across the two.
+struct DepthItem {
+  uint64_t lo, hi;  // the item's own terms: they do not depend on the depth
+  uint32_t origin;
+};
+
+DepthItem depth_item(const Item& item) {
+  return {mix64(item.dotted + 0x7654321ull), mix64(item.dotted ^ 0x3210fedcbaull), item.origin};
+}
+
+class DepthSum {
+ public:
+  explicit DepthSum(uint32_t depth)
+      : lo_(0x452821e638d01377ull + depth), hi_(0xbe5466cf34e90c6cull ^ depth), depth_(depth) {}
+  // Add a pending item of set `self`; `origin_hash()` gives {lo, hi} of its origin's
+  // H_{depth-1}, read only when the origin is another set and depth > 1 (H_0 is a constant).
+  template <typename OriginHash>
+  void add(const DepthItem& item, uint32_t self, OriginHash origin_hash) {
+    uint64_t origin_lo = 0xc0ac29b7c97c50ddull, origin_hi = 0x3f84d5b5b5470917ull;  // H_0
+    if (item.origin == self) {
+      origin_lo = 0x9216d5d98979fb1bull;  // the set itself
+      origin_hi = 0xd1310ba698dfb5acull;
+    } else if (depth_ > 1) {
+      const uint64_t* origin = origin_hash(item.origin);
+      origin_lo = origin[0];
+      origin_hi = origin[1];
+    }
+    lo_ += mix64(item.lo ^ origin_lo);
+    hi_ += mix64(item.hi + origin_hi * 0x2545f4914f6cdd1dull);
+  }
+  uint64_t lo() const { return mix64(lo_); }
+  uint64_t hi() const { return mix64(hi_ ^ lo_); }
+
+ private:
+  uint64_t lo_, hi_;
+  uint32_t depth_;
+};
+
 // Depth hashes of the set `self` (items [begin, end) of view.top); see Chart::depth_hash.
 void hash_set_depths(const Runtime& rt, const ChartView& view, uint32_t self, size_t begin) {
   constexpr uint32_t depths = Chart::kDepthHashes;
   Chart& chart = *view.top;
   const size_t local_self = self - view.base_sets;
   chart.depth_hash.resize(local_self * depths * 2);
-  // The item terms do not depend on the depth: mixed once, then combined with each depth's
-  // origin hashes (the same sums as overlay_depth_hash computes).
-  struct Pending {
-    uint64_t dotted_lo, dotted_hi;
-    uint32_t origin;
-  };
-  thread_local std::vector<Pending> pending;
+  // Each pending item's own terms are mixed once for all depths.
+  thread_local std::vector<DepthItem> pending;
   pending.clear();
   for (size_t i = begin; i < chart.items.size(); ++i) {
     const Item item = chart.items[i];
     if (rt.dotted_next[item.dotted] == kComplete) continue;  // finished: no future effect
-    pending.push_back(
-        {mix64(item.dotted + 0x7654321ull), mix64(item.dotted ^ 0x3210fedcbaull), item.origin});
+    pending.push_back(depth_item(item));
   }
   for (uint32_t d = 1; d <= depths; ++d) {
-    uint64_t lo = 0x452821e638d01377ull + d, hi = 0xbe5466cf34e90c6cull ^ d;
-    for (const Pending& item : pending) {
-      uint64_t origin_lo = 0xc0ac29b7c97c50ddull, origin_hi = 0x3f84d5b5b5470917ull;  // H_0
-      if (item.origin == self) {
-        origin_lo = 0x9216d5d98979fb1bull;  // the set itself
-        origin_hi = 0xd1310ba698dfb5acull;
-      } else if (d > 1) {
+    DepthSum sum(d);
+    for (const DepthItem& item : pending) {
+      sum.add(item, self, [&](uint32_t origin) {
         uint32_t local;
-        const Chart& origin_chart = view.chart_of(item.origin, &local);
-        const size_t at = (static_cast<size_t>(local) * depths + (d - 2)) * 2;
-        origin_lo = origin_chart.depth_hash[at];
-        origin_hi = origin_chart.depth_hash[at + 1];
-      }
-      lo += mix64(item.dotted_lo ^ origin_lo);
-      hi += mix64(item.dotted_hi + origin_hi * 0x2545f4914f6cdd1dull);
+        const Chart& origin_chart = view.chart_of(origin, &local);
+        return &origin_chart.depth_hash[(static_cast<size_t>(local) * depths + (d - 2)) * 2];
+      });
     }
-    chart.depth_hash.push_back(mix64(lo));
-    chart.depth_hash.push_back(mix64(hi ^ lo));
+    chart.depth_hash.push_back(sum.lo());
+    chart.depth_hash.push_back(sum.hi());
   }
 }
 
@@ -242,24 +268,14 @@ const uint64_t* overlay_depth_hash(const Runtime& rt, const ChartView& view,
   const size_t at = (static_cast<size_t>(local) * depths + (depth - 1)) * 2;
   if (&chart != view.top || ((done[local] >> depth) & 1u)) return &chart.depth_hash[at];
   // The same sum as hash_set_depths, for one depth, over the set's pending items (its waits).
-  uint64_t lo = 0x452821e638d01377ull + depth, hi = 0xbe5466cf34e90c6cull ^ depth;
+  DepthSum sum(depth);
   for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
-    const Item item = chart.items[static_cast<uint32_t>(chart.waits[w])];
-    uint64_t origin_lo = 0xc0ac29b7c97c50ddull, origin_hi = 0x3f84d5b5b5470917ull;  // H_0
-    if (item.origin == set) {
-      origin_lo = 0x9216d5d98979fb1bull;  // the set itself
-      origin_hi = 0xd1310ba698dfb5acull;
-    } else if (depth > 1) {
-      const uint64_t* origin = overlay_depth_hash(rt, view, done, item.origin, depth - 1);
-      origin_lo = origin[0];
-      origin_hi = origin[1];
-    }
-    lo += mix64(mix64(item.dotted + 0x7654321ull) ^ origin_lo);
-    hi += mix64(mix64(item.dotted ^ 0x3210fedcbaull) + origin_hi * 0x2545f4914f6cdd1dull);
+    sum.add(depth_item(chart.items[static_cast<uint32_t>(chart.waits[w])]), set,
+            [&](uint32_t origin) { return overlay_depth_hash(rt, view, done, origin, depth - 1); });
   }
   Chart& top = *view.top;
-  top.depth_hash[at] = mix64(lo);
-  top.depth_hash[at + 1] = mix64(hi ^ lo);
+  top.depth_hash[at] = sum.lo();
+  top.depth_hash[at + 1] = sum.hi();
   done[local] |= 1u << depth;
   return &top.depth_hash[at];
 }
