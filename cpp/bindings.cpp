@@ -6,8 +6,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,10 +22,71 @@ using gramkiln::Runtime;
 
 namespace {
 
-// Opaque handle to validated, immutable runtime tables shared by every matcher.
+// Background prewarms still running, so that they can all be stopped before the interpreter
+// exits or the process forks (a thread holding a cache mutex across fork() would leave it
+// locked forever in the child).
+std::mutex prewarm_registry_mutex;
+std::vector<std::weak_ptr<gramkiln::BackgroundPrewarm>> prewarm_registry;
+
+// Join `prewarm` (asking it to stop first when `stop`), without holding the GIL while waiting.
+gramkiln::PrewarmStats join_prewarm(gramkiln::BackgroundPrewarm& prewarm, bool stop) {
+  if (stop) prewarm.request_stop();
+  // A finished thread joins at once; only a running one is waited for without the GIL (never
+  // released when the caller does not hold it, e.g. during interpreter shutdown).
+  if (!prewarm.done() && PyGILState_Check()) {
+    py::gil_scoped_release release;
+    return prewarm.wait();
+  }
+  return prewarm.wait();
+}
+
+// Opaque handle to validated, immutable runtime tables shared by every matcher, and the
+// background prewarm of their caches when one was started.
 struct RuntimeHandle {
   std::shared_ptr<const Runtime> runtime;
+  std::shared_ptr<gramkiln::BackgroundPrewarm> prewarm;
+
+  explicit RuntimeHandle(std::shared_ptr<const Runtime> rt) : runtime(std::move(rt)) {}
+  RuntimeHandle(RuntimeHandle&&) = default;
+  RuntimeHandle& operator=(RuntimeHandle&&) = default;
+  ~RuntimeHandle() {
+    if (prewarm) join_prewarm(*prewarm, /*stop=*/true);
+  }
+
+  // Starts one, unless one is running or has finished on its own (one stopped early, before a
+  // fork, is started again).
+  void start_prewarm() {
+    if (prewarm && !(prewarm->done() && prewarm->stop_requested())) return;
+    prewarm = std::make_shared<gramkiln::BackgroundPrewarm>(runtime);
+    std::lock_guard<std::mutex> lock(prewarm_registry_mutex);
+    prewarm_registry.erase(std::remove_if(prewarm_registry.begin(), prewarm_registry.end(),
+                                          [](const std::weak_ptr<gramkiln::BackgroundPrewarm>& w) {
+                                            return w.expired();
+                                          }),
+                           prewarm_registry.end());
+    prewarm_registry.push_back(prewarm);
+  }
 };
+
+void stop_all_prewarms() {
+  std::vector<std::shared_ptr<gramkiln::BackgroundPrewarm>> running;
+  {
+    std::lock_guard<std::mutex> lock(prewarm_registry_mutex);
+    for (const auto& weak : prewarm_registry) {
+      if (auto p = weak.lock()) running.push_back(std::move(p));
+    }
+    prewarm_registry.clear();
+  }
+  for (const auto& p : running) join_prewarm(*p, /*stop=*/true);
+}
+
+py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
+  py::dict out;
+  out["levels"] = stats.groups;
+  out["bytes"] = stats.bytes;
+  out["complete"] = stats.complete;
+  return out;
+}
 
 // Opaque handle to a vocabulary's build tables, shared (read-only) by concurrent builds.
 struct VocabIndexHandle {
@@ -204,8 +267,23 @@ PYBIND11_MODULE(_core, m) {
   m.def("core_version", &gramkiln::core_version, "Version string of the C++ core library.");
 
   py::class_<RuntimeHandle>(m, "Runtime", "Validated, immutable runtime tables.")
-      .def_property_readonly("vocab_size",
-                             [](const RuntimeHandle& h) { return gramkiln::runtime_vocab_size(*h.runtime); });
+      .def_property_readonly(
+          "vocab_size",
+          [](const RuntimeHandle& h) { return gramkiln::runtime_vocab_size(*h.runtime); })
+      .def("start_prewarm", &RuntimeHandle::start_prewarm,
+           "Start prewarming the mask caches on a background thread (no-op when started).")
+      .def(
+          "wait_prewarm",
+          [](RuntimeHandle& h) {
+            h.start_prewarm();
+            return prewarm_stats_dict(join_prewarm(*h.prewarm, /*stop=*/false));
+          },
+          "Start the prewarm if needed and wait for it (GIL released); returns its stats.")
+      .def_property_readonly("prewarm_done",
+                             [](const RuntimeHandle& h) { return h.prewarm && h.prewarm->done(); });
+
+  m.def("stop_all_prewarms", &stop_all_prewarms,
+        "Stop and join every background prewarm (before exit and fork).");
 
   m.def(
       "load_runtime",

@@ -7,6 +7,7 @@ Loading reads and validates; it never compiles.
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,12 @@ from gramkiln.runtime.artifact import (
 from gramkiln.errors import ArtifactError
 
 GrammarMatcher = _core.GrammarMatcher
+
+# A prewarm thread must not hold a cache lock across fork() (the child would inherit it locked)
+# nor still be running while the interpreter tears down.
+atexit.register(_core.stop_all_prewarms)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_core.stop_all_prewarms)
 RUNTIME_SECTION = "runtime"
 RUNTIME_LAYOUT = 1
 
@@ -98,11 +105,18 @@ class CompiledGrammar:
 
     @classmethod
     def load(
-        cls, source: str | os.PathLike[str] | bytes | bytearray | memoryview, vocab: Any = None
+        cls,
+        source: str | os.PathLike[str] | bytes | bytearray | memoryview,
+        vocab: Any = None,
+        *,
+        prewarm: bool = True,
     ) -> CompiledGrammar:
         """Load an artifact from a path or bytes; with `vocab`, check it is the right one.
 
-        Raises ArtifactError for a bad file and VocabError for a vocabulary mismatch.
+        With `prewarm` (the default), the context-free part of the mask work is built ahead on
+        a background thread (see `prewarm`), so that first fills are cheaper; masks are the
+        same either way. Raises ArtifactError for a bad file and VocabError for a vocabulary
+        mismatch.
         """
         if isinstance(source, (bytes, bytearray, memoryview)):
             header, sections = read_artifact(bytes(source))
@@ -112,7 +126,31 @@ class CompiledGrammar:
             raise TypeError(f"expected a path or bytes, got {type(source).__name__}")
         if vocab is not None:
             check_vocab(header, vocab)
-        return cls(header, sections)
+        compiled = cls(header, sections)
+        if prewarm:
+            compiled.prewarm(wait=False)
+        return compiled
+
+    def prewarm(self, wait: bool = True) -> dict[str, Any] | None:
+        """Build ahead the mask work that does not depend on the parse (exit groups).
+
+        Every exit group a lexer thread can reach is built, with its children under every
+        lexeme that can follow in the grammar, up to six lexemes deep and 32 MB, on a
+        background thread that shares the caches with concurrent fills (which build whatever
+        is missing themselves). Without `wait` it returns at once (a started prewarm is not
+        started again); with `wait` it blocks until done and returns ``{"levels", "bytes",
+        "complete"}``. Masks never depend on it. Running prewarms are stopped before the
+        process forks or exits.
+        """
+        if not wait:
+            self._runtime.start_prewarm()
+            return None
+        return dict(self._runtime.wait_prewarm())
+
+    @property
+    def prewarm_done(self) -> bool:
+        """Whether a started prewarm has finished (False when none was started)."""
+        return bool(self._runtime.prewarm_done)
 
     # -- use --------------------------------------------------------------------------------
     def matcher(self) -> Any:

@@ -12,6 +12,7 @@
 // allows can lead to a dead end.
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -457,6 +458,131 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
   if (inserted) cache.used.fetch_add(size, std::memory_order_relaxed);
   return *it->second;
 }
+
+// Lexeme bigrams of the grammar: follow[l] lists the lexemes that can come right after lexeme
+// l in some sentential form (LAST(X_i) x FIRST(X_j) over every production X_1..X_n with only
+// nullable symbols between i and j). Every Earley set expects a subset of follow[l] after a
+// scan of l, so a level built under follow[l] builds every child that a real fill can enter.
+// Empty when the bitsets would pass `max_bytes` (very large grammars are not prewarmed).
+std::vector<std::vector<uint32_t>> static_lexeme_follow(const Runtime& rt, size_t max_bytes) {
+  const uint32_t nt = rt.num_nonterminals, lex = rt.num_lexemes;
+  const size_t lw = (static_cast<size_t>(lex) + 63) / 64;
+  if ((2 * static_cast<size_t>(nt) + lex) * lw * 8 > max_bytes) return {};
+  std::vector<uint64_t> first(static_cast<size_t>(nt) * lw, 0), last(first.size(), 0);
+  std::vector<uint64_t> single(lw, 0);
+  // The lexeme set of symbol `sym` in `table` (a lexeme is its own first and last lexeme;
+  // token sets have none).
+  auto lexemes_of = [&](uint32_t sym, const std::vector<uint64_t>& table) -> const uint64_t* {
+    if (sym < nt) return &table[static_cast<size_t>(sym) * lw];
+    std::fill(single.begin(), single.end(), 0);
+    if (sym < nt + lex) single[(sym - nt) / 64] |= uint64_t{1} << ((sym - nt) % 64);
+    return single.data();
+  };
+  auto nullable = [&](uint32_t sym) { return sym < nt + lex && rt.symbol_nullable[sym]; };
+  auto merge = [&](uint64_t* into, const uint64_t* from) {
+    bool changed = false;
+    for (size_t w = 0; w < lw; ++w) {
+      changed = changed || (from[w] & ~into[w]) != 0;
+      into[w] |= from[w];
+    }
+    return changed;
+  };
+  const uint32_t prods = static_cast<uint32_t>(rt.prod_lhs.size());
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t p = 0; p < prods; ++p) {
+      const size_t row = static_cast<size_t>(rt.prod_lhs[p]) * lw;
+      for (uint32_t k = rt.prod_offsets[p]; k < rt.prod_offsets[p + 1]; ++k) {
+        changed = merge(&first[row], lexemes_of(rt.prod_rhs[k], first)) || changed;
+        if (!nullable(rt.prod_rhs[k])) break;
+      }
+      for (uint32_t k = rt.prod_offsets[p + 1]; k-- > rt.prod_offsets[p];) {
+        changed = merge(&last[row], lexemes_of(rt.prod_rhs[k], last)) || changed;
+        if (!nullable(rt.prod_rhs[k])) break;
+      }
+    }
+  }
+  std::vector<uint64_t> pairs(static_cast<size_t>(lex) * lw, 0), ends(lw);
+  for (uint32_t p = 0; p < prods; ++p) {
+    for (uint32_t i = rt.prod_offsets[p]; i < rt.prod_offsets[p + 1]; ++i) {
+      const uint64_t* e = lexemes_of(rt.prod_rhs[i], last);
+      std::copy(e, e + lw, ends.begin());
+      for (uint32_t j = i + 1; j < rt.prod_offsets[p + 1]; ++j) {
+        const uint64_t* starts = lexemes_of(rt.prod_rhs[j], first);
+        for (size_t w = 0; w < lw; ++w) {
+          for (uint64_t bits = ends[w]; bits; bits &= bits - 1) {
+            const size_t a = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+            merge(&pairs[a * lw], starts);
+          }
+        }
+        if (!nullable(rt.prod_rhs[j])) break;
+      }
+    }
+  }
+  std::vector<std::vector<uint32_t>> follow(lex);
+  for (uint32_t a = 0; a < lex; ++a) {
+    for (size_t w = 0; w < lw; ++w) {
+      for (uint64_t bits = pairs[a * lw + w]; bits; bits &= bits - 1) {
+        follow[a].push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(bits)));
+      }
+    }
+  }
+  return follow;
+}
+
+}  // namespace
+
+PrewarmStats prewarm_runtime(const Runtime& rt, const std::atomic<bool>* stop) {
+  // Bounds: prewarming builds what fills would build lazily (and, since the bigrams
+  // over-approximate the parser, some that no fill needs), so it gets its own share of the
+  // group cache and a nesting bound; fills keep building the rest on demand.
+  constexpr size_t kPrewarmBytes = size_t{32} << 20;
+  constexpr size_t kFollowBitsetBytes = size_t{64} << 20;
+  constexpr uint32_t kMaxDepth = 6;
+  PrewarmStats stats;
+  auto stopped = [&]() { return stop && stop->load(std::memory_order_relaxed); };
+  GroupCache& cache = *rt.groups;
+  const size_t start_bytes = cache.used.load(std::memory_order_relaxed);
+  const auto follow = static_lexeme_follow(rt, kFollowBitsetBytes);
+  if (follow.empty() && rt.num_lexemes > 0) return stats;
+  Scratch& sc = thread_scratch();
+  // Breadth-first over (group, lexeme that ended), so that when a bound cuts the work short,
+  // what is left undone is the deepest nesting (tokens spanning the most lexemes).
+  std::set<std::pair<const ExitGroup*, uint32_t>> seen;
+  std::vector<std::pair<const ExitGroup*, uint32_t>> current, next;
+  for (uint32_t state = 0; state < rt.num_states; ++state) {
+    const size_t base = static_cast<size_t>(state) * 256;
+    if (rt.exit_child_offsets[base] == rt.exit_child_offsets[base + 256]) continue;
+    const std::pair<const ExitGroup*, uint32_t> entry{&top_group(rt, static_cast<int32_t>(state)),
+                                                      rt.dfa_lexeme[state]};
+    if (seen.insert(entry).second) current.push_back(entry);
+  }
+  for (uint32_t depth = 0; depth <= kMaxDepth && !current.empty(); ++depth) {
+    next.clear();
+    for (const auto& [group, lexeme] : current) {
+      if (stopped() || cache.used.load(std::memory_order_relaxed) - start_bytes > kPrewarmBytes) {
+        stats.bytes = cache.used.load(std::memory_order_relaxed) - start_bytes;
+        return stats;
+      }
+      if (group->child_nodes.empty() || !group->persistent) continue;
+      std::unique_ptr<LevelCache> transient;
+      const LevelCache& level =
+          level_of(rt, *group, follow_table(rt, sc, follow[lexeme]), transient);
+      ++stats.groups;
+      if (transient) continue;  // past the cache budget: its children are not kept either
+      for (const ExitGroup* child : level.deeper) {
+        const std::pair<const ExitGroup*, uint32_t> entry{child, child->lexeme};
+        if (seen.insert(entry).second) next.push_back(entry);
+      }
+    }
+    current.swap(next);
+  }
+  stats.complete = current.empty();
+  stats.bytes = cache.used.load(std::memory_order_relaxed) - start_bytes;
+  return stats;
+}
+
+namespace {
 
 // The smallest d such that every set in `touched` (sorted) is within d-1 origin hops of
 // `root` (over pending items, the only ones H_d covers), or 0 when that exceeds
@@ -991,6 +1117,27 @@ void Matcher::rollback(uint32_t n) {
   const size_t keep = history_.size() - n;
   restore(std::move(history_[keep]));
   history_.resize(keep);
+}
+
+BackgroundPrewarm::BackgroundPrewarm(std::shared_ptr<const Runtime> runtime)
+    : thread_([this, runtime = std::move(runtime)]() {
+        try {
+          stats_ = prewarm_runtime(*runtime, &stop_);
+        } catch (const std::exception&) {
+          // Out of memory while prewarming: fills build what they need on demand.
+        }
+        done_.store(true, std::memory_order_release);
+      }) {}
+
+BackgroundPrewarm::~BackgroundPrewarm() {
+  request_stop();
+  wait();
+}
+
+PrewarmStats BackgroundPrewarm::wait() {
+  std::lock_guard<std::mutex> lock(join_mutex_);
+  if (thread_.joinable()) thread_.join();
+  return stats_;
 }
 
 std::pair<uint64_t, uint64_t> Matcher::depth_mask_key(uint32_t depth) const {

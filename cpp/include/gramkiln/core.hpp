@@ -6,11 +6,14 @@
 // blob (every size and index) and runs matchers over it: an Earley parser whose scanner advances
 // lexer threads (origin set, DFA state) byte by byte, so lexing is exact and never greedy.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace gramkiln {
@@ -71,6 +74,42 @@ struct Scratch;
 std::shared_ptr<const Runtime> load_runtime(std::string_view blob);
 
 uint32_t runtime_vocab_size(const Runtime& runtime);
+
+// What prewarm_runtime did: levels built, bytes added to the runtime's caches, and whether it
+// covered every exit group up to its nesting bound (false when a bound or `stop` ended it).
+struct PrewarmStats {
+  uint32_t groups = 0;
+  size_t bytes = 0;
+  bool complete = false;
+};
+// Build ahead, in the runtime's shared caches, the context-free part of mask work: every exit
+// group a thread can reach and its children under the grammar's lexeme bigrams (see
+// matcher.cpp). Masks are the same with or without it; first fills are cheaper after it.
+// Safe to run while other threads fill masks. Returns early once `stop` (if given) is set.
+PrewarmStats prewarm_runtime(const Runtime& runtime, const std::atomic<bool>* stop = nullptr);
+
+// prewarm_runtime on a background thread, holding the runtime until it finishes. The
+// destructor asks it to stop and joins it.
+class BackgroundPrewarm {
+ public:
+  explicit BackgroundPrewarm(std::shared_ptr<const Runtime> runtime);
+  ~BackgroundPrewarm();
+  BackgroundPrewarm(const BackgroundPrewarm&) = delete;
+  BackgroundPrewarm& operator=(const BackgroundPrewarm&) = delete;
+  // Block until the prewarm has finished; returns its stats.
+  PrewarmStats wait();
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // Ask the thread to stop at its next group (it still finishes the one it is building).
+  void request_stop() { stop_.store(true, std::memory_order_relaxed); }
+  bool stop_requested() const { return stop_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> done_{false};
+  PrewarmStats stats_;
+  std::mutex join_mutex_;
+  std::thread thread_;  // last: started once the members above exist
+};
 uint32_t runtime_mask_words(const Runtime& runtime);
 
 struct Item {

@@ -1,0 +1,200 @@
+"""Prewarming the mask caches (`CompiledGrammar.prewarm`, `load(prewarm=True)`).
+
+A prewarm only builds context-free cache entries ahead of time, so masks must be identical with
+and without it: checked against brute force on random grammars, and against a matcher that
+never prewarmed on the bench grammars with a vocabulary of multi-lexeme tokens. Plus the
+thread-safety and lifetime rules: fills running during a background prewarm, dropping a
+grammar while it prewarms, and forking a process while a prewarm runs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from pathlib import Path
+
+import pytest
+from gramkiln.frontend.lark import parse_lark
+from gramkiln.ir import GrammarIR
+from gramkiln.runtime.compile import compile_grammar
+from gramkiln.runtime.compiled import CompiledGrammar, allocate_token_bitmask, bitmask_to_ids
+from gramkiln.runtime.vocab import Vocab
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gramkiln.testing import ReferenceMatcher
+from gramkiln.testing.strategies import grammars, mutated_strings
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+SMALL_TOKENS = [b"a", b"b", b"(", b")", b",", b" ", b"ab", b"a(", b"(a", b"),", b"))", b", "]
+SMALL_TOKENS += [b" a", b"a,b", b"(ab)", b"ba", b"x", b"</s>"]
+SMALL_VOCAB = Vocab(
+    SMALL_TOKENS, eos_ids=[len(SMALL_TOKENS) - 1], special_ids=[len(SMALL_TOKENS) - 1]
+)
+
+
+def mask_ids(matcher, vocab_size: int) -> list[int]:
+    bitmask = allocate_token_bitmask(1, vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return bitmask_to_ids(bitmask[0], vocab_size)
+
+
+def brute_force_ids(oracle: ReferenceMatcher, prefix: bytes) -> list[int]:
+    allowed = oracle.allowed_tokens(
+        prefix, SMALL_TOKENS, SMALL_VOCAB.special_ids, SMALL_VOCAB.eos_ids
+    )
+    return [i for i, ok in enumerate(allowed) if ok]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_prewarmed_masks_equal_brute_force_on_random_grammars(data: st.DataObject) -> None:
+    ir: GrammarIR = data.draw(grammars(subgrammars=True))
+    text = data.draw(mutated_strings(ir)).encode("utf-8")
+    compiled = compile_grammar(ir, SMALL_VOCAB)
+    stats = compiled.prewarm()
+    assert stats is not None and set(stats) == {"levels", "bytes", "complete"}
+    oracle = ReferenceMatcher(ir)
+    matcher = compiled.matcher()
+    assert mask_ids(matcher, compiled.vocab_size) == brute_force_ids(oracle, b"")
+    for end in range(1, len(text) + 1):
+        if not oracle.is_prefix(text[:end]):
+            assert not matcher.accept_string(text[end - 1 : end])
+            break
+        assert matcher.accept_string(text[end - 1 : end])
+        assert mask_ids(matcher, compiled.vocab_size) == brute_force_ids(oracle, text[:end])
+
+
+def bench_case(name: str) -> tuple[str, list[bytes]]:
+    grammar = (BENCH / "grammars" / f"{name}.lark").read_text(encoding="utf-8")
+    paths = sorted((BENCH / "instances" / name).glob("*.txt"))
+    return grammar, [p.read_bytes().removesuffix(b"\n") for p in paths]
+
+
+def substring_vocab(texts: list[bytes], limit: int = 3000) -> Vocab:
+    """Every byte, plus the most frequent 2-6 byte substrings of `texts` (tokens that span
+    several lexemes, whitespace included, as in real vocabularies)."""
+    counts: dict[bytes, int] = {}
+    for text in texts:
+        for size in range(2, 7):
+            for i in range(len(text) - size + 1):
+                piece = text[i : i + size]
+                counts[piece] = counts.get(piece, 0) + 1
+    frequent = sorted(counts, key=lambda piece: (-counts[piece], piece))[:limit]
+    tokens = [bytes([b]) for b in range(256)] + sorted(frequent) + [b"</s>"]
+    return Vocab(tokens, eos_ids=[len(tokens) - 1], special_ids=[len(tokens) - 1])
+
+
+def greedy_tokens(vocab: Vocab, text: bytes) -> list[int]:
+    ids = {token: i for i, token in enumerate(vocab.tokens) if i not in vocab.special_ids}
+    out, i = [], 0
+    while i < len(text):
+        size = min(6, len(text) - i)
+        while text[i : i + size] not in ids:
+            size -= 1
+        out.append(ids[text[i : i + size]])
+        i += size
+    return out
+
+
+@pytest.mark.parametrize("name", ["json", "clike", "toolcall"])
+def test_prewarmed_masks_equal_lazy_masks_on_bench_grammars(name: str) -> None:
+    grammar, instances = bench_case(name)
+    vocab = substring_vocab(instances)
+    ir = parse_lark(grammar)
+    lazy = compile_grammar(ir, vocab)
+    warm = CompiledGrammar.load(lazy.to_bytes(), vocab, prewarm=False)
+    stats = warm.prewarm()
+    assert stats is not None and stats["levels"] > 0 and stats["complete"]
+    assert warm.prewarm_done and not lazy.prewarm_done
+    for text in instances:
+        lazy_matcher, warm_matcher = lazy.matcher(), warm.matcher()
+        for token in greedy_tokens(vocab, text):
+            assert mask_ids(warm_matcher, vocab.vocab_size) == mask_ids(
+                lazy_matcher, vocab.vocab_size
+            )
+            assert lazy_matcher.accept_token(token) and warm_matcher.accept_token(token)
+        assert warm_matcher.is_accepting() and lazy_matcher.is_accepting()
+
+
+def test_fills_during_a_background_prewarm_match_serial_fills() -> None:
+    grammar, instances = bench_case("clike")
+    vocab = substring_vocab(instances)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    reference = CompiledGrammar.load(data, vocab, prewarm=False)
+    token_lists = [greedy_tokens(vocab, text) for text in instances]
+    expected = []
+    for tokens in token_lists:
+        matcher = reference.matcher()
+        for token in tokens:
+            expected.append(mask_ids(matcher, vocab.vocab_size))
+            matcher.accept_token(token)
+    for _ in range(3):
+        warming = CompiledGrammar.load(data, vocab)  # the prewarm starts now, in the background
+        results: dict[int, list[list[int]]] = {}
+
+        def decode(
+            slot: int,
+            compiled: CompiledGrammar = warming,
+            results: dict[int, list[list[int]]] = results,
+        ) -> None:
+            got = []
+            for tokens in token_lists:
+                matcher = compiled.matcher()
+                for token in tokens:
+                    got.append(mask_ids(matcher, vocab.vocab_size))
+                    matcher.accept_token(token)
+            results[slot] = got
+
+        threads = [threading.Thread(target=decode, args=(slot,)) for slot in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert results[0] == expected and results[1] == expected
+        assert warming.prewarm() is not None and warming.prewarm_done
+
+
+def test_dropping_a_grammar_while_it_prewarms_keeps_its_matchers_working() -> None:
+    grammar, instances = bench_case("toolcall")
+    vocab = substring_vocab(instances)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    tokens = greedy_tokens(vocab, instances[0])
+    expected_matcher = CompiledGrammar.load(data, vocab, prewarm=False).matcher()
+    for _ in range(5):
+        compiled = CompiledGrammar.load(data, vocab)
+        matcher = compiled.matcher()
+        del compiled  # stops and joins the prewarm; the matcher keeps the tables alive
+        assert mask_ids(matcher, vocab.vocab_size) == mask_ids(expected_matcher, vocab.vocab_size)
+    for token in tokens:
+        assert matcher.accept_token(token)
+    assert matcher.is_accepting()
+
+
+def _forked_fill(conn, compiled: CompiledGrammar, vocab_size: int) -> None:
+    conn.send(mask_ids(compiled.matcher(), vocab_size))
+    conn.close()
+
+
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork() on this platform"
+)
+def test_fork_while_prewarming_does_not_deadlock_the_child() -> None:
+    grammar, instances = bench_case("clike")
+    vocab = substring_vocab(instances)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    expected = mask_ids(
+        CompiledGrammar.load(data, vocab, prewarm=False).matcher(), vocab.vocab_size
+    )
+    context = multiprocessing.get_context("fork")
+    for _ in range(3):
+        compiled = CompiledGrammar.load(data, vocab)  # prewarm running while we fork
+        parent_end, child_end = context.Pipe()
+        child = context.Process(target=_forked_fill, args=(child_end, compiled, vocab.vocab_size))
+        child.start()
+        assert parent_end.poll(60), "the forked child did not answer (deadlocked?)"
+        assert parent_end.recv() == expected
+        child.join(30)
+        assert child.exitcode == 0
+        assert mask_ids(compiled.matcher(), vocab.vocab_size) == expected
