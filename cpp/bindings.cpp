@@ -83,6 +83,7 @@ void stop_all_prewarms() {
 py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
   py::dict out;
   out["levels"] = stats.groups;
+  out["masks"] = stats.masks;
   out["bytes"] = stats.bytes;
   out["complete"] = stats.complete;
   return out;

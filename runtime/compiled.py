@@ -132,13 +132,15 @@ class CompiledGrammar:
         return compiled
 
     def prewarm(self, wait: bool = True) -> dict[str, Any] | None:
-        """Build ahead the mask work that does not depend on the parse (exit groups).
+        """Build ahead the mask work that does not depend on the parse, and the first masks.
 
         Every exit group a lexer thread can reach is built, with its children under every
-        lexeme that can follow in the grammar, up to six lexemes deep and 32 MB, on a
-        background thread that shares the caches with concurrent fills (which build whatever
-        is missing themselves). Without `wait` it returns at once (a started prewarm is not
-        started again); with `wait` it blocks until done and returns ``{"levels", "bytes",
+        lexeme that can follow in the grammar (up to six lexemes deep and 32 MB); then the masks
+        of the initial configuration and of up to 47 configurations one or two bytes into the
+        text are filled (the prefixes most tokens start with first). This runs on a background
+        thread that shares the caches with concurrent fills, which build whatever is missing
+        themselves. Without `wait` it returns at once (a started prewarm is not started again);
+        with `wait` it blocks until done and returns ``{"levels", "masks", "bytes",
         "complete"}``. Masks never depend on it. Running prewarms are stopped before the
         process forks or exits.
         """

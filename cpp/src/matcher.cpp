@@ -538,21 +538,19 @@ std::vector<std::vector<uint32_t>> static_lexeme_follow(const Runtime& rt, size_
   return follow;
 }
 
-}  // namespace
-
-PrewarmStats prewarm_runtime(const Runtime& rt, const std::atomic<bool>* stop) {
+// The exit groups part of prewarm_runtime (see there).
+void prewarm_groups(const Runtime& rt, const std::atomic<bool>* stop, PrewarmStats& stats) {
   // Bounds: prewarming builds what fills would build lazily (and, since the bigrams
   // over-approximate the parser, some that no fill needs), so it gets its own share of the
   // group cache and a nesting bound; fills keep building the rest on demand.
   constexpr size_t kPrewarmBytes = size_t{32} << 20;
   constexpr size_t kFollowBitsetBytes = size_t{64} << 20;
   constexpr uint32_t kMaxDepth = 6;
-  PrewarmStats stats;
   auto stopped = [&]() { return stop && stop->load(std::memory_order_relaxed); };
   GroupCache& cache = *rt.groups;
   const size_t start_bytes = cache.used.load(std::memory_order_relaxed);
   const auto follow = static_lexeme_follow(rt, kFollowBitsetBytes);
-  if (follow.empty() && rt.num_lexemes > 0) return stats;
+  if (follow.empty() && rt.num_lexemes > 0) return;
   Scratch& sc = thread_scratch();
   // Breadth-first over (group, lexeme that ended), so that when a bound cuts the work short,
   // what is left undone is the deepest nesting (tokens spanning the most lexemes).
@@ -570,7 +568,7 @@ PrewarmStats prewarm_runtime(const Runtime& rt, const std::atomic<bool>* stop) {
     for (const auto& [group, lexeme] : current) {
       if (stopped() || cache.used.load(std::memory_order_relaxed) - start_bytes > kPrewarmBytes) {
         stats.bytes = cache.used.load(std::memory_order_relaxed) - start_bytes;
-        return stats;
+        return;
       }
       if (group->child_nodes.empty() || !group->persistent) continue;
       std::unique_ptr<LevelCache> transient;
@@ -587,6 +585,61 @@ PrewarmStats prewarm_runtime(const Runtime& rt, const std::atomic<bool>* stop) {
   }
   stats.complete = current.empty();
   stats.bytes = cache.used.load(std::memory_order_relaxed) - start_bytes;
+}
+
+// The first masks of every decode: the initial configuration's, then those one and two bytes
+// in (a JSON document's `{` and `{"`, a program's first letters), the prefixes that start the
+// most vocabulary tokens first, within kMaxMasks fills. They go through the normal caches, so
+// a decode that reaches one of these configurations gets its mask from the cache, and their
+// walks are cached for the configurations like them further on.
+void prewarm_first_masks(const std::shared_ptr<const Runtime>& runtime,
+                         const std::atomic<bool>* stop, PrewarmStats& stats) {
+  constexpr uint32_t kMaxMasks = 48, kMaxBytes = 2;
+  const Runtime& rt = *runtime;
+  std::vector<uint32_t> words(rt.words);
+  // A configuration to fill and the trie node of its bytes (0: the root; kNoNode: no token
+  // starts with them).
+  constexpr uint32_t kNoNode = 0xffffffffu;
+  std::vector<std::pair<Matcher, uint32_t>> current, next;
+  current.emplace_back(Matcher(runtime), 0);
+  for (uint32_t depth = 0; !current.empty(); ++depth) {
+    next.clear();
+    for (auto& [matcher, node] : current) {
+      if ((stop && stop->load(std::memory_order_relaxed)) || stats.masks >= kMaxMasks) return;
+      matcher.fill_mask(words.data());
+      ++stats.masks;
+      if (depth == kMaxBytes) continue;
+      for (int byte = 0; byte < 256; ++byte) {
+        if (!matcher.accept_bytes(std::string(1, static_cast<char>(byte)))) continue;
+        uint32_t child = kNoNode;
+        if (node != kNoNode) {
+          for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
+            if (rt.trie_byte[c] == byte) child = c;
+          }
+        }
+        next.emplace_back(matcher, child);
+        matcher.rollback(1);
+      }
+    }
+    // The prefixes most tokens start with first (their configurations are the likeliest to be
+    // reached at a token boundary).
+    auto tokens_below = [&](uint32_t node) {
+      return node == kNoNode ? 0u : rt.trie_end[node] - node;
+    };
+    std::stable_sort(next.begin(), next.end(), [&](const auto& a, const auto& b) {
+      return tokens_below(a.second) > tokens_below(b.second);
+    });
+    current.swap(next);
+  }
+}
+
+}  // namespace
+
+PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
+                             const std::atomic<bool>* stop) {
+  PrewarmStats stats;
+  prewarm_groups(*runtime, stop, stats);
+  prewarm_first_masks(runtime, stop, stats);
   return stats;
 }
 
@@ -1130,7 +1183,7 @@ void Matcher::rollback(uint32_t n) {
 BackgroundPrewarm::BackgroundPrewarm(std::shared_ptr<const Runtime> runtime)
     : thread_([this, runtime = std::move(runtime)]() {
         try {
-          stats_ = prewarm_runtime(*runtime, &stop_);
+          stats_ = prewarm_runtime(runtime, &stop_);
         } catch (const std::exception&) {
           // Out of memory while prewarming: fills build what they need on demand.
         }

@@ -79,14 +79,17 @@ uint32_t runtime_vocab_size(const Runtime& runtime);
 // covered every exit group up to its nesting bound (false when a bound or `stop` ended it).
 struct PrewarmStats {
   uint32_t groups = 0;
+  uint32_t masks = 0;  // configurations whose masks were filled (see prewarm_first_masks)
   size_t bytes = 0;
   bool complete = false;
 };
-// Build ahead, in the runtime's shared caches, the context-free part of mask work: every exit
-// group a thread can reach and its children under the grammar's lexeme bigrams (see
-// matcher.cpp). Masks are the same with or without it; first fills are cheaper after it.
+// Build ahead, in the runtime's shared caches, the context-free part of mask work (every exit
+// group a thread can reach and its children under the grammar's lexeme bigrams) and the
+// masks of the first configurations of a decode (see matcher.cpp). Masks are the same with or
+// without it; first fills are cheaper after it.
 // Safe to run while other threads fill masks. Returns early once `stop` (if given) is set.
-PrewarmStats prewarm_runtime(const Runtime& runtime, const std::atomic<bool>* stop = nullptr);
+PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
+                             const std::atomic<bool>* stop = nullptr);
 
 // prewarm_runtime on a background thread, holding the runtime until it finishes. The
 // destructor asks it to stop and joins it.
