@@ -10,6 +10,7 @@ grammar while it prewarms, and forking a process while a prewarm runs.
 from __future__ import annotations
 
 import multiprocessing
+import random
 import threading
 from pathlib import Path
 
@@ -87,11 +88,11 @@ def substring_vocab(texts: list[bytes], limit: int = 3000) -> Vocab:
     return Vocab(tokens, eos_ids=[len(tokens) - 1], special_ids=[len(tokens) - 1])
 
 
-def greedy_tokens(vocab: Vocab, text: bytes) -> list[int]:
+def greedy_tokens(vocab: Vocab, text: bytes, longest: int = 6) -> list[int]:
     ids = {token: i for i, token in enumerate(vocab.tokens) if i not in vocab.special_ids}
     out, i = [], 0
     while i < len(text):
-        size = min(6, len(text) - i)
+        size = min(longest, len(text) - i)
         while text[i : i + size] not in ids:
             size -= 1
         out.append(ids[text[i : i + size]])
@@ -199,3 +200,39 @@ def test_fork_while_prewarming_does_not_deadlock_the_child() -> None:
         child.join(30)
         assert child.exitcode == 0
         assert mask_ids(compiled.matcher(), vocab.vocab_size) == expected
+
+
+def test_masks_equal_token_by_token_acceptance_with_small_inside_sets() -> None:
+    """Where a keyword and a name are both being lexed (`wh` of `while` or of `whx`), the
+    keyword's thread admits only a few tokens while the name's admits thousands; with a large
+    vocabulary the small inside sets are added to the mask as token lists, the large ones as
+    bitsets. Every mask must equal the set of tokens the matcher accepts one by one, with and
+    without prewarm."""
+    grammar, instances = bench_case("clike")
+    vocab_base = substring_vocab(instances)
+    rng = random.Random(7)
+    junk = set()
+    while len(junk) < 3600:
+        size = rng.randint(2, 7)
+        junk.add("".join(rng.choice("abcdefghijklmnopqrstuvwxyz_") for _ in range(size)).encode())
+    text_tokens = sorted(set(vocab_base.tokens[:-1]) | junk)
+    tokens = [*text_tokens, b"</s>"]
+    eos = len(tokens) - 1
+    vocab = Vocab(tokens, eos_ids=[eos], special_ids=[eos])
+    assert (vocab.vocab_size + 31) // 32 >= 160  # sets of up to words / 16 tokens are lists
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    ids = greedy_tokens(vocab, instances[0])[:70]
+    for prewarm in (False, True):
+        compiled = CompiledGrammar.load(data, vocab, prewarm=False)
+        if prewarm:
+            compiled.prewarm()
+        matcher = compiled.matcher()
+        for token in ids:
+            mask = set(mask_ids(matcher, vocab.vocab_size))
+            accepted = set()
+            for candidate in range(eos):
+                if matcher.accept_token(candidate):
+                    accepted.add(candidate)
+                    matcher.rollback(1)
+            assert mask - {eos} == accepted
+            assert matcher.accept_token(token)

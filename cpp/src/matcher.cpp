@@ -948,6 +948,32 @@ void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread
     std::copy(inside(sc.thread_states[0]), inside(sc.thread_states[0]) + rt.words, words);
     return;
   }
+  // Small inside sets (a keyword a few bytes in admits few tokens) are set bit by bit; with at
+  // most one large set the union is then cheaper to make than to look up in the cache
+  // (MaskBench, 34 schemas after prewarm: median per-schema p50 7.1 -> 5.2 us).
+  const int32_t* dense_state = nullptr;
+  size_t dense_count = 0;
+  for (const int32_t& state : sc.thread_states) {
+    if (!rt.inside_sparse[rt.inside_index[state]]) {
+      ++dense_count;
+      dense_state = &state;
+    }
+  }
+  if (dense_count <= 1) {
+    if (dense_state) {
+      std::copy(inside(*dense_state), inside(*dense_state) + rt.words, words);
+    } else {
+      std::fill(words, words + rt.words, 0u);
+    }
+    for (int32_t state : sc.thread_states) {
+      const uint32_t set = rt.inside_index[state];
+      if (!rt.inside_sparse[set]) continue;
+      for (uint32_t i = rt.inside_id_offsets[set]; i < rt.inside_id_offsets[set + 1]; ++i) {
+        set_bit(words, rt.inside_ids[i]);
+      }
+    }
+    return;
+  }
   GroupCache& cache = *rt.groups;
   {
     std::lock_guard<std::mutex> lock(cache.inside_mutex);

@@ -187,6 +187,11 @@ class Runtime {
   SharedTable<uint32_t> trie_end, trie_tok_offsets, trie_tokens;
   std::shared_ptr<const TrieTables> trie_tables;  // owner of the tables above
   std::vector<uint32_t> inside_index, inside_bits;
+  // The inside sets small enough to be cheaper as token lists than as bitsets (see
+  // assign_inside_sets): set i's tokens are inside_ids[inside_id_offsets[i] ..
+  // inside_id_offsets[i + 1]) when inside_sparse[i], else it is only in inside_bits.
+  std::vector<uint8_t> inside_sparse;
+  std::vector<uint32_t> inside_id_offsets, inside_ids;
   // Children of the trie nodes where a lexeme can end mid-token ("exits"), per DFA state and
   // byte: state s, byte b -> exit_children[exit_child_offsets[s*256+b] .. [s*256+b+1]).
   std::vector<uint32_t> exit_child_offsets, exit_children;
