@@ -348,7 +348,8 @@ def _mask(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"the runtime is not available in this build ({exc})") from exc
     if not args.artifact.is_file():
         raise CliError(f"{args.artifact}: no such artifact file")
-    compiled = CompiledGrammar.load(args.artifact, vocab=vocab)
+    # One mask and exit: a background prewarm would only be stopped at exit.
+    compiled = CompiledGrammar.load(args.artifact, vocab=vocab, prewarm=False)
     matcher = compiled.matcher()
     try:
         args.text.encode("utf-8")
