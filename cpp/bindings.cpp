@@ -84,6 +84,7 @@ py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
   py::dict out;
   out["levels"] = stats.groups;
   out["masks"] = stats.masks;
+  out["explored"] = stats.explored;
   out["bytes"] = stats.bytes;
   out["complete"] = stats.complete;
   return out;

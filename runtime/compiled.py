@@ -137,12 +137,15 @@ class CompiledGrammar:
         Every exit group a lexer thread can reach is built, with its children under every
         lexeme that can follow in the grammar (up to six lexemes deep and 32 MB); then the masks
         of the initial configuration and of up to 47 configurations one or two bytes into the
-        text are filled (the prefixes most tokens start with first). This runs on a background
-        thread that shares the caches with concurrent fills, which build whatever is missing
-        themselves. Without `wait` it returns at once (a started prewarm is not started again);
-        with `wait` it blocks until done and returns ``{"levels", "masks", "bytes",
-        "complete"}``. Masks never depend on it. Running prewarms are stopped before the
-        process forks or exits.
+        text are filled (the prefixes most tokens start with first), and those of up to 160
+        configurations reached lexeme by lexeme from the start, each lexeme written as its
+        shortest string (`{`, `{""`, `{"":` ... for JSON), so that the walks of the parser
+        states real text passes through early are cached. This runs on a background thread
+        that shares the caches with concurrent fills, which build whatever is missing
+        themselves. Without `wait` it returns at once (a started prewarm is not started
+        again); with `wait` it blocks until done and returns ``{"levels", "masks",
+        "explored", "bytes", "complete"}``. Masks never depend on it. Running prewarms are
+        stopped before the process forks or exits.
         """
         if not wait:
             self._runtime.start_prewarm()

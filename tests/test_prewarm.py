@@ -55,8 +55,8 @@ def test_prewarmed_masks_equal_brute_force_on_random_grammars(data: st.DataObjec
     text = data.draw(mutated_strings(ir)).encode("utf-8")
     compiled = compile_grammar(ir, SMALL_VOCAB)
     stats = compiled.prewarm()
-    assert stats is not None and set(stats) == {"levels", "masks", "bytes", "complete"}
-    assert stats["masks"] >= 1  # at least the initial configuration
+    assert stats is not None and set(stats) == {"levels", "masks", "explored", "bytes", "complete"}
+    assert stats["masks"] >= 1 and stats["explored"] >= 1  # at least the initial configuration
     oracle = ReferenceMatcher(ir)
     matcher = compiled.matcher()
     assert mask_ids(matcher, compiled.vocab_size) == brute_force_ids(oracle, b"")

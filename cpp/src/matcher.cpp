@@ -12,6 +12,7 @@
 // allows can lead to a dead end.
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <set>
 #include <thread>
 #include <utility>
@@ -633,6 +634,78 @@ void prewarm_first_masks(const std::shared_ptr<const Runtime>& runtime,
   }
 }
 
+// The shortest string each lexeme accepts (smallest bytes first), or "" when it accepts only
+// the empty string or nothing within kMaxLength bytes.
+std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
+  constexpr uint32_t kMaxLength = 32;
+  std::vector<std::string> out(rt.num_lexemes);
+  std::unordered_map<int32_t, std::pair<int32_t, uint8_t>> parent;
+  std::vector<int32_t> layer, next;
+  for (uint32_t lexeme = 0; lexeme < rt.num_lexemes; ++lexeme) {
+    const int32_t start = static_cast<int32_t>(rt.lexeme_start[lexeme]);
+    parent.clear();
+    parent.emplace(start, std::make_pair(-1, uint8_t{0}));
+    layer.assign(1, start);
+    int32_t found = -1;
+    for (uint32_t length = 0; length < kMaxLength && found < 0 && !layer.empty(); ++length) {
+      next.clear();
+      for (int32_t state : layer) {
+        const int32_t* row = &rt.dfa_table[static_cast<size_t>(state) * 256];
+        for (int byte = 0; byte < 256 && found < 0; ++byte) {
+          const int32_t target = row[byte];
+          if (target < 0 || !parent.emplace(target, std::make_pair(state, uint8_t(byte))).second) {
+            continue;
+          }
+          if (rt.dfa_accepting[target]) found = target;
+          next.push_back(target);
+        }
+        if (found >= 0) break;
+      }
+      layer.swap(next);
+    }
+    for (int32_t state = found; state >= 0 && state != start;) {
+      const auto [previous, byte] = parent.at(state);
+      out[lexeme].insert(out[lexeme].begin(), static_cast<char>(byte));
+      state = previous;
+    }
+  }
+  return out;
+}
+
+// Configurations a few lexemes into the text, breadth-first from the initial one, each
+// lexeme written as its shortest string: a JSON grammar's `{`, `{""`, `{"":`, `{"":0`, ...
+// Their masks are filled through the normal caches, so the walks of the parser states real
+// text passes through early (value starts, keys, closing brackets) are cached before a
+// decode needs them.
+void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, const std::atomic<bool>* stop,
+                       PrewarmStats& stats) {
+  constexpr uint32_t kMaxConfigurations = 160;
+  // Grammars with hundreds of lexemes expected at once (JSON Schema objects with many keys)
+  // would otherwise try every one from every configuration.
+  constexpr uint32_t kMaxAttempts = 8192;
+  uint32_t attempts = 0;
+  const Runtime& rt = *runtime;
+  const std::vector<std::string> shortest = shortest_lexeme_strings(rt);
+  std::vector<uint32_t> words(rt.words);
+  std::deque<Matcher> queue;
+  std::set<std::pair<uint64_t, uint64_t>> seen;
+  queue.emplace_back(runtime);
+  seen.insert(queue.back().structural_key());
+  while (!queue.empty() && stats.explored < kMaxConfigurations) {
+    if (stop && stop->load(std::memory_order_relaxed)) return;
+    Matcher matcher = std::move(queue.front());
+    queue.pop_front();
+    matcher.fill_mask(words.data());
+    ++stats.explored;
+    for (uint32_t lexeme : matcher.lexemes_expected_here()) {
+      if (++attempts > kMaxAttempts) return;
+      if (shortest[lexeme].empty() || !matcher.accept_bytes(shortest[lexeme])) continue;
+      if (seen.insert(matcher.structural_key()).second) queue.push_back(matcher);
+      matcher.rollback(1);
+    }
+  }
+}
+
 }  // namespace
 
 PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
@@ -640,6 +713,7 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   PrewarmStats stats;
   prewarm_groups(*runtime, stop, stats);
   prewarm_first_masks(runtime, stop, stats);
+  prewarm_structure(runtime, stop, stats);
   return stats;
 }
 
@@ -1333,6 +1407,14 @@ int Matcher::fill_mask_uncached(uint32_t* words) const {
     }
   }
   return dependency;
+}
+
+std::vector<uint32_t> Matcher::lexemes_expected_here() const {
+  std::vector<uint32_t> out;
+  if (!frontier_ || terminated_) return out;
+  ChartView view{&chart_, nullptr, chart_.num_sets()};
+  expected_lexemes(*runtime_, view, chart_.num_sets() - 1, out);
+  return out;
 }
 
 std::string Matcher::jump_forward_bytes(uint32_t limit) const {

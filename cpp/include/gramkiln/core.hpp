@@ -80,6 +80,7 @@ uint32_t runtime_vocab_size(const Runtime& runtime);
 struct PrewarmStats {
   uint32_t groups = 0;
   uint32_t masks = 0;  // configurations whose masks were filled (see prewarm_first_masks)
+  uint32_t explored = 0;  // configurations reached lexeme by lexeme (see prewarm_structure)
   size_t bytes = 0;
   bool complete = false;
 };
@@ -178,6 +179,11 @@ class Matcher {
   // Bytes every continuation must start with (stops at an accepting point or a choice).
   std::string jump_forward_bytes(uint32_t limit = 4096) const;
   uint32_t history_size() const { return static_cast<uint32_t>(history_.size()); }
+  // The lexemes the last Earley set expects when one ends at the current position (else
+  // none), and the configuration's structural key (equal keys: equal masks). For the prewarm's
+  // exploration of the grammar's first configurations.
+  std::vector<uint32_t> lexemes_expected_here() const;
+  std::pair<uint64_t, uint64_t> structural_key() const { return whole_mask_key(); }
   const Runtime& runtime() const { return *runtime_; }
 
  private:
