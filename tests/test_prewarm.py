@@ -120,18 +120,23 @@ def test_prewarmed_masks_equal_lazy_masks_on_bench_grammars(name: str) -> None:
         assert warm_matcher.is_accepting() and lazy_matcher.is_accepting()
 
 
+def masks_along(compiled: CompiledGrammar, token_lists: list[list[int]]) -> list[list[int]]:
+    """The mask before each token of each token list, decoding them in order."""
+    masks = []
+    for tokens in token_lists:
+        matcher = compiled.matcher()
+        for token in tokens:
+            masks.append(mask_ids(matcher, compiled.vocab_size))
+            matcher.accept_token(token)
+    return masks
+
+
 def test_fills_during_a_background_prewarm_match_serial_fills() -> None:
     grammar, instances = bench_case("clike")
     vocab = substring_vocab(instances)
     data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
-    reference = CompiledGrammar.load(data, vocab, prewarm=False)
     token_lists = [greedy_tokens(vocab, text) for text in instances]
-    expected = []
-    for tokens in token_lists:
-        matcher = reference.matcher()
-        for token in tokens:
-            expected.append(mask_ids(matcher, vocab.vocab_size))
-            matcher.accept_token(token)
+    expected = masks_along(CompiledGrammar.load(data, vocab, prewarm=False), token_lists)
     for _ in range(3):
         warming = CompiledGrammar.load(data, vocab)  # the prewarm starts now, in the background
         results: dict[int, list[list[int]]] = {}
@@ -141,13 +146,7 @@ def test_fills_during_a_background_prewarm_match_serial_fills() -> None:
             compiled: CompiledGrammar = warming,
             results: dict[int, list[list[int]]] = results,
         ) -> None:
-            got = []
-            for tokens in token_lists:
-                matcher = compiled.matcher()
-                for token in tokens:
-                    got.append(mask_ids(matcher, vocab.vocab_size))
-                    matcher.accept_token(token)
-            results[slot] = got
+            results[slot] = masks_along(compiled, token_lists)
 
         threads = [threading.Thread(target=decode, args=(slot,)) for slot in range(2)]
         for thread in threads:
