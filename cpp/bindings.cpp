@@ -54,17 +54,24 @@ struct RuntimeHandle {
   }
 
   // Starts one, unless one is running or has finished on its own (one stopped early, before a
-  // fork, is started again).
-  void start_prewarm() {
-    if (prewarm && !(prewarm->done() && prewarm->stop_requested())) return;
-    prewarm = std::make_shared<gramkiln::BackgroundPrewarm>(runtime);
+  // fork, is started again). Unless `always`, none is started while as many prewarms run as the
+  // machine has cores: a process that loads many grammars at once would otherwise start a
+  // thread per grammar; those grammars build their caches lazily, as without a prewarm.
+  // Returns whether a prewarm is running or done.
+  bool start_prewarm(bool always) {
+    if (prewarm && !(prewarm->done() && prewarm->stop_requested())) return true;
     std::lock_guard<std::mutex> lock(prewarm_registry_mutex);
     prewarm_registry.erase(std::remove_if(prewarm_registry.begin(), prewarm_registry.end(),
                                           [](const std::weak_ptr<gramkiln::BackgroundPrewarm>& w) {
-                                            return w.expired();
+                                            auto p = w.lock();
+                                            return !p || p->done();
                                           }),
                            prewarm_registry.end());
+    const size_t limit = std::max(2u, std::thread::hardware_concurrency());
+    if (!always && prewarm_registry.size() >= limit) return false;
+    prewarm = std::make_shared<gramkiln::BackgroundPrewarm>(runtime);
     prewarm_registry.push_back(prewarm);
+    return true;
   }
 };
 
@@ -272,12 +279,14 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly(
           "vocab_size",
           [](const RuntimeHandle& h) { return gramkiln::runtime_vocab_size(*h.runtime); })
-      .def("start_prewarm", &RuntimeHandle::start_prewarm,
-           "Start prewarming the mask caches on a background thread (no-op when started).")
+      .def("start_prewarm", &RuntimeHandle::start_prewarm, py::arg("always") = true,
+           "Start prewarming the mask caches on a background thread (no-op when started); "
+           "without `always`, not while as many prewarms run as there are cores. Returns "
+           "whether one is running or done.")
       .def(
           "wait_prewarm",
           [](RuntimeHandle& h) {
-            h.start_prewarm();
+            h.start_prewarm(/*always=*/true);
             return prewarm_stats_dict(join_prewarm(*h.prewarm, /*stop=*/false));
           },
           "Start the prewarm if needed and wait for it (GIL released); returns its stats.")

@@ -128,7 +128,9 @@ class CompiledGrammar:
             check_vocab(header, vocab)
         compiled = cls(header, sections)
         if prewarm:
-            compiled.prewarm(wait=False)
+            # Skipped while as many prewarms run as there are cores (many grammars loaded at
+            # once); those grammars then build their caches lazily.
+            compiled._runtime.start_prewarm(always=False)
         return compiled
 
     def prewarm(self, wait: bool = True) -> dict[str, Any] | None:

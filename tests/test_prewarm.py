@@ -235,3 +235,22 @@ def test_masks_equal_token_by_token_acceptance_with_small_inside_sets() -> None:
                     matcher.rollback(1)
             assert mask - {eos} == accepted
             assert matcher.accept_token(token)
+
+
+def test_many_loads_at_once_start_at_most_a_bounded_number_of_prewarms() -> None:
+    """Loading many grammars at once starts prewarms only while fewer run than there are cores
+    (the rest build their caches lazily); every grammar's masks stay right, and an explicit
+    `prewarm()` still runs for any of them."""
+    import os
+
+    grammar, instances = bench_case("toolcall")
+    vocab = substring_vocab(instances)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    token_lists = [greedy_tokens(vocab, instances[0])]
+    expected = masks_along(CompiledGrammar.load(data, vocab, prewarm=False), token_lists)
+    loaded = [CompiledGrammar.load(data, vocab) for _ in range(3 * (os.cpu_count() or 2) + 4)]
+    for compiled in loaded[::5]:
+        assert masks_along(compiled, token_lists) == expected
+    stats = loaded[-1].prewarm()
+    assert stats is not None and stats["complete"] and loaded[-1].prewarm_done
+    assert masks_along(loaded[-1], token_lists) == expected
