@@ -89,7 +89,7 @@ void stop_all_prewarms() {
 
 py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
   py::dict out;
-  out["levels"] = stats.groups;
+  out["levels"] = stats.levels;
   out["masks"] = stats.masks;
   out["explored"] = stats.explored;
   out["bytes"] = stats.bytes;

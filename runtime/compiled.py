@@ -29,14 +29,14 @@ from gramkiln.runtime.artifact import (
 from gramkiln.errors import ArtifactError
 
 GrammarMatcher = _core.GrammarMatcher
+RUNTIME_SECTION = "runtime"
+RUNTIME_LAYOUT = 1
 
 # A prewarm thread must not hold a cache lock across fork() (the child would inherit it locked)
 # nor still be running while the interpreter tears down.
 atexit.register(_core.stop_all_prewarms)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_core.stop_all_prewarms)
-RUNTIME_SECTION = "runtime"
-RUNTIME_LAYOUT = 1
 
 
 class CompiledGrammar:

@@ -9,11 +9,18 @@ random tokens) to show that whatever loads is safe to run.
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from gramkiln.ir import parse_grammar
+from gramkiln.runtime import _core
+from gramkiln.runtime.compile import compile_grammar
+from gramkiln.runtime.vocab import Vocab
+
+from gramkiln.errors import ArtifactError
 
 SCRIPT = textwrap.dedent(
     """
@@ -111,3 +118,46 @@ def test_valid_tables_still_load() -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "loaded 3"
+
+
+def _inside_tables(blob: bytes) -> tuple[int, int, int]:
+    """(position of the inside_offsets values, number of inside sets, position of the kinds):
+    found by shape, since the three arrays are written back to back (kinds u8, offsets u32,
+    data u32, each with a count and a width, padded to 4 bytes)."""
+
+    def u32(at: int) -> int:
+        return struct.unpack_from("<I", blob, at)[0]
+
+    for at in range(0, len(blob) - 16, 4):
+        sets, width = u32(at), u32(at + 4)
+        if width != 1 or not 2 <= sets < 100_000:
+            continue
+        kinds = at + 8
+        if any(b > 3 for b in blob[kinds : kinds + sets]):
+            continue
+        offsets_head = kinds + (sets + 3) // 4 * 4
+        if offsets_head + 8 + 4 * (sets + 1) + 8 > len(blob):
+            continue
+        if u32(offsets_head) != sets + 1 or u32(offsets_head + 4) != 4:
+            continue
+        offsets = [u32(offsets_head + 8 + 4 * i) for i in range(sets + 1)]
+        data_head = offsets_head + 8 + 4 * (sets + 1)
+        if offsets[0] == 0 and offsets == sorted(offsets) and u32(data_head) == offsets[-1]:
+            return offsets_head + 8, sets, kinds
+    raise AssertionError("inside set tables not found")
+
+
+def test_inside_set_offsets_past_the_data_are_refused_before_any_read() -> None:
+    # An id-list set whose end offset points past the data, followed by a smaller offset: the
+    # loader must refuse the range before reading it (it used to check only the last offset).
+    compiled = compile_grammar(
+        parse_grammar('%ir 1\n%start start\nrule start = "ab" | "a" [0-9]+ | "b"\n'),
+        Vocab([b"a", b"b", b"ab", b"1", b"12", b"a1", b"</s>"], eos_ids=[6], special_ids=[6]),
+    )
+    blob = bytearray(compiled._sections["runtime"])
+    offsets_at, sets, kinds_at = _inside_tables(bytes(blob))
+    id_sets = [k for k in range(sets - 1) if blob[kinds_at + k] == 1]
+    assert id_sets, "no id-list inside set before the last one"
+    struct.pack_into("<I", blob, offsets_at + 4 * (id_sets[0] + 1), 1 << 30)
+    with pytest.raises(ArtifactError, match="bad inside set offsets"):
+        _core.load_runtime(bytes(blob))

@@ -1615,12 +1615,15 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   rt->inside_id_offsets.assign(1, 0);
   for (uint32_t set = 0; set < num_sets; ++set) {
     const uint32_t begin = inside_offsets[set], stop = inside_offsets[set + 1];
-    if (inside_kinds.data[set] == kInsideIds && begin <= stop && stop - begin <= sparse_limit) {
+    // Every set's range must lie inside the data before it is read (only the last offset was
+    // checked against the data size above: a later, smaller offset must not let an earlier
+    // set read past the end).
+    require(begin <= stop && stop <= inside_data.count, "bad inside set offsets");
+    if (inside_kinds.data[set] == kInsideIds && stop - begin <= sparse_limit) {
       rt->inside_sparse[set] = 1;
       for (uint32_t i = begin; i < stop; ++i) rt->inside_ids.push_back(inside_data[i]);
     }
     rt->inside_id_offsets.push_back(static_cast<uint32_t>(rt->inside_ids.size()));
-    require(begin <= stop, "bad inside set offsets");
     uint32_t* bits = &rt->inside_bits[static_cast<size_t>(set) * c.words];
     const uint8_t kind = inside_kinds.data[set];
     if (kind == kInsideDense) {

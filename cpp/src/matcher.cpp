@@ -575,7 +575,7 @@ void prewarm_groups(const Runtime& rt, const std::atomic<bool>* stop, PrewarmSta
       std::unique_ptr<LevelCache> transient;
       const LevelCache& level =
           level_of(rt, *group, follow_table(rt, sc, follow[lexeme]), transient);
-      ++stats.groups;
+      ++stats.levels;
       if (transient) continue;  // past the cache budget: its children are not kept either
       for (const ExitGroup* child : level.deeper) {
         const std::pair<const ExitGroup*, uint32_t> entry{child, child->lexeme};

@@ -74,11 +74,12 @@ struct Scratch;
 std::shared_ptr<const Runtime> load_runtime(std::string_view blob);
 
 uint32_t runtime_vocab_size(const Runtime& runtime);
+uint32_t runtime_mask_words(const Runtime& runtime);
 
 // What prewarm_runtime did: levels built, bytes added to the runtime's caches, and whether it
 // covered every exit group up to its nesting bound (false when a bound or `stop` ended it).
 struct PrewarmStats {
-  uint32_t groups = 0;
+  uint32_t levels = 0;
   uint32_t masks = 0;  // configurations whose masks were filled (see prewarm_first_masks)
   uint32_t explored = 0;  // configurations reached lexeme by lexeme (see prewarm_structure)
   size_t bytes = 0;
@@ -114,7 +115,6 @@ class BackgroundPrewarm {
   std::mutex join_mutex_;
   std::thread thread_;  // last: started once the members above exist
 };
-uint32_t runtime_mask_words(const Runtime& runtime);
 
 struct Item {
   uint32_t dotted;  // dotted production id (production start + dot position)
