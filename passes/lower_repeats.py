@@ -33,6 +33,12 @@ STAR_PREFIX = "__star_"
 PLUS_PREFIX = "__plus_"
 OPTIONAL_CHAIN_PREFIX = "__opt_"
 GROUP_PREFIX = "__grp_"
+BLOCK_PREFIX = "__blk_"
+UP_TO_PREFIX = "__upto_"
+
+# Counts up to this are spelled out (m copies, a chain of n - m optional links); larger ones
+# use blocks of 2**i copies, so that `minItems: 10**9` is ~30 rules, not a billion copies.
+LINEAR_COUNT_LIMIT = 1024
 
 # Items that may be copied into several places without growing the grammar much.
 _SMALL_ITEMS = (Ref, Literal, Bytes, CharClass, TokenSet, SpecialToken, Embed, Empty)
@@ -53,7 +59,11 @@ def lower_repeats(grammar: GrammarIR) -> GrammarIR:
     - ``x{m,n}`` becomes m copies of ``x`` then the k-th link (k = n - m) of a chain of
       ``__opt_*`` helpers ``o_1 = x | ()``, ``o_j = x o_{j-1} | ()``: size linear in n,
       never the exponential or quadratic expansion of all counts, unambiguous when ``x``
-      is, and shared by every bounded repeat of the same item.
+      is, and shared by every bounded repeat of the same item;
+    - counts past ``LINEAR_COUNT_LIMIT`` (``minItems: 10**9``) use ``__blk_i`` rules of
+      ``2**i`` copies instead: ``m`` copies are one block per set bit of ``m``, and
+      ``x{0,k}`` is ``__upto_*`` rules of optional blocks (see ``_up_to``), O(log) rules
+      either way, unambiguous when ``x`` is.
 
     An ``x`` that is not a single element and is used more than once is first given its own
     rule ``__grp_n`` so that copies are references. Helpers are shared between identical
@@ -116,9 +126,13 @@ class _RepeatLowerer:
             return Ref(name=self._loop(kind, item), span=span)
         uses = low + (1 if high is None else high - low)
         element = item if uses <= 1 else self._as_element(item)
-        items: list[Expr] = [element] * low
+        items: list[Expr] = (
+            [element] * low if low <= LINEAR_COUNT_LIMIT else self._exact_blocks(element, low)
+        )
         if high is None:
             items.append(Ref(name=self._loop("star", element)))
+        elif high - low > LINEAR_COUNT_LIMIT:
+            items.append(Ref(name=self._up_to(element, high - low)))
         elif high > low:
             items.append(Ref(name=self._optional_chain(element, high - low)))
         if len(items) == 1:
@@ -161,6 +175,44 @@ class _RepeatLowerer:
         assert previous is not None
         return previous
 
+    def _block(self, item: Expr, power: int) -> str:
+        """The rule matching exactly ``2**power`` copies of ``item`` (two halves, recursively)."""
+        if power == 0:
+            return self._helper("block", item, 0, lambda name: item)
+        half = Ref(name=self._block(item, power - 1))
+        return self._helper("block", item, power, lambda name: Seq(items=(half, half)))
+
+    def _exact_blocks(self, item: Expr, count: int) -> list[Expr]:
+        """``count`` copies of ``item`` as one block per set bit of ``count``, largest first."""
+        return [
+            Ref(name=self._block(item, power))
+            for power in reversed(range(count.bit_length()))
+            if count >> power & 1
+        ]
+
+    def _up_to(self, item: Expr, count: int) -> str:
+        """The rule matching ``item{0,count}`` in O(log count) rules.
+
+        ``item{0, 2**j - 1}`` is ``(B_{j-1} | ()) ... (B_1 | ()) (B_0 | ())`` with ``B_i`` the
+        block of ``2**i`` copies: every count has one binary spelling, so the rule is
+        unambiguous when ``item`` is, and with the largest block first a parser has at most
+        one live start offset per block size (smallest first would keep every subset sum
+        alive). Other bounds split at their top bit: ``item{0, 2**j + r}`` is
+        ``item{0, 2**j - 1} | B_j item{0, r}`` (the branches count below and from ``2**j``).
+        """
+        top = count.bit_length() - 1
+        if count == (1 << (top + 1)) - 1:
+            optional_blocks = tuple(
+                Choice(alternatives=(Ref(name=self._block(item, power)), Empty()))
+                for power in reversed(range(top + 1))
+            )
+            return self._helper("upto", item, count, lambda name: Seq(items=optional_blocks))
+        below = Ref(name=self._up_to(item, (1 << top) - 1))
+        top_block = Ref(name=self._block(item, top))
+        rest = count - (1 << top)
+        above: Expr = top_block if rest == 0 else Seq(items=(top_block, Ref(name=self._up_to(item, rest))))
+        return self._helper("upto", item, count, lambda name: Choice(alternatives=(below, above)))
+
     def _helper(self, kind: str, item: Expr, count: int, make_body) -> str:  # type: ignore[no-untyped-def]
         key = (kind, structural_key(item), count)
         name = self._shared.get(key)
@@ -170,6 +222,8 @@ class _RepeatLowerer:
                 "plus": PLUS_PREFIX,
                 "optional": OPTIONAL_CHAIN_PREFIX,
                 "group": GROUP_PREFIX,
+                "block": BLOCK_PREFIX,
+                "upto": UP_TO_PREFIX,
             }[kind]
             name = self._names.numbered(prefix)
             self._shared[key] = name

@@ -50,3 +50,23 @@ def test_moderately_deep_schemas_still_compile_and_match() -> None:
     matcher = compiled.matcher()
     assert matcher.accept_string(json.dumps(value))
     assert matcher.is_accepting()
+
+
+def test_huge_item_counts_compile_small_and_stay_exact() -> None:
+    # minItems / maxItems of 10**9 used to expand into a billion copies (out of memory) and
+    # maxItems 100000 into a 100,000-link chain (14 s); counts past the linear limit are now
+    # blocks of 2**i items.
+    vocab = Vocab.byte_level()
+    at_least = Grammar.from_json_schema({"type": "array", "minItems": 10**9}).compile(vocab)
+    matcher = at_least.matcher()
+    assert matcher.accept_string("[1, " + ", ".join(["[]"] * 3000))
+    assert not matcher.accept_string("]")
+    assert not matcher.is_accepting()
+
+    bounded = Grammar.from_json_schema(
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1030, "maxItems": 2100}
+    ).compile(vocab)
+    for count, expected in [(1029, False), (1030, True), (1500, True), (2100, True), (2101, False)]:
+        matcher = bounded.matcher()
+        text = "[" + ", ".join(str(i % 7) for i in range(count)) + "]"
+        assert (matcher.accept_string(text) and matcher.is_accepting()) == expected, count

@@ -123,6 +123,9 @@ def grammar(text: str) -> GrammarIR:
         ('rule start = start "a" | "b" | ()\n', "baaa"),
         ('rule start = "(" start ")" start | ()\n', "(()())"),
         ('rule start = "a"{2,4} ("," "b")*\n', "aaa,b,b"),
+        # Past the linear limit: blocks of 2**i copies (lower_repeats).
+        ('rule start = ("a" | "b" "a"){1030,1100} ","\n', "ab" * 520 + "a" * 70 + ","),
+        ('rule start = ("a" | "(" start ")"){0,5000}\n', "a(a)(aa((a)))" * 40),
         ("rule start = [^a]+\n", "b\u00e9x"),
         ('rule start = "a" <"<|sp|>"> "b" <[0-2]>\n', "a"),
         ('rule start = "ab"i "x"\n', "aBx"),

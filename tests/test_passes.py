@@ -328,6 +328,46 @@ def test_large_counts_are_split_into_blocks_exactly(
         assert new.is_prefix(mixed) == (high is None or count <= high)
 
 
+@pytest.mark.parametrize(
+    "low, high",
+    [(0, 40), (0, 31), (0, 32), (3, 50), (20, 20), (37, None), (9, 200), (6, 7)],
+)
+def test_counts_past_the_linear_limit_lower_to_blocks_exactly(
+    low: int, high: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lowering = importlib.import_module("gramkiln.passes.lower_repeats")
+    # A small limit keeps the oracle fast; the block construction does not depend on it.
+    monkeypatch.setattr(lowering, "LINEAR_COUNT_LIMIT", 4)
+    bound = "" if high is None else high
+    grammar = parse_grammar(
+        f'%start start\nrule start = "<" item{{{low},{bound}}} ">"\nrule item = "a" | "b" "c"'
+    )
+    lowered = lower_repeats(grammar).verify()
+    assert any(rule.name.startswith("__blk_") for rule in lowered.rules), print_grammar(lowered)
+    matcher = ReferenceMatcher(lowered)
+    edges = {0, 1, 2, 4, 5, 15, 16, 17, 31, 32, 33, low - 1, low, low + 1}
+    if high is not None:
+        edges |= {high - 1, high, high + 1}
+    for count in sorted(c for c in edges if c >= 0):
+        inside = low <= count and (high is None or count <= high)
+        mixed = "".join(random.Random(count).choice(["a", "bc"]) for _ in range(count))
+        assert matcher.accepts("<" + mixed + ">") == inside, count
+        assert matcher.accepts("<" + "a" * count + ">") == inside, count
+        assert matcher.is_prefix("<" + mixed) == (high is None or count <= high), count
+
+
+def test_billion_counts_lower_to_a_few_dozen_rules() -> None:
+    grammar = parse_grammar(
+        'rule start = item{1000000000,} "," item{0,999999999} "," item{12345678}\n'
+        'rule item = "a" | "b" "c"'
+    )
+    lowered = lower_repeats(grammar).verify()
+    assert len(lowered.rules) < 200, len(lowered.rules)
+    matcher = ReferenceMatcher(lowered)
+    assert matcher.is_prefix("a" * 50 + "bc")
+    assert not matcher.is_prefix("a" * 50 + ",")
+
+
 # ---------------------------------------------------------------------------------------------
 # the framework
 
