@@ -210,7 +210,9 @@ class _RepeatLowerer:
         below = Ref(name=self._up_to(item, (1 << top) - 1))
         top_block = Ref(name=self._block(item, top))
         rest = count - (1 << top)
-        above: Expr = top_block if rest == 0 else Seq(items=(top_block, Ref(name=self._up_to(item, rest))))
+        above: Expr = (
+            top_block if rest == 0 else Seq(items=(top_block, Ref(name=self._up_to(item, rest))))
+        )
         return self._helper("upto", item, count, lambda name: Choice(alternatives=(below, above)))
 
     def _helper(self, kind: str, item: Expr, count: int, make_body) -> str:  # type: ignore[no-untyped-def]

@@ -124,6 +124,18 @@ class Compiler:
         # One encoded character per range set: key automata ask for the same sets at every
         # trie state ("anything but these letters"), and char() only builds shared rules.
         self._chars: dict[tuple[tuple[int, int], ...], Expr] = {}
+        # Canonical forms of enum / excluded value lists by list identity (the list is kept
+        # with its set, so the id stays its own): every enum value is checked against the
+        # other keywords, and rebuilding the set for each made a 5,000-value enum take 36 s.
+        self.canonical_sets: dict[int, tuple[list[Any], frozenset[str]]] = {}
+
+    def canonical_set(self, values: list[Any]) -> frozenset[str]:
+        """The canonical forms (see combinators.canonical) of the JSON values in ``values``."""
+        cached = self.canonical_sets.get(id(values))
+        if cached is None or cached[0] is not values:
+            cached = (values, frozenset(canonical(value) for value in values))
+            self.canonical_sets[id(values)] = cached
+        return cached[1]
 
     # -- public entry -----------------------------------------------------------------------
     def grammar(self) -> GrammarIR:
@@ -144,7 +156,9 @@ class Compiler:
             # Schemas that keep producing new sub-schemas (merges through recursive $refs)
             # have no finite grammar here.
             raise self.error(
-                "#", "schema expansion does not terminate (nesting too deep)"
+                "#",
+                "schema nested too deeply to expand (past Python's recursion limit), or its"
+                " expansion does not terminate",
             ) from None
         start = Rule(name="start", body=seq(self.layout.top(), body, self.layout.top()))
         return GrammarIR(start="start", rules=(start, *self.rules.values())).verify()
@@ -311,7 +325,11 @@ class Compiler:
         self._nesting += 1
         try:
             if self._nesting > MAX_NESTING:
-                raise self.error(pointer, "schema expansion does not terminate (nesting too deep)")
+                raise self.error(
+                    pointer,
+                    f"schema nested more than {MAX_NESTING} levels deep, or its expansion does"
+                    " not terminate",
+                )
             return self.schema_body(schema, pointer, base, depth)
         finally:
             self._nesting -= 1

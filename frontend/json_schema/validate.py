@@ -83,9 +83,9 @@ def flat_is_valid(
         if not is_valid(compiler, value, branch, location, cond_base, depth + 1):
             return False
     key = canonical(value)
-    if key in {canonical(v) for v in flat.get("__exclude", ())}:
+    if "__exclude" in flat and key in compiler.canonical_set(flat["__exclude"]):
         return False
-    if "enum" in flat and key not in {canonical(v) for v in flat["enum"]}:
+    if "enum" in flat and key not in compiler.canonical_set(flat["enum"]):
         return False
     kind = json_type_of(value)
     if kind == "integer" and isinstance(value, float) and compiler.draft <= 4:
