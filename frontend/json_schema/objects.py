@@ -340,6 +340,19 @@ def _member_chain(
     if untracked:
         pairs = [seq(key, layout.key_separator(), value) for key, value in untracked]
         untracked_pairs = compiler.add_rule(compiler.new_name(f"{pointer}/members"), choice(*pairs))
+    # Likewise the counted required members: each moves the tally up by one, so one shared
+    # choice serves every state (one alternative per member and state made an object with
+    # 2,000 required keys take minutes to build).
+    counted_pairs: Expr = NEVER
+    counted_members = [
+        seq(key, layout.key_separator(), value)
+        for i, (key, value, _) in enumerate(free)
+        if i in counted and not is_never(value) and not is_never(key)
+    ]
+    if counted_members:
+        counted_pairs = compiler.add_rule(
+            compiler.new_name(f"{pointer}/counted"), choice(*counted_members)
+        )
 
     def member(name_expr: Expr, value: Expr, count: int) -> Expr:
         if is_never(value) or is_never(name_expr):
@@ -380,13 +393,16 @@ def _member_chain(
                 continue
             after = used | {index} if index in tracked else used
             now = tally + 1 if index in counted else tally
-            if index in tracked or index in counted:
+            if index in tracked:
                 nxt = (position, bump(count), after, seen, now)
                 out.append((member(key_expr, value, count), nxt))
             for w_key, w_value, satisfied in witness_variants:
                 if w_key == key_expr:
                     nxt = (position, bump(count), after, seen | satisfied, now)
                     out.append((member(key_expr, w_value, count), nxt))
+        if counted_members and tally < counted_total:
+            nxt = (position, bump(count), used, seen, tally + 1)
+            out.append((seq(separator(count), counted_pairs), nxt))
         if untracked:
             nxt = (position, bump(count), used, seen, tally)
             out.append((seq(separator(count), untracked_pairs), nxt))
