@@ -115,3 +115,64 @@ def test_objects_with_hundreds_of_required_keys_build_small_and_stay_exact() -> 
         matcher = compiled.matcher()
         text = json.dumps(value)
         assert (matcher.accept_string(text) and matcher.is_accepting()) == expected
+
+
+def test_oneof_of_hundreds_of_consts_compiles_and_stays_exact() -> None:
+    # Enums are often spelled as a oneOf of `const` branches with descriptions; they used to
+    # be refused past 128 branches, and every pair of branches was compared (1,000: 16 s).
+    branches: list[dict] = [{"const": f"c{i}", "description": "one value"} for i in range(600)]
+    branches.append({"enum": ["c7", "extra"]})  # overlaps branch 7
+    compiled = Grammar.from_json_schema({"oneOf": branches}).compile(Vocab.byte_level())
+    for value, expected in [("c0", True), ("c599", True), ("extra", True), ("c7", False)]:
+        matcher = compiled.matcher()
+        assert (matcher.accept_string(json.dumps(value)) and matcher.is_accepting()) == expected
+
+
+def test_discriminated_oneof_compiles_and_stays_exact() -> None:
+    def branch(kind: str, value_type: str) -> dict:
+        return {
+            "type": "object",
+            "properties": {"kind": {"const": kind}, "v": {"type": value_type}},
+            "required": ["kind", "v"],
+            "additionalProperties": False,
+        }
+
+    branches = [branch(f"k{i}", "integer") for i in range(300)] + [branch("k3", "number")]
+    compiled = Grammar.from_json_schema({"oneOf": branches}).compile(Vocab.byte_level())
+    cases = [
+        ({"kind": "k299", "v": 1}, True),
+        ({"kind": "k3", "v": 1.5}, True),
+        ({"kind": "k3", "v": 1}, False),  # both k3 branches match
+        ({"kind": "k300", "v": 1}, False),
+    ]
+    for value, expected in cases:
+        matcher = compiled.matcher()
+        assert (matcher.accept_string(json.dumps(value)) and matcher.is_accepting()) == expected
+
+
+def test_overlapping_pairs_agrees_with_asking_every_pair() -> None:
+    from gramkiln.frontend.json_schema.combinators import overlapping_pairs, provably_disjoint
+
+    def obj(kind: object, extra: dict | None = None) -> dict:
+        return {
+            "type": "object",
+            "properties": {"kind": {"const": kind}, **(extra or {})},
+            "required": ["kind", *(extra or {})],
+        }
+
+    lists: list[list] = [
+        [{"const": 1}, {"const": 1.0}, {"enum": [2, "a"]}, {"const": "a"}, {"enum": [None]}],
+        [obj("a"), obj("b"), obj("a", {"x": {"type": "integer"}}), obj(1), obj(1.0)],
+        [obj("a"), {"type": "object"}, {"const": "a"}, {"type": "string"}],
+        [{"type": "integer", "minimum": 3}, {"type": "integer", "maximum": 2}, {"const": 3}],
+        [obj("a"), {"type": "object", "properties": {"kind": {"enum": ["a", "b"]}}}],
+        [False, {"const": 1}, {"const": 1}],
+    ]
+    for schemas in lists:
+        everything = {
+            (i, j)
+            for i in range(len(schemas))
+            for j in range(len(schemas))
+            if i != j and not provably_disjoint(schemas[i], schemas[j])
+        }
+        assert overlapping_pairs(schemas) == everything, schemas

@@ -38,7 +38,7 @@ from gramkiln.frontend.json_schema.combinators import (
     canonical,
     merge,
     negate,
-    provably_disjoint,
+    overlapping_pairs,
     type_set,
 )
 from gramkiln.frontend.json_schema.drafts import ANNOTATIONS, CONSTRAINTS, detect_draft, normalize
@@ -79,7 +79,10 @@ from gramkiln.errors import GrammarError
 
 LANGUAGE = "JSON Schema"
 MAX_FLATTEN_DEPTH = 64
-MAX_BRANCHES = 128
+MAX_BRANCHES = 128  # per branch of a oneOf made exact by negations
+# anyOf, and oneOf with provably disjoint branches: one alternative each, so linear in size
+# (real schemas spell enums as a oneOf of several hundred `const` branches with descriptions).
+MAX_ALTERNATIVES = 4096
 MAX_CHAIN_STATES = 4096
 MAX_NESTING = 120
 # Automata up to this size (and MAX_UNFOLDED_STATES once unfolded) are written as one terminal,
@@ -618,9 +621,9 @@ class Compiler:
             k in rest for k in ("unevaluatedProperties", "unevaluatedItems")
         ):
             return self.annotated_any_of(branches, location, base, depth)
-        if len(branches) > MAX_BRANCHES:
+        if len(branches) > MAX_ALTERNATIVES:
             raise self.error(
-                location, f"{len(branches)} branches exceed the limit of {MAX_BRANCHES}"
+                location, f"{len(branches)} branches exceed the limit of {MAX_ALTERNATIVES}"
             )
         exprs = []
         for index, (alt, flat) in enumerate(zip(alternatives, branches, strict=False)):
@@ -657,12 +660,7 @@ class Compiler:
         overlap, which is exact when those negations are expressible; failing that, the
         oneOf is an error, or anyOf with a warning under ``coerce_one_of``.
         """
-        overlaps = {
-            (i, j)
-            for i in range(len(branches))
-            for j in range(len(branches))
-            if i != j and not provably_disjoint(_as_schema(branches[i]), _as_schema(branches[j]))
-        }
+        overlaps = overlapping_pairs([_as_schema(branch) for branch in branches])
         if not overlaps:
             return None
         try:
