@@ -176,3 +176,23 @@ def test_overlapping_pairs_agrees_with_asking_every_pair() -> None:
             if i != j and not provably_disjoint(schemas[i], schemas[j])
         }
         assert overlapping_pairs(schemas) == everything, schemas
+
+
+def test_many_pattern_properties_split_keys_by_the_patterns_they_match() -> None:
+    # Keys were split over all 2**k combinations of patterns, which capped k at 4; only the
+    # non-empty combinations are built now.
+    patterns: dict = {f"^p{i}_": {"type": "integer", "minimum": i} for i in range(12)}
+    patterns["x$"] = {"type": "integer", "maximum": 5}  # overlaps every prefix pattern
+    schema = {"type": "object", "patternProperties": patterns, "additionalProperties": False}
+    compiled = Grammar.from_json_schema(schema).compile(Vocab.byte_level())
+    cases = [
+        ({"p3_a": 3, "p11_b": 11}, True),
+        ({"p3_a": 2}, False),  # below p3's minimum
+        ({"p7_x": 7}, False),  # matches ^p7_ and x$: 7 > 5
+        ({"p4_x": 5}, True),
+        ({"zx": 1}, True),
+        ({"other": 1}, False),  # no pattern: additionalProperties false
+    ]
+    for value, expected in cases:
+        matcher = compiled.matcher()
+        assert (matcher.accept_string(json.dumps(value)) and matcher.is_accepting()) == expected

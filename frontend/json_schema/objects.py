@@ -41,7 +41,8 @@ from gramkiln.ir import Expr
 if TYPE_CHECKING:
     from gramkiln.frontend.json_schema.compiler import Compiler
 
-MAX_PATTERN_PROPERTIES = 4
+MAX_PATTERN_PROPERTIES = 32
+MAX_PATTERN_REGIONS = 64  # non-empty combinations of matched patterns (see _additional_groups)
 MAX_WITNESSES = 6
 MAX_ANY_ORDER_PROPERTIES = 8
 # Bound on (required keys counted + 1) * 2**(required keys tracked as a set).
@@ -475,37 +476,51 @@ def _additional_groups(
         if names_dfa is not None:
             base_dfa = intersect(base_dfa, names_dfa)
         pattern_list = list(patterns.items())
-        groups: list[tuple[Expr, Any, Dfa | None]] = []
-        for size in range(len(pattern_list) + 1):
-            for chosen in combinations(range(len(pattern_list)), size):
-                chosen_schemas = [pattern_list[i][1] for i in chosen]
-                if value_for is not None:
-                    chosen_names = {pattern_list[i][0] for i in chosen}
-                    value = value_for(chosen_names, chosen_schemas)
-                else:
-                    value = _all_of(chosen_schemas) if chosen else additional
-                if value is False:
-                    continue
-                dfa = base_dfa
-                for index, (pattern, _) in enumerate(pattern_list):
-                    pdfa = pattern_dfa(pattern)
-                    dfa = intersect(dfa, pdfa if index in chosen else complement(pdfa))
-                if is_empty(dfa):
-                    continue
-                key = compiler.shared_rule(
-                    (
-                        "key-dfa",
-                        tuple(names),
-                        tuple(pattern_list[i][0] for i in chosen),
-                        tuple(p for p, _ in pattern_list),
-                        names_key,
-                    ),
-                    "key",
-                    lambda dfa=dfa: seq(
-                        lit('"'), compiler.emit_dfa(dfa, "key", compiler.char), lit('"')
-                    ),
+        # The keys are split by which patterns match them, one pattern at a time, keeping only
+        # the non-empty parts: k patterns with distinct prefixes give k + 1 parts, where trying
+        # all 2**k combinations capped k at 4.
+        regions: list[tuple[tuple[int, ...], Dfa]] = [((), base_dfa)]
+        for index, (pattern, _) in enumerate(pattern_list):
+            pdfa = pattern_dfa(pattern)
+            outside = complement(pdfa)
+            split: list[tuple[tuple[int, ...], Dfa]] = []
+            for chosen, region in regions:
+                for part, part_dfa in (((*chosen, index), pdfa), (chosen, outside)):
+                    narrowed = intersect(region, part_dfa)
+                    if not is_empty(narrowed):
+                        split.append((part, narrowed))
+            if len(split) > MAX_PATTERN_REGIONS:
+                compiler.unsupported(
+                    pointer,
+                    ["patternProperties"],
+                    f"keys matched by more than {MAX_PATTERN_REGIONS} combinations of patterns",
                 )
-                groups.append((key, value, dfa))
+                return []
+            regions = split
+        groups: list[tuple[Expr, Any, Dfa | None]] = []
+        for chosen, dfa in sorted(regions, key=lambda region: (len(region[0]), region[0])):
+            chosen_schemas = [pattern_list[i][1] for i in chosen]
+            if value_for is not None:
+                chosen_names = {pattern_list[i][0] for i in chosen}
+                value = value_for(chosen_names, chosen_schemas)
+            else:
+                value = _all_of(chosen_schemas) if chosen else additional
+            if value is False:
+                continue
+            key = compiler.shared_rule(
+                (
+                    "key-dfa",
+                    tuple(names),
+                    tuple(pattern_list[i][0] for i in chosen),
+                    tuple(p for p, _ in pattern_list),
+                    names_key,
+                ),
+                "key",
+                lambda dfa=dfa: seq(
+                    lit('"'), compiler.emit_dfa(dfa, "key", compiler.char), lit('"')
+                ),
+            )
+            groups.append((key, value, dfa))
         return groups
     except AutomatonTooLarge as exc:
         compiler.unsupported(pointer, ["additionalProperties"], f"key language too large: {exc}")
