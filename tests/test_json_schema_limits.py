@@ -196,3 +196,26 @@ def test_many_pattern_properties_split_keys_by_the_patterns_they_match() -> None
     for value, expected in cases:
         matcher = compiled.matcher()
         assert (matcher.accept_string(json.dumps(value)) and matcher.is_accepting()) == expected
+
+
+def test_length_bounds_implied_by_the_pattern_are_not_intersected() -> None:
+    # A fixed-length pattern under `maxLength: 100000` was refused ("length bound 100000 is
+    # too large to intersect") although the pattern alone bounds the length.
+    from gramkiln.frontend.json_schema.automaton import Dfa, dfa_from_expr, length_range
+    from gramkiln.frontend.regex import parse_regex
+
+    assert length_range(dfa_from_expr(parse_regex("[a-z]{3}-[0-9]{2,4}"))) == (6, 8)
+    assert length_range(dfa_from_expr(parse_regex("ab+c?"))) == (2, None)
+    assert length_range(Dfa(edges=[[]], accepting=set())) is None
+
+    vocab = Vocab.byte_level()
+    implied = {"type": "string", "pattern": "^[a-z]{3}-[0-9]{4}$", "maxLength": 100000}
+    tighter = {"type": "string", "pattern": "^[a-z]{3}-[0-9]{2,4}$", "maxLength": 7}
+    for schema, text, expected in [
+        (implied, "abc-1234", True),
+        (implied, "abc-12345", False),
+        (tighter, "abc-123", True),
+        (tighter, "abc-1234", False),  # the pattern allows it, maxLength does not
+    ]:
+        matcher = Grammar.from_json_schema(schema).compile(vocab).matcher()
+        assert (matcher.accept_string(json.dumps(text)) and matcher.is_accepting()) == expected

@@ -409,6 +409,51 @@ def length_dfa(min_length: int, max_length: int | None) -> Dfa:
     return Dfa(edges=edges, accepting=accepting)
 
 
+def length_range(dfa: Dfa) -> tuple[int, int | None] | None:
+    """(shortest, longest) accepted length in code points, longest None when unbounded, or
+    None when the automaton accepts nothing."""
+    live = trim(dfa)
+    if not live.accepting:
+        return None
+    # Longest path over the live states (a cycle among them makes lengths unbounded), by a
+    # depth-first search that finishes each state after its successors.
+    longest: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[int, int]] = [(live.start, 0)]
+    while stack:
+        state, next_edge = stack.pop()
+        if next_edge == 0:
+            on_path.add(state)
+        edges = live.edges[state]
+        if next_edge < len(edges):
+            stack.append((state, next_edge + 1))
+            target = edges[next_edge][2]
+            if target in on_path:
+                longest = {}
+                break
+            if target not in longest:
+                stack.append((target, 0))
+            continue
+        on_path.discard(state)
+        best = 0 if state in live.accepting else -1
+        for _, _, target in edges:
+            if longest.get(target, -1) >= 0:
+                best = max(best, longest[target] + 1)
+        longest[state] = best
+    top = longest.get(live.start) if longest else None
+    shortest: dict[int, int] = {live.start: 0}
+    frontier = [live.start]
+    while frontier:
+        following = []
+        for state in frontier:
+            for _, _, target in live.edges[state]:
+                if target not in shortest:
+                    shortest[target] = shortest[state] + 1
+                    following.append(target)
+        frontier = following
+    return min(shortest[s] for s in live.accepting if s in shortest), top
+
+
 def is_empty(dfa: Dfa) -> bool:
     """Whether the automaton accepts nothing."""
     return not trim(dfa).accepting

@@ -29,6 +29,7 @@ from gramkiln.frontend.json_schema.automaton import (
     intersect,
     is_empty,
     length_dfa,
+    length_range,
     minimize,
     only_self_loops,
 )
@@ -986,6 +987,14 @@ class Compiler:
             combined = dfas[0]
             for other in dfas[1:]:
                 combined = intersect(combined, other)
+            if length_limited:
+                bounds = length_range(combined)
+                if bounds is not None and bounds[0] >= min_length and (
+                    max_length is None or (bounds[1] is not None and bounds[1] <= max_length)
+                ):
+                    # The other constraints bound the length already (an e-mail address
+                    # under `maxLength: 1024`): nothing to intersect.
+                    length_limited = False
             if length_limited:
                 # Last, with its own larger bound: the product with a counter is the one
                 # that grows with the bound (an e-mail pattern up to 254 characters); the
