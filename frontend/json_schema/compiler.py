@@ -989,8 +989,10 @@ class Compiler:
                 combined = intersect(combined, other)
             if length_limited:
                 bounds = length_range(combined)
-                if bounds is not None and bounds[0] >= min_length and (
-                    max_length is None or (bounds[1] is not None and bounds[1] <= max_length)
+                if (
+                    bounds is not None
+                    and bounds[0] >= min_length
+                    and (max_length is None or (bounds[1] is not None and bounds[1] <= max_length))
                 ):
                     # The other constraints bound the length already (an e-mail address
                     # under `maxLength: 1024`): nothing to intersect.
