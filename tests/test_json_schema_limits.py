@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gramkiln import Grammar, Vocab
+from gramkiln import CompiledGrammar, Grammar, Vocab
 from gramkiln.errors import GrammarError
 
 
@@ -28,6 +28,12 @@ def nested_items(levels: int) -> dict:
         node["items"] = {}
         node = node["items"]
     return root
+
+
+def accepts(compiled: CompiledGrammar, text: str) -> bool:
+    """Whether the compiled grammar accepts the whole of `text`."""
+    matcher = compiled.matcher()
+    return matcher.accept_string(text) and matcher.is_accepting()
 
 
 @pytest.mark.parametrize("schema", [nested_properties(5000), nested_items(5000)])
@@ -67,9 +73,8 @@ def test_huge_item_counts_compile_small_and_stay_exact() -> None:
         {"type": "array", "items": {"type": "integer"}, "minItems": 1030, "maxItems": 2100}
     ).compile(vocab)
     for count, expected in [(1029, False), (1030, True), (1500, True), (2100, True), (2101, False)]:
-        matcher = bounded.matcher()
         text = "[" + ", ".join(str(i % 7) for i in range(count)) + "]"
-        assert (matcher.accept_string(text) and matcher.is_accepting()) == expected, count
+        assert accepts(bounded, text) == expected, count
 
 
 def test_large_enums_are_checked_in_linear_time_and_stay_exact() -> None:
@@ -80,8 +85,7 @@ def test_large_enums_are_checked_in_linear_time_and_stay_exact() -> None:
         Vocab.byte_level()
     )
     for text, expected in [('"v4999"', True), ("null", True), ('"v5000"', False), ("7", False)]:
-        matcher = compiled.matcher()
-        assert (matcher.accept_string(text) and matcher.is_accepting()) == expected, text
+        assert accepts(compiled, text) == expected, text
 
 
 def test_deep_schemas_say_they_are_too_deep() -> None:
@@ -112,9 +116,7 @@ def test_objects_with_hundreds_of_required_keys_build_small_and_stay_exact() -> 
         ({key: "x" for key in keys}, False),
     ]
     for value, expected in cases:
-        matcher = compiled.matcher()
-        text = json.dumps(value)
-        assert (matcher.accept_string(text) and matcher.is_accepting()) == expected
+        assert accepts(compiled, json.dumps(value)) == expected
 
 
 def test_oneof_of_hundreds_of_consts_compiles_and_stays_exact() -> None:
@@ -124,8 +126,7 @@ def test_oneof_of_hundreds_of_consts_compiles_and_stays_exact() -> None:
     branches.append({"enum": ["c7", "extra"]})  # overlaps branch 7
     compiled = Grammar.from_json_schema({"oneOf": branches}).compile(Vocab.byte_level())
     for value, expected in [("c0", True), ("c599", True), ("extra", True), ("c7", False)]:
-        matcher = compiled.matcher()
-        assert (matcher.accept_string(json.dumps(value)) and matcher.is_accepting()) == expected
+        assert accepts(compiled, json.dumps(value)) == expected
 
 
 def test_discriminated_oneof_compiles_and_stays_exact() -> None:
@@ -146,8 +147,7 @@ def test_discriminated_oneof_compiles_and_stays_exact() -> None:
         ({"kind": "k300", "v": 1}, False),
     ]
     for value, expected in cases:
-        matcher = compiled.matcher()
-        assert (matcher.accept_string(json.dumps(value)) and matcher.is_accepting()) == expected
+        assert accepts(compiled, json.dumps(value)) == expected
 
 
 def test_overlapping_pairs_agrees_with_asking_every_pair() -> None:
@@ -194,8 +194,7 @@ def test_many_pattern_properties_split_keys_by_the_patterns_they_match() -> None
         ({"other": 1}, False),  # no pattern: additionalProperties false
     ]
     for value, expected in cases:
-        matcher = compiled.matcher()
-        assert (matcher.accept_string(json.dumps(value)) and matcher.is_accepting()) == expected
+        assert accepts(compiled, json.dumps(value)) == expected
 
 
 def test_length_bounds_implied_by_the_pattern_are_not_intersected() -> None:
@@ -217,5 +216,5 @@ def test_length_bounds_implied_by_the_pattern_are_not_intersected() -> None:
         (tighter, "abc-123", True),
         (tighter, "abc-1234", False),  # the pattern allows it, maxLength does not
     ]:
-        matcher = Grammar.from_json_schema(schema).compile(vocab).matcher()
-        assert (matcher.accept_string(json.dumps(text)) and matcher.is_accepting()) == expected
+        compiled = Grammar.from_json_schema(schema).compile(vocab)
+        assert accepts(compiled, json.dumps(text)) == expected
