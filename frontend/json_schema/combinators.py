@@ -715,11 +715,12 @@ def _pairs_sharing_a_value(schemas: list[Any]) -> set[tuple[int, int]] | None:
     the schemas are not all fixed-valued nor all told apart by one discriminator."""
     if len(schemas) < 2 or not all(isinstance(s, dict) for s in schemas):
         return None
-    value_sets: list[list[Any] | None] | None = [_values(s) for s in schemas]
-    if value_sets is None or any(values is None for values in value_sets):
-        value_sets = _discriminator_value_sets(schemas)
-    if value_sets is None:
-        return None
+    value_sets = [_values(s) for s in schemas]
+    if any(values is None for values in value_sets):
+        discriminated = _discriminator_value_sets(schemas)
+        if discriminated is None:
+            return None
+        value_sets = discriminated
     by_value: dict[str, list[int]] = {}
     for index, values in enumerate(value_sets):
         for key in {canonical(v) for v in values or ()}:

@@ -994,8 +994,8 @@ class Compiler:
                     and bounds[0] >= min_length
                     and (max_length is None or (bounds[1] is not None and bounds[1] <= max_length))
                 ):
-                    # The other constraints bound the length already (an e-mail address
-                    # under `maxLength: 1024`): nothing to intersect.
+                    # The other constraints bound the length already (a fixed-length
+                    # pattern under `maxLength: 100000`): nothing to intersect.
                     length_limited = False
             if length_limited:
                 # Last, with its own larger bound: the product with a counter is the one
