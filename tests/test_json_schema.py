@@ -500,6 +500,37 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [["x"]],
     ),
     (
+        "relative root $id, referenced by name",
+        {
+            "$id": "customer",
+            "$defs": {"a": {"type": "integer"}},
+            "items": {"$ref": "customer#/$defs/a"},
+        },
+        [[1]],
+        [["x"]],
+    ),
+    (
+        "root-relative path $id",
+        {
+            "$id": "/schemas/customer.json",
+            "$defs": {"a": {"type": "integer"}},
+            "items": {"$ref": "/schemas/customer.json#/$defs/a"},
+        },
+        [[1]],
+        [["x"]],
+    ),
+    (
+        "relative root $id draft 7",
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "$id": "customer",
+            "definitions": {"a": {"type": "integer"}},
+            "properties": {"x": {"$ref": "customer#/definitions/a"}},
+        },
+        [{"x": 1}],
+        [{"x": "s"}],
+    ),
+    (
         "recursion",
         {
             "$defs": {

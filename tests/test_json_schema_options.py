@@ -109,6 +109,21 @@ def test_remote_reference_needs_documents() -> None:
     assert not grammar.accepts("1")
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "definitions.json#/a"},
+        {"$id": "customer", "$ref": "address.json"},
+        {"$id": "/schemas/customer", "$ref": "/schemas/other"},
+        # A relative name for the document's own default base is still another document.
+        {"$ref": "schema"},
+    ],
+)
+def test_relative_references_to_other_documents_are_remote(schema: dict) -> None:
+    with pytest.raises(GrammarError, match="points outside this schema"):
+        json_schema_grammar(schema)
+
+
 def test_formats_can_be_annotations() -> None:
     schema = {"type": "string", "format": "ipv4"}
     assert not _grammar(schema).accepts('"x"')

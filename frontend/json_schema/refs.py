@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-DEFAULT_BASE = "gramkiln:root"
+# The base URI of a document without an absolute ``$id``. Hierarchical (unlike a private
+# scheme such as ``gramkiln:root``), so that ``urljoin`` resolves relative ids and references
+# against it: a root ``"$id": "customer"`` becomes ``.../customer`` and ``"customer#/$defs/x"``
+# finds it. The reserved ``.invalid`` domain (RFC 2606) names no real document.
+DEFAULT_BASE = "https://gramkiln.invalid/schemas/__gramkiln_root__"
 
 # Keywords whose values are sub-schemas (single, list, or name -> schema maps): the index
 # walks only these, so that e.g. an "enum" value that looks like a schema is not indexed.
@@ -50,12 +54,8 @@ class RefError(ValueError):
 
 def _join(base: str, ref: str) -> str:
     if ref.startswith("#"):
+        # urljoin would drop the fragment-only reference's base for some schemes (urn:).
         return urldefrag(base)[0] + ref
-    if base.startswith(DEFAULT_BASE) and not ref.startswith(("http:", "https:", "urn:")):
-        # urljoin does not understand our private scheme; emulate relative resolution.
-        if ref.startswith("#") or ref == "":
-            return urldefrag(base)[0] + ref
-        return "gramkiln:/" + ref.lstrip("/")
     return urljoin(base, ref)
 
 
