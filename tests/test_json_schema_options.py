@@ -145,6 +145,12 @@ def test_formats_can_be_annotations() -> None:
         ({"items": {"maxItems": -1}}, "maxItems must be a non-negative integer"),
         ({"allOf": [{"$ref": "#"}]}, "does not terminate"),
         (["not", "a", "schema"], "a schema must be a JSON object or a boolean"),
+        # Located at the keyword written, not at the keyword it is rewritten into.
+        ({"type": "array", "unevaluatedItems": "x"}, "at #: unevaluatedItems must be a schema"),
+        (
+            {"properties": {"a": {"unevaluatedProperties": 3}}},
+            "at #/properties/a: unevaluatedProperties must be a schema",
+        ),
     ],
 )
 def test_bad_schemas_give_clear_errors(schema: object, message: str) -> None:

@@ -1245,6 +1245,8 @@ _KEYWORD_SHAPES = {
     "pattern": "a string",
     "uniqueItems": "a boolean",
     "$ref": "a string",
+    "unevaluatedItems": "a schema",
+    "unevaluatedProperties": "a schema",
 }
 
 
@@ -1280,4 +1282,6 @@ def _has_shape(value: Any, expected: str) -> bool:
         return isinstance(value, str)
     if expected == "a boolean":
         return isinstance(value, bool)
+    if expected == "a schema":
+        return isinstance(value, (dict, bool))
     return True

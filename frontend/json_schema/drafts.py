@@ -195,7 +195,13 @@ def normalize(schema: dict[str, Any], draft: int) -> dict[str, Any]:
 
 
 def _rewrite_unevaluated(out: dict[str, Any]) -> None:
-    """Without in-place applicators, unevaluated* means exactly additional*/items."""
+    """Without in-place applicators, unevaluated* means exactly additional*/items.
+
+    A value that is not a schema is left where it is, so that its error names the keyword
+    the schema wrote."""
+    for name in ("unevaluatedProperties", "unevaluatedItems"):
+        if not isinstance(out.get(name, True), (bool, dict)):
+            return
     if "unevaluatedProperties" in out:
         value = out.pop("unevaluatedProperties")
         out.setdefault("additionalProperties", value)
