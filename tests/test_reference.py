@@ -25,6 +25,7 @@ from gramkiln.ir.automata import build_dfa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gramkiln import Grammar
 from gramkiln.errors import CompileError, IRError
 from gramkiln.testing import ReferenceMatcher, TokenUnit, brute_force_mask
 
@@ -355,6 +356,18 @@ def test_bad_inputs_give_clear_errors() -> None:
                 )
             )
         )
+
+
+@pytest.mark.parametrize(
+    "options, body",
+    [('suffix=">"', "/[a-z]*/"), ('stop=">"', "/[a-z]*/"), ("lazy", "/[a-z]*>/")],
+)
+def test_max_chars_on_lexeme_like_rules_is_refused_not_ignored(options: str, body: str) -> None:
+    # A budget decides where such a rule ends ("the first boundary wins"): ignoring it
+    # accepted "aaaa>!" and rejected "aa!".
+    grammar = Grammar.from_lark(f'start: r "!"\nr[max_chars=2, {options}]: {body}\n')
+    with pytest.raises(CompileError, match="max_chars"):
+        grammar.accepts("aa!")
 
 
 def test_oversized_lexeme_is_a_compile_error() -> None:

@@ -67,6 +67,16 @@ def _is_lexeme_like(rule: Rule) -> bool:
     return options.lazy or options.suffix is not None or options.stop is not None
 
 
+def _refuse_unmodelled_options(rule: Rule) -> None:
+    """Raise for rule options that change membership in ways this matcher does not model
+    (whatever else the rule is: a lazy / suffix / stop rule's budget decides where it ends)."""
+    if rule.options.max_chars is not None:
+        raise CompileError(
+            f"rule {rule.name}: max_chars changes membership and is not modelled by the "
+            "reference matcher yet"
+        )
+
+
 @dataclass
 class _Scope:
     """One grammar namespace (the root or a sub-grammar) while translating."""
@@ -212,11 +222,7 @@ class _Translator:
         return symbol
 
     def _define_rule(self, symbol: int, scope: _Scope, rule: Rule) -> None:
-        if rule.options.max_chars is not None:
-            raise CompileError(
-                f"rule {rule.name}: max_chars changes membership and is not modelled by the "
-                "reference matcher yet"
-            )
+        _refuse_unmodelled_options(rule)
         body = rule.body
         alternatives = body.alternatives if isinstance(body, Choice) else (body,)
         for alternative in alternatives:
@@ -261,6 +267,7 @@ class _Translator:
             lexeme = self._lexeme(key, name, Ref(name=name), self._terminal_resolver(scope), False)
             return self._with_ignore(lexeme, scope)
         if _is_lexeme_like(rule):
+            _refuse_unmodelled_options(rule)
             marker = rule.options.suffix if rule.options.suffix is not None else rule.options.stop
             body = rule.body if marker is None else Seq(items=(rule.body, marker))
             key = ("lexeme-like", id(scope.grammar), name)
