@@ -183,7 +183,15 @@ class _Flattener:
         if isinstance(expr, TokenSet):
             return self.after_lexeme(self.tokenset(self.token_ids(expr)))
         if isinstance(expr, SpecialToken):
-            return self.after_lexeme(self.tokenset(self.special_ids(expr.text)))
+            ids = self.special_ids(expr.text)
+            if not ids:
+                # Dropping the branch silently would change the language without a word.
+                where = f" (line {expr.span.line}, column {expr.span.column})" if expr.span else ""
+                raise CompileError(
+                    f"special token {expr.text} is not in the vocabulary{where}: compile against "
+                    "a vocabulary that has it, or write the text as a string literal"
+                )
+            return self.after_lexeme(self.tokenset(ids))
         if isinstance(expr, Embed):
             raise CompileError(f"embedded grammar @{expr.name} was not inlined")
         raise CompileError(f"cannot compile expression of kind {expr.kind}")

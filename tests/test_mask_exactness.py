@@ -18,6 +18,8 @@ from gramkiln.runtime.vocab import Vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gramkiln import Grammar
+from gramkiln.errors import CompileError
 from gramkiln.testing import ReferenceMatcher
 from gramkiln.testing.strategies import grammars, mutated_strings
 
@@ -215,6 +217,13 @@ def test_special_tokens_and_eos() -> None:
     assert matcher.is_terminated()
     assert mask_ids(matcher, compiled.vocab_size) == []
     assert not matcher.accept_token(0)
+
+
+def test_special_token_missing_from_the_vocabulary_is_a_located_error() -> None:
+    # Compiling it away would silently drop the branch that names it.
+    ir = Grammar.from_lark('start: "a" | <|absent|> "b"\n').ir
+    with pytest.raises(CompileError, match=r"<\|absent\|> is not in the vocabulary \(line 1"):
+        compile_grammar(ir, VOCAB)
 
 
 def oracle_tokenunit(token_id: int):
