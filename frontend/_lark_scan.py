@@ -92,6 +92,9 @@ class Source:
         return GrammarError.at(LANGUAGE, message, self.text, offset)
 
 
+LINE_CONTINUATION_RE = re.compile(r"\\[ \t\f]*\r?\n")
+
+
 def skip_blank(text: str, pos: int, newlines: bool) -> int:
     """Skip spaces, tabs, carriage returns and comments; also newlines when ``newlines``."""
     length = len(text)
@@ -103,6 +106,9 @@ def skip_blank(text: str, pos: int, newlines: bool) -> int:
         elif char == "#" or text.startswith("//", pos):
             end = text.find("\n", pos)
             pos = length if end < 0 else end
+        elif char == "\\" and (continuation := LINE_CONTINUATION_RE.match(text, pos)):
+            # Lark's line continuation: a backslash ending a line joins it to the next one.
+            pos = continuation.end()
         else:
             break
     return pos

@@ -348,9 +348,11 @@ class _Parser:
     def parse_definition(self) -> None:
         """``[?!]name[.priority][options]: expansions``."""
         start = self.peek().start
-        if self.at_op("?", "!"):
-            # Parse-tree shaping prefixes: accepted and ignored (they do not change the language).
-            self.advance()
+        prefixes: set[str] = set()
+        while self.at_op("?", "!") and self.peek().text not in prefixes:
+            # Parse-tree shaping prefixes, alone or both (`!?a`, `?!a`, as lark writes them):
+            # accepted and ignored (they do not change the language).
+            prefixes.add(self.advance().text)
         name_token = self.advance()
         if name_token.kind != "name":
             raise self.src.error("expected a rule name after the prefix", name_token.start)

@@ -454,3 +454,22 @@ def test_lazy_quantifiers_in_regex_terminals_read_as_greedy() -> None:
         runtime=True,
     )
     check('start: "<" BODY ">"\nBODY: /.*?/', accepted=["<>", "<x>y>"], rejected=["<x"])
+
+
+# -- lark syntax seen in lark's own tests -------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", ["!?", "?!", "?", "!"])
+def test_both_tree_shaping_prefixes_are_accepted_and_ignored(prefix: str) -> None:
+    check(f'start: a "c"\n{prefix}a: "b"? "x"\n', accepted=["xc", "bxc"], rejected=["bc"])
+
+
+def test_a_repeated_prefix_is_an_error() -> None:
+    assert "expected a rule name after the prefix" in error_text('start: a\n!!a: "x"\n')
+
+
+def test_backslash_continues_a_line() -> None:
+    check('start: "a" \\\n    "b"\n', accepted=["ab"], rejected=["a", "b"])
+    check('start: "a" \\  \r\n  | "b"\n', accepted=["a", "b"])
+    # Anywhere else a backslash is still an error.
+    assert "unexpected character" in error_text('start: "a" \\ "b"\n')
