@@ -34,6 +34,8 @@ def normalise_expressions(grammar: GrammarIR) -> GrammarIR:
     - nested ``Seq`` / ``Choice`` are flattened, ``Empty`` items leave a ``Seq``, a ``Seq``
       containing the empty language (``Choice`` of nothing) becomes the empty language;
     - single-member ``Seq`` / ``Choice`` are unwrapped, an empty ``Seq`` becomes ``Empty``;
+    - a repeat of a repeat whose reachable counts form one interval is one repeat:
+      ``(x{a,}){m,n}`` is ``x{a*m,}`` (for m >= 1, or a <= 1), ``(x?){m,n}`` is ``x{0,n}``;
     - ``Repeat(x, 1, 1)`` becomes ``x``, ``Repeat(x, 0, 0)`` and repeats of ``Empty`` become
       ``Empty``; an empty ``Literal``/``Bytes`` becomes ``Empty`` (the architecture's oracle
       reads ``""`` as the empty string, not as a lexeme that ignore content could follow);
@@ -220,4 +222,20 @@ def _normalise_repeat(repeat: Repeat) -> Expr:
         return Empty(span=repeat.span) if repeat.min == 0 else item
     if repeat.min == 1 and repeat.max == 1:
         return item
+    if isinstance(item, Repeat):
+        # A counted repeat of a repeat is one repeat of the inner item whenever the counts
+        # it can reach form one interval. Left nested, `([0-9]*){200,1000}` is a chart that
+        # splits every span every way (cubic in the oracle) and, fused into a terminal, an
+        # automaton with a copy of the inner loop per count.
+        inner_min, inner_max, outer_min, outer_max = item.min, item.max, repeat.min, repeat.max
+        merged: tuple[int, int | None] | None = None
+        if inner_max is None and (outer_min >= 1 or inner_min <= 1):
+            # k copies of x{a,} reach every count >= k*a; with k = 0 allowed, 0 as well,
+            # which joins the interval when a <= 1.
+            merged = (inner_min * outer_min, None)
+        elif inner_min == 0 and inner_max == 1:
+            # k optional copies reach every count 0..k.
+            merged = (0, outer_max)
+        if merged is not None:
+            return Repeat(item=item.item, min=merged[0], max=merged[1], span=repeat.span)
     return repeat
