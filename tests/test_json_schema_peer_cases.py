@@ -7,6 +7,7 @@ we got wrong (or only loosely right), with our own schemas and instances.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 from gramkiln.frontend.json_schema import JsonSchemaOptions
@@ -223,3 +224,51 @@ def test_length_bounded_email_loosens_only_the_address_literal() -> None:
     assert grammar.accepts(json.dumps("x@[not-an-address]"))  # the documented superset
     assert not grammar.accepts(json.dumps("a..b@mail.test"))
     assert not grammar.accepts(json.dumps("x@mail.test." + "a" * 80))
+
+
+# -- exponents under non-zero bounds (llguidance expects 1e-5 in (0, 1.5)) ----------------------
+
+_BOUND_SETS = [
+    {"exclusiveMinimum": 0, "exclusiveMaximum": 1.5},
+    {"minimum": 1},
+    {"minimum": -2.5, "maximum": 0.001},
+    {"minimum": 0.001, "maximum": 1000000},
+    {"exclusiveMaximum": -3e10},
+    {"minimum": 12.5, "not": {"const": 100}},
+]
+_MANTISSAS = ["0", "0.0", "1", "1.0", "1.5", "2.25", "9.99", "5"]
+_EXPONENTS = ["e0", "e1", "e-1", "e-3", "e-05", "E+7", "e+22", "e6", "e10", "e-10", "e-007"]
+
+
+def _within(value: Decimal, schema: dict) -> bool:
+    checks = {
+        "minimum": value >= Decimal(repr(schema.get("minimum", 0))),
+        "maximum": value <= Decimal(repr(schema.get("maximum", 0))),
+        "exclusiveMinimum": value > Decimal(repr(schema.get("exclusiveMinimum", 0))),
+        "exclusiveMaximum": value < Decimal(repr(schema.get("exclusiveMaximum", 0))),
+    }
+    if "not" in schema and value == Decimal(repr(schema["not"]["const"])):
+        return False
+    return all(ok for key, ok in checks.items() if key in schema)
+
+
+@pytest.mark.parametrize("bounds", _BOUND_SETS, ids=lambda b: json.dumps(b))
+def test_scientific_notation_is_exact_under_bounds(bounds: dict) -> None:
+    schema = {"type": "number", **bounds}
+    grammar = _grammar(schema)
+    matcher_factory = grammar.compile().matcher
+    spellings = [s + m + e for s in ("", "-") for m in _MANTISSAS for e in _EXPONENTS]
+    # What json.dumps writes for floats of every magnitude.
+    spellings += [json.dumps(x) for x in (1e-05, 1.5e-07, 3e22, 1e16, -3e10, -3.0000001e10, 0.001)]
+    for text in spellings:
+        expected = _within(Decimal(text), bounds)
+        assert grammar.accepts(text) == expected, text
+        matcher = matcher_factory()
+        assert (matcher.accept_string(text) and matcher.is_accepting()) == expected, text
+
+
+@pytest.mark.parametrize("text", ["12e3", "0.5e1", "10e-1", "100E-2"])
+def test_other_exponent_spellings_stay_rejected_under_non_zero_bounds(text: str) -> None:
+    # Deciding them needs the exponent compared with the mantissa's length (not regular).
+    assert not _grammar({"type": "number", "minimum": 1}).accepts(text)
+    assert _grammar({"type": "number", "minimum": 0}).accepts(text)  # zero bounds: any spelling

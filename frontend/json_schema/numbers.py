@@ -5,6 +5,16 @@ for each bound, how the digits read so far compare with the bound's digits (``-1
 for ``multipleOf`` the remainder so far. The reachable states form a small DFA that is emitted
 as grammar rules, so bounds such as ``minimum: 0.25`` or ``exclusiveMaximum: 100`` are exact
 for every spelling without exponent, with no sampling and no approximation.
+
+Exponents: with bounds that are all zero any spelling is exact (the sign decides). Under other
+bounds an exponent is accepted in scientific form, one integer digit (``1e-05``, ``1.5e+22``,
+``0e3``: what Python's ``json.dumps`` and JavaScript's ``JSON.stringify`` write), exactly:
+with a mantissa m in [1, 10), m * 10**e compares with a bound b by the exponent alone unless
+e is b's own order of magnitude, where it compares as m does with b's digits, so the
+automaton compares the mantissa with each bound's digits and counts the exponent only up to
+one past the largest order. Other exponent spellings (``12e3``, ``0.5e1``) would need the
+exponent compared with the mantissa's length, which no finite automaton does: they are
+rejected under non-zero bounds, as every exponent is under ``multipleOf`` and for integers.
 """
 
 from __future__ import annotations
@@ -199,6 +209,31 @@ def number_dfa(spec: NumberSpec) -> Dfa:
         if cons is not None
     }
     ops = {sign: tuple(op for op, _ in cons) for sign, cons in per_sign.items() if cons is not None}
+    # Scientific notation under non-zero bounds (see the module docstring): per sign, a
+    # comparator against each bound's digits scaled into [1, 10), and the bound's order.
+    scientific = (
+        not allow_exponent
+        and not spec.integer
+        and not spec.non_integer
+        and spec.multiple_of is None
+        and not spec.non_multiples
+    )
+    sci_comparators = {
+        sign: tuple(_Comparator(v.scaleb(-v.adjusted()) if v else Decimal(1)) for _, v in cons)
+        for sign, cons in per_sign.items()
+        if cons is not None
+    }
+    sci_orders = {
+        sign: tuple(v.adjusted() if v else None for _, v in cons)
+        for sign, cons in per_sign.items()
+        if cons is not None
+    }
+    # Exponent magnitudes are counted up to one past the largest order, where every exponent
+    # compares the same way with every bound.
+    exponent_cap = (
+        max((abs(o) for orders in sci_orders.values() for o in orders if o is not None), default=0)
+        + 2
+    )
     # One remainder modulo the lcm of every (scaled) multiple decides them all.
     divisors = ([spec.multiple_of] if spec.multiple_of is not None else []) + list(
         spec.non_multiples
@@ -209,13 +244,41 @@ def number_dfa(spec: NumberSpec) -> Dfa:
     positive = scaled[0] if spec.multiple_of is not None else None
     negatives = scaled[1:] if spec.multiple_of is not None else scaled
 
-    # state: (phase, sign, comparator states, remainder, fraction digits used)
+    def sci_exponent(sign, sci, results):  # type: ignore[no-untyped-def]
+        """The state after 'e' of a scientific mantissa: its comparison with each bound's
+        digits, or "zero" for a zero mantissa."""
+        if sci is None:
+            return None
+        if sci == "zero":
+            return ("se", sign, "zero", 0, 0, None)
+        return (
+            "se",
+            sign,
+            tuple(results(c, st) for c, st in zip(sci_comparators[sign], sci, strict=True)),
+            0,
+            0,
+            None,
+        )
+
+    # state: (phase, sign, comparator states, remainder, fraction digits used, scientific
+    # mantissa: None when the mantissa cannot be scientific, "zero" for 0(.0*), else the
+    # states of sci_comparators[sign])
     def step(state, symbol):  # type: ignore[no-untyped-def]
-        phase, sign, comps, rem, used = state
+        phase, sign, comps, rem, used, sci = state
         char = chr(symbol)
+        if phase in ("se", "sesign", "sexp"):
+            # Exponent of a scientific mantissa: rem holds its sign, used its magnitude
+            # (capped where every larger exponent compares alike).
+            if phase == "se" and char in "+-":
+                return ("sesign", sign, comps, -1 if char == "-" else 1, 0, None)
+            if not char.isdigit():
+                return None
+            exponent_sign = rem if phase != "se" else 1
+            magnitude = min(used * 10 + int(char), exponent_cap)
+            return ("sexp", sign, comps, exponent_sign, magnitude, None)
         if phase == "start":
             if char == "-":
-                return ("sign", -1, comps, rem, used) if -1 in comparators else None
+                return ("sign", -1, comps, rem, used, sci) if -1 in comparators else None
             if 1 not in comparators:
                 return None
             phase = "sign"
@@ -225,12 +288,19 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                 return None
             digit = int(char)
             comps = tuple(c.step_int((0, 0), digit) for c in comparators[sign])
+            if scientific:
+                sci = (
+                    "zero"
+                    if digit == 0
+                    else tuple(c.step_int((0, 0), digit) for c in sci_comparators[sign])
+                )
             return (
                 "zero" if digit == 0 else "int",
                 sign,
                 comps,
                 _mod_step(rem, digit, modulus),
                 used,
+                sci,
             )
         if phase in ("zero", "int"):
             if char.isdigit() and phase == "int":
@@ -238,19 +308,36 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                 comps = tuple(
                     c.step_int(s, digit) for c, s in zip(comparators[sign], comps, strict=False)
                 )
-                return ("int", sign, comps, _mod_step(rem, digit, modulus), used)
+                # A second integer digit: no longer scientific.
+                return ("int", sign, comps, _mod_step(rem, digit, modulus), used, None)
             if char == "." and (spec.zero_fraction or not spec.integer):
                 comps = tuple(
                     (c.int_result(s), 0) for c, s in zip(comparators[sign], comps, strict=False)
                 )
-                return ("dot", sign, comps, rem, used)
+                if sci is not None and sci != "zero":
+                    sci = tuple(
+                        (c.int_result(st), 0)
+                        for c, st in zip(sci_comparators[sign], sci, strict=True)
+                    )
+                return ("dot", sign, comps, rem, used, sci)
             if char in "eE" and allow_exponent:
                 comps = tuple(
                     c.final_int_result(s) for c, s in zip(comparators[sign], comps, strict=False)
                 )
-                return ("e", sign, comps, rem, used)
+                return ("e", sign, comps, rem, used, None)
+            if char in "eE":
+                return sci_exponent(sign, sci, lambda c, st: c.final_int_result(st))
             return None
         if phase in ("dot", "frac"):
+            if char.isdigit() and sci is not None:
+                digit = int(char)
+                if sci == "zero":
+                    sci = "zero" if digit == 0 else None
+                else:
+                    sci = tuple(
+                        c.step_frac(st, digit)
+                        for c, st in zip(sci_comparators[sign], sci, strict=True)
+                    )
             if char.isdigit():
                 digit = int(char)
                 if spec.integer and digit != 0:
@@ -260,7 +347,7 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                 )
                 if spec.non_integer and modulus is None:
                     # without a modulus, `rem` records whether a non-zero fraction digit was seen
-                    return ("frac", sign, comps, 1 if (rem or digit) else 0, used)
+                    return ("frac", sign, comps, 1 if (rem or digit) else 0, used, None)
                 if rem == NOT_A_MULTIPLE:
                     pass
                 elif used < scale:
@@ -269,25 +356,43 @@ def number_dfa(spec: NumberSpec) -> Dfa:
                     if positive is not None:
                         return None  # a digit beyond the multiple's precision must be zero
                     rem = NOT_A_MULTIPLE
-                return ("frac", sign, comps, rem, used)
+                return ("frac", sign, comps, rem, used, sci)
             if char in "eE" and allow_exponent and phase == "frac":
                 comps = tuple(
                     c.frac_result(s) for c, s in zip(comparators[sign], comps, strict=False)
                 )
-                return ("e", sign, comps, rem, used)
+                return ("e", sign, comps, rem, used, None)
+            if char in "eE" and phase == "frac":
+                return sci_exponent(sign, sci, lambda c, st: c.frac_result(st))
             return None
         if phase == "e":
             if char in "+-":
-                return ("esign", sign, comps, rem, used)
+                return ("esign", sign, comps, rem, used, None)
             if char.isdigit():
-                return ("exp", sign, comps, rem, used)
+                return ("exp", sign, comps, rem, used, None)
             return None
         if phase in ("esign", "exp"):
-            return ("exp", sign, comps, rem, used) if char.isdigit() else None
+            return ("exp", sign, comps, rem, used, None) if char.isdigit() else None
         return None
 
+    def scientific_holds(sign, mantissa, exponent):  # type: ignore[no-untyped-def]
+        """Whether mantissa * 10**exponent (mantissa in [1, 10), or "zero") meets the bounds."""
+        results = []
+        for index, order in enumerate(sci_orders[sign]):
+            if mantissa == "zero":
+                results.append(-1 if order is not None else 0)  # 0 against b > 0, or b = 0
+            elif order is None:
+                results.append(1)  # a non-zero magnitude against 0
+            elif exponent != order:
+                results.append(1 if exponent > order else -1)
+            else:
+                results.append(mantissa[index])
+        return all(_holds(op, r) for op, r in zip(ops[sign], results, strict=False))
+
     def accepting(state) -> bool:  # type: ignore[no-untyped-def]
-        phase, sign, comps, rem, used = state
+        phase, sign, comps, rem, used, _ = state
+        if phase == "sexp":
+            return scientific_holds(sign, comps, rem * used)
         if phase in ("zero", "int"):
             results = [
                 c.final_int_result(s) for c, s in zip(comparators[sign], comps, strict=False)
@@ -311,7 +416,7 @@ def number_dfa(spec: NumberSpec) -> Dfa:
             return all(value % n != 0 for n in negatives)
         return True
 
-    start = ("start", 0, (), 0, 0)
+    start = ("start", 0, (), 0, 0, None)
     return explore(start, step, ALPHABET, accepting)
 
 
