@@ -289,3 +289,34 @@ def test_torch_cpu_tensors(compiled: CompiledGrammar) -> None:
     assert torch.isfinite(logits[1]).nonzero().flatten().tolist() == [0, 11]
     with pytest.raises(ValueError):
         matcher.fill_next_token_bitmask(bitmask.to(torch.int64))
+
+
+@pytest.mark.parametrize("length", [40, 1000])
+def test_long_chains_of_leading_rules_match_the_reference(length: int) -> None:
+    # r_i = r_{i+1} "a" | "b": predicting r_0 predicts every rule of the chain, so prediction
+    # closures are quadratic in its length; past their budget (the 1,000-rule chain) sets are
+    # closed item by item. Both ways must give the same language.
+    lines = ["%ir 1", "%start start", "rule start = r0"]
+    lines += [f'rule r{i} = r{i + 1} "a" | "b"' for i in range(length)]
+    lines.append(f'rule r{length} = "c"')
+    ir = parse_grammar("\n".join(lines) + "\n")
+    vocab = Vocab([b"a", b"b", b"c", b"aa", b"</s>"], eos_ids=[4], special_ids=[4])
+    compiled = compile_grammar(ir, vocab)
+    for text, expected in [
+        ("b", True),
+        ("b" + "a" * (length - 1), True),
+        ("b" + "a" * length, False),
+        ("c" + "a" * length, True),
+        ("c" + "a" * (length - 1), False),
+        ("ab", False),
+    ]:
+        matcher = compiled.matcher()
+        assert (matcher.accept_string(text) and matcher.is_accepting()) == expected, text
+    matcher = compiled.matcher()
+    assert mask(matcher, vocab.vocab_size) == [1, 2]
+    assert matcher.accept_token(2)
+    assert mask(matcher, vocab.vocab_size) == [0, 3]
+    assert matcher.accept_string("a" * (length - 1))
+    assert mask(matcher, vocab.vocab_size) == [0]
+    assert matcher.accept_token(0)
+    assert mask(matcher, vocab.vocab_size) == [4]

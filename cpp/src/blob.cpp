@@ -1449,6 +1449,58 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabSpec& v) {
   return build_runtime_blob(g, *build_vocab_index(v), v.end_tokens);
 }
 
+namespace {
+
+// Runtime::closure_* (see there and close_set). A long chain of rules that each start with
+// the next makes the closures quadratic in the grammar; past the budget there are none.
+void compute_prediction_closures(Runtime& rt) {
+  const uint32_t nonterminals = rt.num_nonterminals;
+  const size_t dotted_count = rt.dotted_next.size();
+  const size_t budget = 16 * dotted_count + 65536;
+  std::vector<uint32_t> dotted_mark(dotted_count, 0), nonterminal_mark(nonterminals, 0);
+  std::vector<uint32_t> stack;
+  rt.closure_offsets.assign(1, 0);
+  rt.closure_nt_offsets.assign(1, 0);
+  for (uint32_t root = 0; root < nonterminals; ++root) {
+    const uint32_t generation = root + 1;
+    auto push = [&](uint32_t dotted) {
+      if (dotted_mark[dotted] != generation) {
+        dotted_mark[dotted] = generation;
+        stack.push_back(dotted);
+      }
+    };
+    auto predict = [&](uint32_t nt) {
+      if (nonterminal_mark[nt] == generation) return;
+      nonterminal_mark[nt] = generation;
+      if (nt != root) rt.closure_nts.push_back(nt);
+      for (uint32_t k = rt.nt_prod_offsets[nt]; k < rt.nt_prod_offsets[nt + 1]; ++k) {
+        push(rt.prod_dotted[rt.nt_prods[k]]);
+      }
+    };
+    predict(root);
+    while (!stack.empty()) {
+      const uint32_t dotted = stack.back();
+      stack.pop_back();
+      rt.closure_items.push_back(dotted);
+      const uint32_t next = rt.dotted_next[dotted];
+      if (next == kComplete) continue;
+      if (next < nonterminals) predict(next);
+      if (next < rt.symbol_nullable.size() && rt.symbol_nullable[next]) push(dotted + 1);
+    }
+    if (rt.closure_items.size() + rt.closure_nts.size() > budget) {
+      rt.closure_offsets.clear();
+      rt.closure_items.clear();
+      rt.closure_nt_offsets.clear();
+      rt.closure_nts.clear();
+      return;
+    }
+    rt.closure_offsets.push_back(static_cast<uint32_t>(rt.closure_items.size()));
+    rt.closure_nt_offsets.push_back(static_cast<uint32_t>(rt.closure_nts.size()));
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   require(little_endian_host(), "the runtime needs a little-endian machine");
   auto rt = std::make_shared<Runtime>();
@@ -1779,6 +1831,7 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
       }
     }
   }
+  compute_prediction_closures(*rt);
   return rt;
 }
 

@@ -213,6 +213,12 @@ class Runtime {
   std::vector<uint8_t> dotted_accepts;  // completed production of the start symbol
   std::vector<uint32_t> lexeme_first_offsets;  // bytes that can start each lexeme
   std::vector<uint8_t> lexeme_first_bytes;
+  // Prediction closures (see close_set in earley.cpp): predicting nonterminal X adds the
+  // dotted items closure_items[closure_offsets[X] .. [X + 1]) with the set itself as origin
+  // (productions of every nonterminal predicted on the way, nullable symbols stepped over),
+  // and predicts the nonterminals closure_nts[closure_nt_offsets[X] .. [X + 1]). Empty when
+  // the closures would pass their size budget: sets are then closed item by item.
+  std::vector<uint32_t> closure_offsets, closure_items, closure_nt_offsets, closure_nts;
 
   // Lazily filled memo (see ExitGroup); not part of the blob, safe to share across threads.
   std::unique_ptr<GroupCache> groups = std::make_unique<GroupCache>();
@@ -228,11 +234,22 @@ class KeySet {
  public:
   void clear();
   bool insert(uint64_t key);  // true if newly inserted
+  // Per-set marks by index (dotted items and nonterminals predicted with the set itself as
+  // origin), cleared by the same generation bump. reserve_marks before marking.
+  void reserve_marks(size_t dotted, size_t nonterminals);
+  bool mark_dotted(uint32_t dotted) { return mark(dotted_marks_, dotted); }
+  bool mark_nonterminal(uint32_t nt) { return mark(nonterminal_marks_, nt); }
 
  private:
   void grow();
+  bool mark(std::vector<uint32_t>& marks, uint32_t index) {  // true if newly marked
+    if (marks[index] == generation_) return false;
+    marks[index] = generation_;
+    return true;
+  }
   std::vector<uint64_t> keys_;
   std::vector<uint32_t> stamps_;
+  std::vector<uint32_t> dotted_marks_, nonterminal_marks_;
   uint32_t generation_ = 1;
   uint32_t size_ = 0;
 };
