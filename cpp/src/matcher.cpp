@@ -810,7 +810,7 @@ void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
   for (int lane = 1; lane < 4; ++lane) digest = mix64(digest ^ lanes[lane]);
   GroupCache& cache = *rt.groups;
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
-  if (cache.walks.count(key)) return;
+  if (cache.walks.contains(key)) return;
   std::shared_ptr<const GroupCache::WalkResult> shared;
   auto& same_digest = cache.walk_contents[digest];
   for (const auto& candidate : same_digest) {
@@ -930,9 +930,9 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
       std::lock_guard<std::mutex> lock(cache.walk_mutex);
       for (uint32_t d = 1; d <= Chart::kDepthHashes && hit_depth == 0; ++d) {
         if (!((stored >> d) & 1u)) continue;
-        auto found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
-        if (found == cache.walks.end()) continue;
-        emit_result(*found->second, parent, words, rt.words);
+        const auto* found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
+        if (found == nullptr) continue;
+        emit_result(**found, parent, words, rt.words);
         hit_depth = d;
       }
     }
@@ -1069,7 +1069,7 @@ void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread
 }
 
 using MaskKey = std::pair<uint64_t, uint64_t>;
-using MaskMap = std::unordered_map<MaskKey, GroupCache::StoredMask, GroupCache::KeyHash>;
+using MaskMap = KeyMap<GroupCache::StoredMask>;
 
 // A parser-configuration key: every thread's state mixed with a 128-bit hash of its origin set,
 // then the hash of the last set when a set ends at the current position. `hash_of(set)` gives
@@ -1097,9 +1097,9 @@ MaskKey configuration_key(MaskKey key, const std::vector<Thread>& threads, bool 
 // Copy the mask stored under `key` into `words`; false when there is none.
 bool find_mask(std::mutex& mutex, const MaskMap& masks, const MaskKey& key, uint32_t* words) {
   std::lock_guard<std::mutex> lock(mutex);
-  auto found = masks.find(key);
-  if (found == masks.end()) return false;
-  std::copy(found->second->begin(), found->second->end(), words);
+  const GroupCache::StoredMask* found = masks.find(key);
+  if (found == nullptr) return false;
+  std::copy((*found)->begin(), (*found)->end(), words);
   return true;
 }
 
@@ -1114,7 +1114,7 @@ void store_mask(std::mutex& mutex, MaskMap& masks, size_t& bytes, const MaskKey&
     masks.clear();
     bytes = 0;
   }
-  if (masks.emplace(key, mask).second) bytes += size;
+  if (masks.emplace(key, mask)) bytes += size;
 }
 
 GroupCache::StoredMask copy_mask(const uint32_t* words, uint32_t count) {

@@ -90,6 +90,68 @@ inline size_t LevelCache::footprint() const {
   return size;
 }
 
+// Map from 128-bit structural keys (already well mixed: the low word indexes directly) to
+// values, open addressing with linear probing. The node-based std::unordered_map it replaces
+// paid a division and two dependent cache misses per lookup, and walk lookups probe up to
+// eight keys per walk.
+template <typename V>
+class KeyMap {
+ public:
+  using Key = std::pair<uint64_t, uint64_t>;
+  void reserve(size_t entries) {
+    size_t capacity = 16;
+    while (capacity < 2 * entries) capacity *= 2;
+    if (capacity > slots_.size()) rehash(capacity);
+  }
+  const V* find(const Key& key) const {
+    if (slots_.empty()) return nullptr;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = key.first & mask;; i = (i + 1) & mask) {
+      const Slot& slot = slots_[i];
+      if (!slot.used) return nullptr;
+      if (slot.key == key) return &slot.value;
+    }
+  }
+  bool contains(const Key& key) const { return find(key) != nullptr; }
+  // False (and no change) when the key is present.
+  bool emplace(const Key& key, V value) {
+    if (2 * (size_ + 1) > slots_.size()) rehash(slots_.empty() ? 16 : 2 * slots_.size());
+    const size_t mask = slots_.size() - 1;
+    size_t i = key.first & mask;
+    for (; slots_[i].used; i = (i + 1) & mask) {
+      if (slots_[i].key == key) return false;
+    }
+    slots_[i].used = true;
+    slots_[i].key = key;
+    slots_[i].value = std::move(value);
+    ++size_;
+    return true;
+  }
+  void clear() {
+    for (Slot& slot : slots_) slot = Slot{};
+    size_ = 0;
+  }
+  size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    Key key{0, 0};
+    V value{};
+    bool used = false;
+  };
+  void rehash(size_t capacity) {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.resize(capacity);
+    size_ = 0;
+    for (Slot& slot : old) {
+      if (slot.used) emplace(slot.key, std::move(slot.value));
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+};
+
 // Memo of exit groups with a memory budget: past it, new groups are built for one use only.
 struct GroupCache {
   // Room for a few thousand entries up front: growing a table rehashes every entry within one
@@ -111,20 +173,17 @@ struct GroupCache {
   // Whole masks by parser configuration (128-bit structural key; see Chart). Cleared when it
   // outgrows kMaskBudgetBytes, so memory stays bounded whatever the traffic.
   static constexpr size_t kMaskBudgetBytes = size_t{64} << 20;
-  struct KeyHash {
-    size_t operator()(const std::pair<uint64_t, uint64_t>& key) const { return key.first; }
-  };
   std::mutex mask_mutex;  // guards `masks` and `mask_bytes`
   // Stored masks are shared: a mask without end tokens is usually stored under both keys.
   using StoredMask = std::shared_ptr<const std::vector<uint32_t>>;
-  std::unordered_map<std::pair<uint64_t, uint64_t>, StoredMask, KeyHash> masks;
+  KeyMap<StoredMask> masks;
   size_t mask_bytes = 0;
   // Masks without the end tokens, by a bounded-depth key: the thread states with H_D of their
   // origin sets (and of the last set when one ends here), where D is the deepest dependency of
   // the fill's exit walks. The whole-stack key above rarely recurs when the stack differs below
   // what the mask depends on (JSON nesting, expression contexts); this one does. Guarded by
   // mask_mutex; `mask_depths` has bit D set once a mask was stored at depth D.
-  std::unordered_map<std::pair<uint64_t, uint64_t>, StoredMask, KeyHash> depth_masks;
+  KeyMap<StoredMask> depth_masks;
   size_t depth_mask_bytes = 0;
   std::atomic<uint32_t> mask_depths{0};
   // Exit walks by (group, lexeme, depth d, H_d of the set they start from); see walk_level.
@@ -135,8 +194,7 @@ struct GroupCache {
     std::vector<uint32_t> data;  // token ids, or mask words when dense
   };
   // Many walks give the same tokens, so results are interned by content and shared.
-  std::unordered_map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const WalkResult>, KeyHash>
-      walks;
+  KeyMap<std::shared_ptr<const WalkResult>> walks;
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<const WalkResult>>> walk_contents;
   size_t walk_bytes = 0;
   std::mutex node_mutex;  // guards `node_walks`
