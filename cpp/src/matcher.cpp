@@ -12,7 +12,9 @@
 // allows can lead to a dead end.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <deque>
+#include <iterator>
 #include <set>
 #include <thread>
 #include <utility>
@@ -799,10 +801,13 @@ void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
   // latency per stored dense result.
   uint64_t lanes[4] = {frame.dense ? 0x6a09e667f3bcc908ull : 0x3c6ef372fe94f82bull,
                        0xbb67ae8584caa73bull, 0xa54ff53a5f1d36f1ull, 0x510e527fade682d1ull};
+  // Two ids per 64-bit step.
   size_t i = 0;
-  for (; i + 4 <= data.size(); i += 4) {
+  for (; i + 8 <= data.size(); i += 8) {
     for (int lane = 0; lane < 4; ++lane) {
-      lanes[lane] = (lanes[lane] ^ data[i + lane]) * 0x100000001b3ull + 0x9e37;
+      uint64_t pair;
+      std::memcpy(&pair, data.data() + i + 2 * lane, sizeof pair);
+      lanes[lane] = (lanes[lane] ^ pair) * 0x100000001b3ull + 0x9e37;
     }
   }
   for (; i < data.size(); ++i) lanes[0] = (lanes[0] ^ data[i]) * 0x100000001b3ull + 0x9e37;
@@ -979,12 +984,10 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
     frame.built.erase(std::unique(frame.built.begin(), frame.built.end()), frame.built.end());
     std::sort(frame.reads.begin(), frame.reads.end());
     frame.reads.erase(std::unique(frame.reads.begin(), frame.reads.end()), frame.reads.end());
+    // Both sorted: one merge (a binary search per read was ~5% of a C-like fill).
     sc.walk_touched.clear();
-    for (const uint32_t read : frame.reads) {
-      if (!std::binary_search(frame.built.begin(), frame.built.end(), read)) {
-        sc.walk_touched.push_back(read);
-      }
-    }
+    std::set_difference(frame.reads.begin(), frame.reads.end(), frame.built.begin(),
+                        frame.built.end(), std::back_inserter(sc.walk_touched));
     const uint32_t depth = depth_needed(view, sc, set, sc.walk_touched);
     if (depth > 0) {
       fetch_hash(depth);
