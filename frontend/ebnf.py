@@ -59,8 +59,10 @@ MAX_NESTING = 100
 # XGrammar names may also contain '.', which GBNF reads as "any character" after a name; see
 # _EbnfParser._reference_name for how the two readings are told apart.
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
-# A name starts with a letter or '_' (as in XGrammar, and as the IR text form can print).
+# An IR name starts with a letter or '_' (as in XGrammar); GBNF (llama.cpp) also allows a
+# digit or '-' first, which such rules keep in the source (see _ir_names).
 _NAME_START_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_GBNF_NAME_START_CHARS = _NAME_START_CHARS | frozenset("0123456789-")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _SIMPLE_ESCAPES = {
     "n": "\n",
@@ -89,6 +91,21 @@ _CLASS_SHORTHANDS = {"d": ASCII_DIGIT, "w": ASCII_WORD, "s": ASCII_SPACE}
 _MACROS = ("Regex", "Token", "ExcludeToken", "TagDispatch", "TokenTagDispatch")
 _T = TypeVar("_T")
 _DECIMAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _ir_names(names: set[str]) -> dict[str, str]:
+    """IR names for the rule names that cannot be IR names (a leading digit or '-')."""
+    taken = set(names)
+    renamed: dict[str, str] = {}
+    for name in sorted(names):
+        if name[0] in _NAME_START_CHARS:
+            continue
+        candidate = "_" + name
+        while candidate in taken:
+            candidate = "_" + candidate
+        taken.add(candidate)
+        renamed[name] = candidate
+    return renamed
 
 
 def parse_ebnf(source: str, root: str = "root") -> GrammarIR:
@@ -128,6 +145,9 @@ class _EbnfParser:
         # Names of all rules: a macro name followed by '(' is a macro call unless a rule
         # of that name exists.
         self.defined_names = self._prescan_rule_names()
+        # GBNF names may start with a digit or '-' (llama.cpp's schema converter writes
+        # `-kv ::= ...`); IR names start with a letter or '_', so those rules get a fresh one.
+        self.ir_names = _ir_names(self.defined_names)
         # Helper rules that macros expand to, added after the user's rules.
         self.macro_rules: list[Rule] = []
         self.macro_count = 0
@@ -230,7 +250,7 @@ class _EbnfParser:
                 raise self.error(f"unexpected character {self.peek()!r}")
             rules.append(
                 Rule(
-                    name=header.name,
+                    name=self.ir_names.get(header.name, header.name),
                     body=body,
                     options=header.options,
                     span=self.span_at(header.offset),
@@ -242,7 +262,8 @@ class _EbnfParser:
         if self.root not in first_definition:
             raise self.error(f"the root rule '{self.root}' is not defined", 0)
         rules.extend(self.macro_rules)
-        return GrammarIR(start=self.root, rules=tuple(rules)).verify()
+        start = self.ir_names.get(self.root, self.root)
+        return GrammarIR(start=start, rules=tuple(rules)).verify()
 
     def _rule_header(self) -> _RuleHeader:
         start = self.pos
@@ -252,8 +273,10 @@ class _EbnfParser:
                 raise self.error("expected a rule name before '::='")
             raise self.error(f"expected a rule name, found {self.peek()!r}")
         name = self.source[start:end]
-        if name[0] not in _NAME_START_CHARS:
-            raise self.error(f"rule name '{name}' must start with a letter or '_'", start)
+        if name[0] not in _GBNF_NAME_START_CHARS:
+            raise self.error(
+                f"rule name '{name}' must start with a letter, a digit, '_' or '-'", start
+            )
         self.pos = end
         self._skip_blanks()
         options = RuleOptions()
@@ -400,13 +423,13 @@ class _EbnfParser:
         if char == ".":
             self.pos += 1
             return CharClass.of([(0, MAX_CODEPOINT)])
-        if char in _NAME_START_CHARS:
+        if char in _GBNF_NAME_START_CHARS and (char != "-" or self.peek(1) in _NAME_CHARS):
             name = self._reference_name(start)
             self.pos = start + len(name)
             if name in _MACROS and name not in self.defined_names and self.peek() == "(":
                 return self._macro(name, start)
             self.references.append((name, start))
-            return Ref(name=name)
+            return Ref(name=self.ir_names.get(name, name))
         if char == "<" or (char == "!" and self.peek(1) == "<"):
             return self._token_element()
         if char in "*+?{":
@@ -663,7 +686,9 @@ class _EbnfParser:
         self.skip_space()
         rule_at = self.pos
         end = self._name_end(rule_at)
-        if end == rule_at or self.source[rule_at] not in _NAME_START_CHARS:
+        if end == rule_at or not (
+            self.source[rule_at] in _NAME_START_CHARS or self.source[rule_at:end] in self.ir_names
+        ):
             raise self.error(f"expected a rule name in a {macro}(...) pair")
         rule_name = self.source[rule_at:end]
         self.references.append((rule_name, rule_at))
@@ -674,7 +699,7 @@ class _EbnfParser:
         self.pos += 1
         if any(existing == trigger for existing, _ in spec.pairs):
             raise self.error(f"{macro}(...) lists the trigger {trigger!r} twice", at)
-        spec.pairs.append((trigger, rule_name))  # type: ignore[arg-type]
+        spec.pairs.append((trigger, self.ir_names.get(rule_name, rule_name)))  # type: ignore[arg-type]
 
     def _dispatch_option(
         self, macro: str, spec: DispatchSpec | TokenDispatchSpec, at: int, keyword: str

@@ -290,7 +290,12 @@ ERRORS = [
     ('"a" ::= "b"', "expected a rule name, found '\"'", 1, 1),
     ('root ::= "a" ;', "unexpected character ';'", 1, 14),
     ('root ::= "a" - "b"', "unexpected character '-'", 1, 14),
-    ('root ::= x\n1st ::= "a"', "rule name '1st' must start with a letter or '_'", 2, 1),
+    (
+        'root ::= x\n.x ::= "a"',
+        "rule name '.x' must start with a letter, a digit, '_' or '-'",
+        2,
+        1,
+    ),
     ('root ::= "a" )', "unbalanced ')': no group is open", 1, 14),
     ('root ::= ("a" | "b"', "missing ')': this group is never closed", 1, 10),
     ('root ::= ("a"\nx ::= "b"', "missing ')': this group is never closed", 1, 10),

@@ -546,3 +546,16 @@ def test_regex_macro_reads_lazy_quantifiers_as_greedy(
     pattern: str, text: str, expected: bool
 ) -> None:
     assert accepted(f'root ::= Regex("{pattern}")', text) is expected
+
+
+def test_gbnf_rule_names_may_start_with_a_digit_or_a_dash() -> None:
+    # llama.cpp's JSON-schema converter writes `-kv ::= ...` for an empty property name, and
+    # its parser takes any run of [a-zA-Z0-9-] as a name; the IR gets names it can print.
+    source = 'root ::= -kv 1st _-kv\n-kv ::= "a"\n1st ::= "b" | 1st "b"\n_-kv ::= "c"\n'
+    grammar = Grammar.from_ebnf(source)
+    assert {rule.name for rule in grammar.ir.rules} == {"root", "__-kv", "_1st", "_-kv"}
+    assert accepted(source, "abbc")
+    assert not accepted(source, "ac")
+    matcher = grammar.compile().matcher()
+    assert matcher.accept_string("abc") and matcher.is_accepting()
+    assert "undefined rule '2nd'" in str(error_of('root ::= 2nd\n1st ::= "a"\n'))
