@@ -299,7 +299,10 @@ class _Fuser:
             name = self._names.numbered(LITERAL_PREFIX if single_text else FUSED_PREFIX)
             self._by_structure[key] = name
             body = strip_spans(expr)
-            self.new_terminals.append(Rule(name=name, body=body, terminal=True))
+            # The first use's span: errors about the terminal (too large to compile) can
+            # then point at the grammar text it came from.
+            span = expr.span  # type: ignore[union-attr]
+            self.new_terminals.append(Rule(name=name, body=body, terminal=True, span=span))
         return Ref(name=name, span=expr.span)  # type: ignore[union-attr]
 
 

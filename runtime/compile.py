@@ -55,6 +55,11 @@ def lower_for_runtime(ir: GrammarIR) -> GrammarIR:
     return run_pipeline(ir, COMPILE_PIPELINE, verify=False).verify()
 
 
+def _located(span: Any) -> str:
+    """`` (line L, column C)`` for a source span, or nothing without one."""
+    return f" (line {span.line}, column {span.column})" if span is not None else ""
+
+
 def _build_dfa(expr: Expr, terminals: Mapping[str, Expr], lazy: bool) -> Any:
     return build_dfa(expr, terminals, lazy=lazy, max_states=MAX_DFA_STATES)
 
@@ -109,11 +114,29 @@ class _Flattener:
     def lexeme(self, key: str, expr: Expr, lazy: bool = False) -> tuple[str, int]:
         """The lexeme symbol for `key`, compiling `expr` to a byte DFA on first use."""
         if key not in self.lexeme_ids:
-            dfa = _build_dfa(expr, self.terminal_bodies, lazy)
+            try:
+                dfa = _build_dfa(expr, self.terminal_bodies, lazy)
+            except CompileError as exc:
+                raise CompileError(f"{self.describe_lexeme(key, expr)}: {exc}") from None
             self.lexeme_ids[key] = len(self.flat.lexeme_names)
             self.flat.lexeme_names.append(key)
             self.flat.lexeme_dfas.append(dfa)
         return ("L", self.lexeme_ids[key])
+
+    def describe_lexeme(self, key: str, expr: Expr) -> str:
+        """Which terminal, rule or text a lexeme comes from, with its source line."""
+        kind, _, name = key.partition(":")
+        if kind in ("term", "lazy") and name in self.rules:
+            rule = self.rules[name]
+            if name.startswith("__"):  # made by a pass (fused text): show the text itself
+                text = print_expr(rule.body)
+                return f"{text if len(text) <= 60 else text[:57] + '...'}{_located(rule.span)}"
+            what = "terminal" if kind == "term" else "rule"
+            return f"{what} {name}{_located(rule.span)}"
+        if kind == "lit":
+            text = name if len(name) <= 60 else name[:57] + "..."
+            return f"{text}{_located(getattr(expr, 'span', None))}"
+        return "%ignore" if key == "$ignore" else key
 
     def tokenset(self, ids: Iterable[int]) -> tuple[str, int]:
         """The token-set symbol matching exactly `ids` (deduplicated by content)."""
@@ -186,9 +209,9 @@ class _Flattener:
             ids = self.special_ids(expr.text)
             if not ids:
                 # Dropping the branch silently would change the language without a word.
-                where = f" (line {expr.span.line}, column {expr.span.column})" if expr.span else ""
                 raise CompileError(
-                    f"special token {expr.text} is not in the vocabulary{where}: compile against "
+                    f"special token {expr.text} is not in the vocabulary{_located(expr.span)}: "
+                    "compile against "
                     "a vocabulary that has it, or write the text as a string literal"
                 )
             return self.after_lexeme(self.tokenset(ids))
@@ -211,7 +234,9 @@ class _Flattener:
             return self.after_lexeme(self.lexeme("term:" + name, Ref(name=name)))
         options = rule.options
         if options.max_tokens is not None or options.max_chars is not None:
-            raise CompileError(f"rule {name}: max_tokens / max_chars are not supported yet")
+            raise CompileError(
+                f"rule {name}{_located(rule.span)}: max_tokens / max_chars are not supported yet"
+            )
         marker = options.suffix if options.suffix is not None else options.stop
         if options.lazy or marker is not None:
             body = rule.body if marker is None else Seq(items=(rule.body, marker))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import threading
 
 import numpy as np
@@ -257,6 +258,21 @@ def test_compile_errors_are_clear() -> None:
     bounded = parse_grammar('%ir 1\n%start start\nrule start [max_tokens=3] = "a"+\n')
     with pytest.raises(CompileError):
         compile_grammar(bounded, VOCAB)
+
+
+@pytest.mark.parametrize(
+    "source, located",
+    [
+        ('start: A\nA: "a"{0,1000000}\n', "terminal A (line 2, column 1): "),
+        ('start: "x" r\nr[max_tokens=3]: "a"\n', "rule r (line 2, column 1): max_tokens"),
+        ('start: "x" "' + "ab" * 125_000 + '"\n', "(line 1, column 8): "),
+    ],
+)
+def test_compile_errors_name_the_terminal_and_its_line(source: str, located: str) -> None:
+    from gramkiln import Grammar
+
+    with pytest.raises(CompileError, match=re.escape(located)):
+        Grammar.from_lark(source).compile()
 
 
 def test_empty_language_allows_nothing() -> None:
