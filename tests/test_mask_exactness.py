@@ -215,8 +215,14 @@ def test_special_tokens_and_eos() -> None:
     assert mask_ids(matcher, compiled.vocab_size) == [EOS_ID]
     assert matcher.accept_token(EOS_ID)
     assert matcher.is_terminated()
-    assert mask_ids(matcher, compiled.vocab_size) == []
+    # After the end only end tokens, as no-ops: a finished row is never all masked.
+    assert mask_ids(matcher, compiled.vocab_size) == [EOS_ID]
     assert not matcher.accept_token(0)
+    assert matcher.accept_token(EOS_ID)
+    assert matcher.is_terminated()
+    matcher.rollback(2)
+    assert not matcher.is_terminated()
+    assert mask_ids(matcher, compiled.vocab_size) == [EOS_ID]
 
 
 def test_special_token_missing_from_the_vocabulary_is_a_located_error() -> None:

@@ -681,7 +681,7 @@ std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
 // decode needs them.
 void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, const std::atomic<bool>* stop,
                        PrewarmStats& stats) {
-  constexpr uint32_t kMaxConfigurations = 160;
+  constexpr uint32_t kMaxConfigurations = 600;
   // Grammars with hundreds of lexemes expected at once (JSON Schema objects with many keys)
   // would otherwise try every one from every configuration.
   constexpr uint32_t kMaxAttempts = 8192;
@@ -1213,9 +1213,15 @@ bool Matcher::accept_token(int64_t token_id) {
     throw std::out_of_range("token id " + std::to_string(token_id) + " is outside [0, " +
                             std::to_string(rt.vocab_size) + ")");
   }
-  if (terminated_) return false;
   const uint32_t id = static_cast<uint32_t>(token_id);
   if (id >= rt.num_tokens) return false;  // padding ids are never allowed
+  if (terminated_) {
+    // After the end, end tokens stay allowed as no-ops (one step each, for rollback), so a
+    // batch row that keeps stepping a finished sequence never gets an all-masked row.
+    if (!test_bit(rt.end_bits.data(), id)) return false;
+    history_.push_back(snapshot());
+    return true;
+  }
   if (test_bit(rt.end_bits.data(), id) && accepting_now()) {
     history_.push_back(snapshot());
     terminated_ = true;
@@ -1329,7 +1335,7 @@ std::pair<uint64_t, uint64_t> Matcher::whole_mask_key() const {
 bool Matcher::fill_mask_if_cached(uint32_t* words) const {
   const Runtime& rt = *runtime_;
   if (terminated_) {
-    std::fill(words, words + rt.words, 0u);
+    std::copy(rt.end_bits.begin(), rt.end_bits.end(), words);  // see accept_token
     return true;
   }
   const MaskKey key = whole_mask_key();
@@ -1353,7 +1359,7 @@ bool Matcher::fill_mask_if_cached(uint32_t* words) const {
 void Matcher::fill_mask_computed(uint32_t* words) const {
   const Runtime& rt = *runtime_;
   if (terminated_) {
-    std::fill(words, words + rt.words, 0u);
+    std::copy(rt.end_bits.begin(), rt.end_bits.end(), words);  // see accept_token
     return;
   }
   const MaskKey key = whole_mask_key();
