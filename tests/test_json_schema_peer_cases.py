@@ -13,6 +13,7 @@ import pytest
 from gramkiln.frontend.json_schema import JsonSchemaOptions
 
 from gramkiln import Grammar
+from gramkiln.errors import GrammarError
 
 
 def _grammar(schema: object, **options: object) -> Grammar:
@@ -272,3 +273,18 @@ def test_other_exponent_spellings_stay_rejected_under_non_zero_bounds(text: str)
     # Deciding them needs the exponent compared with the mantissa's length (not regular).
     assert not _grammar({"type": "number", "minimum": 1}).accepts(text)
     assert _grammar({"type": "number", "minimum": 0}).accepts(text)  # zero bounds: any spelling
+
+
+def test_an_llguidance_grammar_request_is_not_read_as_a_schema() -> None:
+    # Read as a schema it has one unknown keyword and would accept any JSON value.
+    request = {"grammars": [{"json_schema": {"type": "integer"}}]}
+    with pytest.raises(GrammarError, match="llguidance grammar request"):
+        _grammar(request)
+    # A schema that merely has a property called "grammars" is a schema.
+    assert _grammar({"properties": {"grammars": {"type": "array"}}}).accepts('{"grammars": []}')
+
+
+def test_x_guidance_options_are_ignored_with_a_warning() -> None:
+    with pytest.warns(UserWarning, match="x-guidance"):
+        grammar = _grammar({"type": "integer", "x-guidance": {"whitespace_flexible": True}})
+    assert grammar.accepts("1")

@@ -11,6 +11,7 @@ oneOf disjointness), :mod:`.compiler` (driver and per-type dispatch), :mod:`.obj
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any
 
 from gramkiln.frontend.json_schema.compiler import LANGUAGE, Compiler
@@ -20,6 +21,23 @@ from gramkiln.ir import GrammarIR
 from gramkiln.errors import GrammarError
 
 __all__ = ["JsonSchemaOptions", "json_schema_grammar"]
+
+
+def _refuse_llguidance_wrapper(schema: Any) -> None:
+    """An llguidance grammar request ({"grammars": [{"json_schema": ...}]}) read as a schema
+    has only an unknown keyword, so it would accept every JSON value without a word."""
+    if not isinstance(schema, dict) or set(schema) - {"grammars", "max_tokens"}:
+        return
+    grammars = schema.get("grammars")
+    if isinstance(grammars, list) and all(
+        isinstance(g, dict) and ("json_schema" in g or "lark_grammar" in g) for g in grammars
+    ):
+        raise GrammarError(
+            'at #: this is an llguidance grammar request ({"grammars": [...]}), not a JSON '
+            'Schema: pass its "json_schema" to from_json_schema, or its "lark_grammar" to '
+            "from_lark",
+            language=LANGUAGE,
+        )
 
 
 def json_schema_grammar(
@@ -49,6 +67,14 @@ def json_schema_grammar(
             raise GrammarError(f"invalid options: {exc}", language=LANGUAGE) from None
     elif not isinstance(options, JsonSchemaOptions):
         raise GrammarError("options must be JsonSchemaOptions, a dict or None", language=LANGUAGE)
+    _refuse_llguidance_wrapper(schema)
+    if isinstance(schema, dict) and "x-guidance" in schema:
+        warnings.warn(
+            "JSON Schema: 'x-guidance' (llguidance's layout options) is ignored; set the layout "
+            "with JsonSchemaOptions (whitespace, item_separator, key_separator, max_whitespace)",
+            UserWarning,
+            stacklevel=2,
+        )
     try:
         compiler = Compiler(schema, options)
     except RecursionError:
