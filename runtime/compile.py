@@ -9,6 +9,7 @@ change without breaking compilation.
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -451,12 +452,20 @@ def compile_grammar(
         raise CompileError(f"unknown compile options: {', '.join(sorted(options))}")
     if vocab is None:
         vocab = Vocab.byte_level()
-    ends = list(vocab.eos_ids if end_tokens is None else end_tokens)
-    for token_id in ends:
-        if isinstance(token_id, bool) or not isinstance(token_id, int):
+    if end_tokens is not None and (
+        isinstance(end_tokens, (str, bytes)) or not isinstance(end_tokens, Iterable)
+    ):
+        raise CompileError(f"end_tokens must be a list of token ids, not {end_tokens!r}")
+    ends: list[int] = []
+    for token_id in vocab.eos_ids if end_tokens is None else end_tokens:
+        # numpy and torch integer scalars are ids too (operator.index takes them).
+        if isinstance(token_id, bool) or not hasattr(token_id, "__index__"):
             raise CompileError(f"end token {token_id!r} is not an int")
+        token_id = operator.index(token_id)
         if not 0 <= token_id < len(vocab.tokens):
             raise CompileError(f"end token {token_id} is outside the vocabulary")
+        if token_id not in ends:  # the artifact lists each once
+            ends.append(token_id)
     ir = ir.verify()
     lowered = lower_for_runtime(ir)
     flat = flatten_grammar(lowered, vocab)

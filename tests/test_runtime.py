@@ -250,6 +250,14 @@ def test_batch_fill_from_threads_matches_serial(compiled: CompiledGrammar) -> No
         fill_next_token_bitmask_batch(matchers[:2], batch, [0])
 
 
+def test_end_tokens_take_numpy_ids_once_each() -> None:
+    compiled = compile_grammar(JSONISH, VOCAB, end_tokens=[np.int64(14), 14, np.int32(14)])
+    assert compiled.header["options"]["end_tokens"] == [14]
+    for bad in (14, "14", [14.0], [True]):
+        with pytest.raises(CompileError, match="end"):
+            compile_grammar(JSONISH, VOCAB, end_tokens=bad)
+
+
 def test_compile_errors_are_clear() -> None:
     with pytest.raises(CompileError):
         compile_grammar(JSONISH, VOCAB, end_tokens=[99])
