@@ -142,6 +142,7 @@ def test_formats_can_be_annotations() -> None:
         ({"properties": {"a": 3}}, "properties must be an object of schemas"),
         ({"required": "a"}, "required must be an array of strings"),
         ({"type": "int"}, "unknown type 'int'"),
+        ({"properties": {"a": {"type": []}}}, "at #/properties/a: type must not be an empty array"),
         ({"items": {"maxItems": -1}}, "maxItems must be a non-negative integer"),
         ({"allOf": [{"$ref": "#"}]}, "does not terminate"),
         (["not", "a", "schema"], "a schema must be a JSON object or a boolean"),

@@ -476,6 +476,9 @@ class Compiler:
             if expected is not None and not _has_shape(value, expected):
                 raise self.error(pointer, f"{keyword} must be {expected}")
         declared = s.get("type")
+        if declared == []:
+            # Every draft's meta-schema asks for at least one type name.
+            raise self.error(pointer, "type must not be an empty array")
         if declared is not None:
             names = [declared] if isinstance(declared, str) else declared
             unknown = [n for n in names if n not in TYPE_ORDER and n != "any"]
