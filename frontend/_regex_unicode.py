@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import unicodedata
 from functools import cache, lru_cache
+from typing import Any
 
 from gramkiln.ir.nodes import MAX_CODEPOINT, complement_ranges, normalise_ranges
 
@@ -145,12 +146,29 @@ def property_ranges(name: str) -> tuple[tuple[int, int], ...] | None:
     return tuple(normalise_ranges([r for member in members for r in table[member]]))
 
 
+def _python_case_tables() -> tuple[Any, dict[int, tuple[int, ...]]]:
+    """CPython re's simple lower-case function and extra case pairs, where available (they
+    are internals of CPython's re; elsewhere the str methods alone decide)."""
+    try:
+        import _sre
+
+        simple_lower = _sre.unicode_tolower
+    except (ImportError, AttributeError):
+        return None, {}
+    try:
+        from re._casefix import _EXTRA_CASES  # CPython 3.11+
+
+        return simple_lower, {int(k): tuple(v) for k, v in _EXTRA_CASES.items()}
+    except ImportError:
+        return simple_lower, {}
+
+
 @lru_cache(maxsize=1)
 def _case_groups() -> tuple[list[int], list[tuple[int, ...]]]:
     """Code points that have case partners, sorted, with the partner group of each.
 
     Two code points are partners when one is the simple (single code point) lower or upper
-    case of the other; groups are the transitive closure, which joins e.g. k, K and the
+    case of the other, or when CPython's re pairs them; groups are the transitive closure, which joins e.g. k, K and the
     Kelvin sign, or s, S and long s, as regex engines do.
     """
     parent: dict[int, int] = {}
@@ -168,12 +186,20 @@ def _case_groups() -> tuple[list[int], list[tuple[int, ...]]]:
         if ra != rb:
             parent[max(ra, rb)] = min(ra, rb)
 
+    simple_lower, extra_cases = _python_case_tables()
     # Every cased code point lies below U+20000, so the scan can stop there.
     for cp in range(0x20000):
         char = chr(cp)
         for mapped in (char.lower(), char.upper()):
             if len(mapped) == 1 and mapped != char:
                 union(cp, ord(mapped))
+        # Python's re folds by the simple lower-case mapping, which has one code point where
+        # str.lower() has two (U+0130 -> i), and links a few more pairs (i and dotless i).
+        if simple_lower is not None and simple_lower(cp) != cp:
+            union(cp, simple_lower(cp))
+    for lower, partners in extra_cases.items():
+        for partner in partners:
+            union(lower, partner)
     members: dict[int, list[int]] = {}
     touched = set(parent) | {find(cp) for cp in list(parent)}
     for cp in touched:

@@ -209,6 +209,11 @@ class _ClassAtom:
         return complement_ranges(self.ranges) if self.negated else self.ranges
 
 
+def _is_shorthand(atom: _ClassAtom) -> bool:
+    r"""``\d \D \w \W \s \S`` (as opposed to a Unicode property or a code point)."""
+    return len(atom.text) == 2 and atom.text[1] in "dDwWsS"
+
+
 def parse_regex(
     pattern: str, flags: str = "", *, dialect: str = "python", lazy_as_greedy: bool | None = None
 ) -> Expr:
@@ -749,6 +754,10 @@ class _Parser:
             raise self.error(f"backreference '{self.pattern[start:end]}' is not supported", start)
         atom = self._common_escape(start)
         if atom.single is None:
+            if flags.ignore_case and not _is_shorthand(atom):
+                # A property under `i` matches the case partners of its members (as in
+                # Rust's regex, the regex package and ECMA's `iu`): `(?i)\p{Ll}` matches "A".
+                return _class(fold_ranges(atom.positive()))
             return _class(atom.ranges, negated=atom.negated)
         return self._literal(atom.single, flags, start)
 
@@ -889,6 +898,9 @@ class _Parser:
         if negated:
             self.pos += 1
         ranges: list[tuple[int, int]] = []
+        # \d \w \s and their negations keep their own members under `i`: ASCII \W holds the
+        # Kelvin sign, whose case partner k would otherwise join it.
+        shorthand_ranges: list[tuple[int, int]] = []
         first = True
         while True:
             if self.at_end():
@@ -914,7 +926,7 @@ class _Parser:
                     )
                 ranges.append((low.single, high.single))
             elif low.single is None:
-                ranges.extend(low.positive())
+                (shorthand_ranges if _is_shorthand(low) else ranges).extend(low.positive())
             else:
                 ranges.append((low.single, low.single))
         for lo, hi in ranges:
@@ -923,6 +935,8 @@ class _Parser:
         merged = normalise_ranges(ranges)
         if flags.ignore_case:
             merged = fold_ranges(merged)
+        if shorthand_ranges:
+            merged = normalise_ranges([*merged, *shorthand_ranges])
         return _class(merged, negated=negated)
 
     def _class_atom(self, first: bool) -> _ClassAtom:

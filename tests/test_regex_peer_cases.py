@@ -318,3 +318,31 @@ def test_anchored_random_patterns_agree_with_python(pattern: str, texts: list[st
     grammar = Grammar.from_regex(pattern)
     for text in texts + ["", "a\n", "\n"]:
         assert grammar.accepts(text) == (re.fullmatch(pattern, text) is not None), (pattern, text)
+
+
+# -- case folding (found by comparing with Python's re and Rust's regex) ------------------------
+
+
+@pytest.mark.parametrize(
+    "pattern, text, expected",
+    [
+        # ASCII \W holds the Kelvin sign, long s and dotless i: folding it let k, s, i in.
+        (r"(?i)[^\W\d_]+", "kiss", True),
+        (r"(?i)[\W]", "k", False),
+        (r"(?i)[\W]", "S", False),
+        (r"(?i)\W", "i", False),
+        (r"(?i)[\w]+", "KiSs", True),
+        # Python's re pairs U+0130 with i (its simple lower-case table).
+        (r"(?i)i", "\u0130", True),
+        (r"(?i)[^a-z]", "\u0130", False),
+        # A property outside a class is folded like one inside.
+        (r"(?i)\p{Ll}", "A", True),
+        (r"(?i)[\p{Ll}]", "A", True),
+        (r"\p{Ll}", "A", False),
+    ],
+)
+def test_case_insensitive_classes(pattern: str, text: str, expected: bool) -> None:
+    grammar = Grammar.from_regex(pattern)
+    assert grammar.accepts(text) == expected
+    matcher = grammar.compile().matcher()
+    assert (matcher.accept_string(text) and matcher.is_accepting()) == expected
