@@ -500,6 +500,27 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [["x"]],
     ),
     (
+        "oneOf told apart by a required key that the other branches make null",
+        {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "required": ["mail"],
+                    "properties": {"mail": {"type": "string"}},
+                    "patternProperties": {"^(hash|login)$": {"type": "null"}},
+                },
+                {
+                    "type": "object",
+                    "required": ["hash"],
+                    "properties": {"hash": {"type": "string"}},
+                    "patternProperties": {"^(mail|login)$": {"type": "null"}},
+                },
+            ]
+        },
+        [{"mail": "a"}, {"hash": "b", "mail": None}, {"mail": "a", "login": None}],
+        [{"mail": "a", "hash": "b"}, {"login": None}, {"hash": 1}],
+    ),
+    (
         "relative root $id, referenced by name",
         {
             "$id": "customer",

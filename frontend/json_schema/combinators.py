@@ -249,6 +249,17 @@ def _constraint_for_key(side: dict[str, Any], key: str) -> list[Any]:
     return own + [s for s in undeclared_key_schemas(side, matched) if s is not True]
 
 
+def _value_schemas_of_key(side: dict[str, Any], key: str) -> list[Any]:
+    """Every schema ``side`` applies to the value of property ``key`` when it is present."""
+    properties = side.get("properties") or {}
+    if key not in properties:
+        return _constraint_for_key(side, key)
+    patterns = side.get("patternProperties") or {}
+    return [properties[key]] + [
+        schema for pattern, schema in patterns.items() if _pattern_matches(pattern, key)
+    ]
+
+
 def pattern_branches(flat: dict[str, Any]) -> list[list[Any]]:
     """The ``[patternProperties, additionalProperties]`` pairs that all apply to a flat
     schema's undeclared keys: one pair, unless allOf merged sides whose additional schemas
@@ -681,6 +692,19 @@ def provably_disjoint(a: Any, b: Any) -> bool:
                             _pattern_matches(pattern, name)
                             for pattern in other.get("patternProperties") or {}
                         )
+                    ):
+                        return True
+            # A property required by one side whose value the two sides constrain apart,
+            # through properties, patternProperties or additionalProperties: e.g. xAPI's
+            # identifier, where each branch requires its own key and makes the others null.
+            for required, this, other in ((required_a, a, b), (required_b, b, a)):
+                for name in required:
+                    mine = _value_schemas_of_key(this, name)
+                    theirs = _value_schemas_of_key(other, name)
+                    if any(
+                        isinstance(x, dict) and isinstance(y, dict) and provably_disjoint(x, y)
+                        for x in mine
+                        for y in theirs
                     ):
                         return True
     # Numeric ranges that do not overlap.
