@@ -168,8 +168,8 @@ def _case_groups() -> tuple[list[int], list[tuple[int, ...]]]:
     """Code points that have case partners, sorted, with the partner group of each.
 
     Two code points are partners when one is the simple (single code point) lower or upper
-    case of the other, or when CPython's re pairs them; groups are the transitive closure, which joins e.g. k, K and the
-    Kelvin sign, or s, S and long s, as regex engines do.
+    case of the other, or when CPython's re pairs them; groups are the transitive closure,
+    which joins e.g. k, K and the Kelvin sign, or s, S and long s, as regex engines do.
     """
     parent: dict[int, int] = {}
 
@@ -195,7 +195,7 @@ def _case_groups() -> tuple[list[int], list[tuple[int, ...]]]:
                 union(cp, ord(mapped))
         # Python's re folds by the simple lower-case mapping, which has one code point where
         # str.lower() has two (U+0130 -> i), and links a few more pairs (i and dotless i).
-        if simple_lower is not None and simple_lower(cp) != cp:
+        if simple_lower is not None:
             union(cp, simple_lower(cp))
     for lower, partners in extra_cases.items():
         for partner in partners:

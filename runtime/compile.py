@@ -61,6 +61,11 @@ def _located(span: Any) -> str:
     return f" (line {span.line}, column {span.column})" if span is not None else ""
 
 
+def _shortened(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis, for error messages."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _build_dfa(expr: Expr, terminals: Mapping[str, Expr], lazy: bool) -> Any:
     return build_dfa(expr, terminals, lazy=lazy, max_states=MAX_DFA_STATES)
 
@@ -130,13 +135,11 @@ class _Flattener:
         if kind in ("term", "lazy") and name in self.rules:
             rule = self.rules[name]
             if name.startswith("__"):  # made by a pass (fused text): show the text itself
-                text = print_expr(rule.body)
-                return f"{text if len(text) <= 60 else text[:57] + '...'}{_located(rule.span)}"
+                return f"{_shortened(print_expr(rule.body))}{_located(rule.span)}"
             what = "terminal" if kind == "term" else "rule"
             return f"{what} {name}{_located(rule.span)}"
         if kind == "lit":
-            text = name if len(name) <= 60 else name[:57] + "..."
-            return f"{text}{_located(getattr(expr, 'span', None))}"
+            return f"{_shortened(name)}{_located(getattr(expr, 'span', None))}"
         return "%ignore" if key == "$ignore" else key
 
     def tokenset(self, ids: Iterable[int]) -> tuple[str, int]:
@@ -212,8 +215,8 @@ class _Flattener:
                 # Dropping the branch silently would change the language without a word.
                 raise CompileError(
                     f"special token {expr.text} is not in the vocabulary{_located(expr.span)}: "
-                    "compile against "
-                    "a vocabulary that has it, or write the text as a string literal"
+                    "compile against a vocabulary that has it, or write the text as a string "
+                    "literal"
                 )
             return self.after_lexeme(self.tokenset(ids))
         if isinstance(expr, Embed):

@@ -122,6 +122,20 @@ void predict_closure(const Runtime& rt, Chart& chart, uint32_t self, KeySet& see
   }
 }
 
+// Add to the set being built the productions of `nt`, with the set itself as origin: its whole
+// closure when the runtime has closures, else its productions' first items (which the
+// closing loop then processes in turn).
+void predict(const Runtime& rt, Chart& chart, uint32_t self, KeySet& seen, uint32_t nt) {
+  if (!rt.closure_offsets.empty()) {
+    predict_closure(rt, chart, self, seen, nt);
+    return;
+  }
+  for (uint32_t k = rt.nt_prod_offsets[nt]; k < rt.nt_prod_offsets[nt + 1]; ++k) {
+    const uint32_t dotted = rt.prod_dotted[rt.nt_prods[k]];
+    if (seen.insert(item_key(dotted, self))) chart.items.push_back(Item{dotted, self});
+  }
+}
+
 // Closes the set that starts at chart.items[begin] (the current set, index `self`).
 //
 // With prediction closures, the items whose origin is the set itself are exactly those
@@ -151,15 +165,7 @@ void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t be
       });
       continue;
     }
-    if (next < rt.num_nonterminals) {
-      if (closures) {
-        predict_closure(rt, chart, self, seen, next);
-      } else {
-        for (uint32_t k = rt.nt_prod_offsets[next]; k < rt.nt_prod_offsets[next + 1]; ++k) {
-          add(rt.prod_dotted[rt.nt_prods[k]], self);
-        }
-      }
-    }
+    if (next < rt.num_nonterminals) predict(rt, chart, self, seen, next);
     if (next < rt.symbol_nullable.size() && rt.symbol_nullable[next]) {
       add(item.dotted + 1, item.origin);
     }
@@ -280,15 +286,7 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   chart.hash_hi.clear();
   chart.wait_begin.assign(1, 0);
   chart.waits.clear();
-  if (!rt.closure_offsets.empty()) {
-    predict_closure(rt, chart, 0, seen, rt.start);
-  } else {
-    for (uint32_t k = rt.nt_prod_offsets[rt.start]; k < rt.nt_prod_offsets[rt.start + 1]; ++k) {
-      if (seen.insert(item_key(rt.prod_dotted[rt.nt_prods[k]], 0))) {
-        chart.items.push_back(Item{rt.prod_dotted[rt.nt_prods[k]], 0});
-      }
-    }
-  }
+  predict(rt, chart, 0, seen, rt.start);
   ChartView view{nullptr, &chart, 0};
   chart.depth_hash.clear();
   close_set(rt, view, chart, 0, 0, seen, nullptr);
