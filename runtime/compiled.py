@@ -139,10 +139,12 @@ class CompiledGrammar:
         Every exit group a lexer thread can reach is built, with its children under every
         lexeme that can follow in the grammar (up to six lexemes deep and 32 MB); then the masks
         of the initial configuration and of up to 47 configurations one or two bytes into the
-        text are filled (the prefixes most tokens start with first), and those of up to 160
-        configurations reached lexeme by lexeme from the start, each lexeme written as its
-        shortest string (`{`, `{""`, `{"":` ... for JSON), so that the walks of the parser
-        states real text passes through early are cached. This runs on a background thread
+        text are filled (the prefixes most tokens start with first), and those of up to 600
+        configurations reached lexeme by lexeme from the start (at most 32 lexemes in), each
+        lexeme written as its shortest string (`{`, `{""`, `{"":` ... for JSON), so that the
+        walks of the parser states real text passes through early are cached. The whole
+        prewarm stops after about a second of wall time (typical grammars take 5-60 ms; fills
+        on highly ambiguous grammars grow with the text). This runs on a background thread
         that shares the caches with concurrent fills, which build whatever is missing
         themselves. Without `wait` it returns at once (a started prewarm is not started
         again); with `wait` it blocks until done and returns ``{"levels", "masks",

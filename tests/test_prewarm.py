@@ -254,3 +254,20 @@ def test_many_loads_at_once_start_at_most_a_bounded_number_of_prewarms() -> None
     stats = loaded[-1].prewarm()
     assert stats is not None and stats["complete"] and loaded[-1].prewarm_done
     assert masks_along(loaded[-1], token_lists) == expected
+
+
+def test_prewarm_stops_a_few_dozen_lexemes_into_a_grammar_with_one_way_on() -> None:
+    """Each configuration of `s s? s?` over `R R R+` has one successor, so exploring lexeme by
+    lexeme used to follow a single chain 600 lexemes deep, with fills that grow with the text
+    (every earlier position is a live lexeme start): minutes of background work. It stops 32
+    lexemes in, and masks after it still equal a matcher's that never prewarmed."""
+    grammar = "start: s s? s?\ns: R R R+\nR: /[^a]{3,}/\n"
+    tokens = [bytes([b]) for b in range(256)] + [b"aa", b"bbb", b"cccc", b"</s>"]
+    vocab = Vocab(tokens, eos_ids=[len(tokens) - 1], special_ids=[len(tokens) - 1])
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    warm = CompiledGrammar.load(data, vocab, prewarm=False)
+    stats = warm.prewarm()
+    assert stats is not None and 1 <= stats["explored"] <= 33
+    cold = CompiledGrammar.load(data, vocab, prewarm=False)
+    token_lists = [[vocab.tokens.index(b"bbb")] * 40, [vocab.tokens.index(b"cccc")] * 30]
+    assert masks_along(warm, token_lists) == masks_along(cold, token_lists)

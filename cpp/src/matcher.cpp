@@ -12,6 +12,7 @@
 // allows can lead to a dead end.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <iterator>
@@ -541,15 +542,37 @@ std::vector<std::vector<uint32_t>> static_lexeme_follow(const Runtime& rt, size_
   return follow;
 }
 
+// When a prewarm must stop: the caller's stop flag, or its wall-clock budget spent. Fills on
+// ambiguous grammars can cost milliseconds each and grow with the text (every earlier position
+// a live lexeme start), so only a time budget bounds the whole prewarm on every grammar; what
+// it leaves undone, fills build on demand.
+class PrewarmBudget {
+ public:
+  PrewarmBudget(const std::atomic<bool>* stop, std::chrono::milliseconds budget)
+      : stop_(stop), deadline_(std::chrono::steady_clock::now() + budget) {}
+  // True once stopped or past the deadline (and from then on).
+  bool spent() {
+    if (!spent_) {
+      spent_ = (stop_ && stop_->load(std::memory_order_relaxed)) ||
+               std::chrono::steady_clock::now() >= deadline_;
+    }
+    return spent_;
+  }
+
+ private:
+  const std::atomic<bool>* stop_;
+  std::chrono::steady_clock::time_point deadline_;
+  bool spent_ = false;
+};
+
 // The exit groups part of prewarm_runtime (see there).
-void prewarm_groups(const Runtime& rt, const std::atomic<bool>* stop, PrewarmStats& stats) {
+void prewarm_groups(const Runtime& rt, PrewarmBudget& budget, PrewarmStats& stats) {
   // Bounds: prewarming builds what fills would build lazily (and, since the bigrams
   // over-approximate the parser, some that no fill needs), so it gets its own share of the
   // group cache and a nesting bound; fills keep building the rest on demand.
   constexpr size_t kPrewarmBytes = size_t{32} << 20;
   constexpr size_t kFollowBitsetBytes = size_t{64} << 20;
   constexpr uint32_t kMaxDepth = 6;
-  auto stopped = [&]() { return stop && stop->load(std::memory_order_relaxed); };
   GroupCache& cache = *rt.groups;
   const size_t start_bytes = cache.used.load(std::memory_order_relaxed);
   const auto follow = static_lexeme_follow(rt, kFollowBitsetBytes);
@@ -569,7 +592,8 @@ void prewarm_groups(const Runtime& rt, const std::atomic<bool>* stop, PrewarmSta
   for (uint32_t depth = 0; depth <= kMaxDepth && !current.empty(); ++depth) {
     next.clear();
     for (const auto& [group, lexeme] : current) {
-      if (stopped() || cache.used.load(std::memory_order_relaxed) - start_bytes > kPrewarmBytes) {
+      if (budget.spent() ||
+          cache.used.load(std::memory_order_relaxed) - start_bytes > kPrewarmBytes) {
         stats.bytes = cache.used.load(std::memory_order_relaxed) - start_bytes;
         return;
       }
@@ -595,8 +619,8 @@ void prewarm_groups(const Runtime& rt, const std::atomic<bool>* stop, PrewarmSta
 // most vocabulary tokens first, within kMaxMasks fills. They go through the normal caches, so
 // a decode that reaches one of these configurations gets its mask from the cache, and their
 // walks are cached for the configurations like them further on.
-void prewarm_first_masks(const std::shared_ptr<const Runtime>& runtime,
-                         const std::atomic<bool>* stop, PrewarmStats& stats) {
+void prewarm_first_masks(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
+                         PrewarmStats& stats) {
   constexpr uint32_t kMaxMasks = 48, kMaxBytes = 2;
   const Runtime& rt = *runtime;
   std::vector<uint32_t> words(rt.words);
@@ -608,7 +632,7 @@ void prewarm_first_masks(const std::shared_ptr<const Runtime>& runtime,
   for (uint32_t depth = 0; !current.empty(); ++depth) {
     next.clear();
     for (auto& [matcher, node] : current) {
-      if ((stop && stop->load(std::memory_order_relaxed)) || stats.masks >= kMaxMasks) return;
+      if (budget.spent() || stats.masks >= kMaxMasks) return;
       matcher.fill_mask(words.data());
       ++stats.masks;
       if (depth == kMaxBytes) continue;
@@ -679,12 +703,15 @@ std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
 // Their masks are filled through the normal caches, so the walks of the parser states real
 // text passes through early (value starts, keys, closing brackets) are cached before a
 // decode needs them.
-void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, const std::atomic<bool>* stop,
+void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
                        PrewarmStats& stats) {
   constexpr uint32_t kMaxConfigurations = 600;
   // Grammars with hundreds of lexemes expected at once (JSON Schema objects with many keys)
   // would otherwise try every one from every configuration.
   constexpr uint32_t kMaxAttempts = 8192;
+  // A grammar with one way on (`item+`) would otherwise be followed hundreds of lexemes deep,
+  // far past the early structure this is for, with fills that grow with the text.
+  constexpr uint32_t kMaxLexemes = 32;
   uint32_t attempts = 0;
   const Runtime& rt = *runtime;
   const std::vector<std::string> shortest = shortest_lexeme_strings(rt);
@@ -694,11 +721,12 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, const std:
   queue.emplace_back(runtime);
   seen.insert(queue.back().structural_key());
   while (!queue.empty() && stats.explored < kMaxConfigurations) {
-    if (stop && stop->load(std::memory_order_relaxed)) return;
+    if (budget.spent()) return;
     Matcher matcher = std::move(queue.front());
     queue.pop_front();
     matcher.fill_mask(words.data());
     ++stats.explored;
+    if (matcher.history_size() >= kMaxLexemes) continue;
     for (uint32_t lexeme : matcher.lexemes_expected_here()) {
       if (++attempts > kMaxAttempts) return;
       if (shortest[lexeme].empty() || !matcher.accept_bytes(shortest[lexeme])) continue;
@@ -712,10 +740,14 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, const std:
 
 PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
                              const std::atomic<bool>* stop) {
+  // Typical grammars finish in 5-60 ms on one core; this only bounds the pathological ones.
+  constexpr std::chrono::milliseconds kTimeBudget{1000};
+  PrewarmBudget budget(stop, kTimeBudget);
   PrewarmStats stats;
-  prewarm_groups(*runtime, stop, stats);
-  prewarm_first_masks(runtime, stop, stats);
-  prewarm_structure(runtime, stop, stats);
+  prewarm_groups(*runtime, budget, stats);
+  prewarm_first_masks(runtime, budget, stats);
+  prewarm_structure(runtime, budget, stats);
+  if (budget.spent()) stats.complete = false;
   return stats;
 }
 

@@ -77,7 +77,8 @@ uint32_t runtime_vocab_size(const Runtime& runtime);
 uint32_t runtime_mask_words(const Runtime& runtime);
 
 // What prewarm_runtime did: levels built, bytes added to the runtime's caches, and whether it
-// covered every exit group up to its nesting bound (false when a bound or `stop` ended it).
+// covered every exit group up to its nesting bound (false when a bound, the time budget or
+// `stop` ended it).
 struct PrewarmStats {
   uint32_t levels = 0;
   uint32_t masks = 0;  // configurations whose masks were filled (see prewarm_first_masks)
@@ -89,7 +90,8 @@ struct PrewarmStats {
 // group a thread can reach and its children under the grammar's lexeme bigrams) and the
 // masks of the first configurations of a decode (see matcher.cpp). Masks are the same with or
 // without it; first fills are cheaper after it.
-// Safe to run while other threads fill masks. Returns early once `stop` (if given) is set.
+// Safe to run while other threads fill masks. Returns early once `stop` (if given) is set or
+// after about a second of wall time (a single fill started before then still finishes).
 PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
                              const std::atomic<bool>* stop = nullptr);
 
