@@ -40,6 +40,7 @@ from gramkiln.ir.nodes import (
     Seq,
     SpecialToken,
     TokenSet,
+    normalise_ranges,
 )
 
 from gramkiln.errors import IRError
@@ -487,9 +488,12 @@ class _Reader:
             if self.peek() == "-":
                 self.pos += 1
                 hi = self._class_char()
+                if hi < lo:
+                    self.fail("class range out of order")
             ranges.append((lo, hi))
         self.pos += 1
-        return CharClass(ranges=tuple(ranges), negated=negated)
+        # Written by hand, `[ab]` lists adjacent ranges; the node holds them merged.
+        return CharClass(ranges=tuple(normalise_ranges(ranges)), negated=negated)
 
     def _take_token_set(self) -> TokenSet:
         self.pos += 2

@@ -143,8 +143,9 @@ class CompiledGrammar:
         configurations reached lexeme by lexeme from the start (at most 32 lexemes in), each
         lexeme written as its shortest string (`{`, `{""`, `{"":` ... for JSON), so that the
         walks of the parser states real text passes through early are cached. The whole
-        prewarm stops after about a second of wall time (typical grammars take 5-60 ms; fills
-        on highly ambiguous grammars grow with the text). This runs on a background thread
+        prewarm stops after about a second of wall time (typical grammars take 5-90 ms; fills
+        on highly ambiguous grammars grow with the text); the environment variable
+        ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a background thread
         that shares the caches with concurrent fills, which build whatever is missing
         themselves. Without `wait` it returns at once (a started prewarm is not started
         again); with `wait` it blocks until done and returns ``{"levels", "masks",

@@ -131,6 +131,15 @@ def grammar(text: str) -> GrammarIR:
         ("rule start = [^a]+\n", "b\u00e9x"),
         ('rule start = "a" <"<|sp|>"> "b" <[0-2]>\n', "a"),
         ('rule start = "ab"i "x"\n', "aBx"),
+        # A lexeme may end at any byte, so a thread starts at every position; threads whose
+        # origin sets are equivalent are merged (Matcher::merge_equivalent_threads).
+        ('term W = [ab]+\nrule start = w+ "," w\nrule w = W\n', "abba" * 12 + ",ab"),
+        (
+            'term W = [ab(]+\nterm N = [a)]+\nrule start = (w | n | " ")*\n'
+            "rule w = W\nrule n = N\n",
+            "a(b) a)" * 8 + "x",
+        ),
+        ('term R = [^x]{3,}\nrule start = r r r+ "x"\nrule r = R\n', "ab(" * 15 + "x"),
     ],
 )
 def test_hand_written_cases(source: str, text: str) -> None:

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iterator>
@@ -740,9 +741,16 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
 
 PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
                              const std::atomic<bool>* stop) {
-  // Typical grammars finish in 5-60 ms on one core; this only bounds the pathological ones.
-  constexpr std::chrono::milliseconds kTimeBudget{1000};
-  PrewarmBudget budget(stop, kTimeBudget);
+  // Typical grammars finish in 5-90 ms on one core; this only bounds the pathological ones.
+  // GRAMKILN_PREWARM_MS overrides it (a profiler's slowed-down run, a server with time to
+  // spare).
+  std::chrono::milliseconds time_budget{1000};
+  if (const char* env = std::getenv("GRAMKILN_PREWARM_MS")) {
+    char* end = nullptr;
+    const long long ms = std::strtoll(env, &end, 10);
+    if (end != env && *end == '\0' && ms >= 0) time_budget = std::chrono::milliseconds(ms);
+  }
+  PrewarmBudget budget(stop, time_budget);
   PrewarmStats stats;
   prewarm_groups(*runtime, budget, stats);
   prewarm_first_masks(runtime, budget, stats);
@@ -1180,6 +1188,42 @@ void Matcher::start_threads_for_last_set() {
   }
   std::sort(threads_.begin(), threads_.end());
   threads_.erase(std::unique(threads_.begin(), threads_.end()), threads_.end());
+  merge_equivalent_threads();
+}
+
+void Matcher::merge_equivalent_threads() {
+  // Two threads in the same DFA state whose origin sets have equal structural hashes have the
+  // same future (Chart::hash_lo): keep one. Without this, `word+` over `/[a-z]+/` keeps a
+  // thread from every earlier position (a lexeme may end at any byte), and each step and fill
+  // costs time proportional to the text read so far.
+  if (threads_.size() < 2) return;
+  struct Key {
+    int32_t state;
+    uint64_t lo, hi;
+    uint32_t origin;
+    bool operator<(const Key& o) const {
+      if (state != o.state) return state < o.state;
+      if (lo != o.lo) return lo < o.lo;
+      if (hi != o.hi) return hi < o.hi;
+      return origin < o.origin;
+    }
+    bool same_future(const Key& o) const { return state == o.state && lo == o.lo && hi == o.hi; }
+  };
+  std::vector<Key> keys;
+  keys.reserve(threads_.size());
+  for (const Thread& th : threads_) {
+    keys.push_back(Key{th.state, chart_.hash_lo[th.origin], chart_.hash_hi[th.origin], th.origin});
+  }
+  std::sort(keys.begin(), keys.end());
+  size_t kept = 1;
+  for (size_t i = 1; i < keys.size(); ++i) {
+    if (!keys[i].same_future(keys[kept - 1])) keys[kept++] = keys[i];
+  }
+  if (kept == keys.size()) return;
+  // The earliest origin of each class stays, so the list stays sorted by (origin, state).
+  threads_.clear();
+  for (size_t i = 0; i < kept; ++i) threads_.push_back(Thread{keys[i].origin, keys[i].state});
+  std::sort(threads_.begin(), threads_.end());
 }
 
 bool Matcher::accepting_now() const {
@@ -1212,6 +1256,7 @@ bool Matcher::step_byte(uint8_t byte,
   threads_.swap(next);
   if (scans.empty()) {
     frontier_ = false;
+    merge_equivalent_threads();  // threads from equivalent origins may meet in one DFA state
   } else {
     ChartView view{nullptr, &chart_, 0};
     build_earley_set(rt, view, scans, sc.seen);

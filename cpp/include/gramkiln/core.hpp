@@ -207,6 +207,8 @@ class Matcher {
   void restore(Snapshot&& snap);
   bool step_byte(uint8_t byte, const std::vector<std::pair<uint32_t, uint32_t>>* extra_scans);
   void start_threads_for_last_set();
+  // Drop threads whose DFA state and origin set's structural hash equal another's.
+  void merge_equivalent_threads();
   bool accepting_now() const;
 
   std::shared_ptr<const Runtime> runtime_;
