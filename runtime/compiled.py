@@ -142,7 +142,10 @@ class CompiledGrammar:
         text are filled (the prefixes most tokens start with first), and those of up to 600
         configurations reached lexeme by lexeme from the start (at most 32 lexemes in), each
         lexeme written as its shortest string (`{`, `{""`, `{"":` ... for JSON), so that the
-        walks of the parser states real text passes through early are cached. The whole
+        walks of the parser states real text passes through early are cached; from each of
+        those, up to 2,048 masks in all inside the expected lexemes, at the states where tokens
+        tend to end (before a byte that is not a letter or digit: `{"customer` of
+        `{"customer_name"`). The whole
         prewarm stops after about a second of wall time (typical grammars take 5-90 ms; fills
         on highly ambiguous grammars grow with the text); the environment variable
         ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a background thread

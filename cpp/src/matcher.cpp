@@ -19,6 +19,7 @@
 #include <iterator>
 #include <set>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -699,6 +700,62 @@ std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
   return out;
 }
 
+// Per lexeme (computed on first use), a short string reaching each of its DFA states where a
+// token likely ends: states, other than the start, with a transition on a byte that is not a
+// letter or digit. Tokenizers split text at such bytes (`"customer` | `_name` | `":`), so
+// these are the states a decode most often stops inside a lexeme; a lexeme's inner states are
+// otherwise first seen, and their masks first computed, in the decode.
+bool is_ascii_alnum(int byte) {
+  return (byte >= '0' && byte <= '9') || (byte >= 'a' && byte <= 'z') ||
+         (byte >= 'A' && byte <= 'Z');
+}
+
+class InsideBoundaries {
+ public:
+  explicit InsideBoundaries(const Runtime& rt)
+      : rt_(rt), strings_(rt.num_lexemes), done_(rt.num_lexemes, false) {}
+
+  const std::vector<std::string>& of(uint32_t lexeme) {
+    constexpr size_t kMaxVisited = 256, kMaxPerLexeme = 64;
+    std::vector<std::string>& out = strings_[lexeme];
+    if (done_[lexeme]) return out;
+    done_[lexeme] = true;
+    const int32_t start = static_cast<int32_t>(rt_.lexeme_start[lexeme]);
+    std::unordered_map<int32_t, std::pair<int32_t, uint8_t>> parent;
+    std::deque<int32_t> queue{start};
+    parent.emplace(start, std::make_pair(-1, uint8_t{0}));
+    while (!queue.empty() && parent.size() < kMaxVisited && out.size() < kMaxPerLexeme) {
+      const int32_t state = queue.front();
+      queue.pop_front();
+      const int32_t* row = &rt_.dfa_table[static_cast<size_t>(state) * 256];
+      bool boundary = false;
+      for (int byte = 0; byte < 256; ++byte) {
+        const int32_t target = row[byte];
+        if (target < 0) continue;
+        if (!is_ascii_alnum(byte)) boundary = true;
+        if (parent.size() < kMaxVisited &&
+            parent.emplace(target, std::make_pair(state, uint8_t(byte))).second) {
+          queue.push_back(target);
+        }
+      }
+      if (!boundary || state == start) continue;
+      std::string text;
+      for (int32_t at = state; at != start;) {
+        const auto [previous, byte] = parent.at(at);
+        text.insert(text.begin(), static_cast<char>(byte));
+        at = previous;
+      }
+      out.push_back(std::move(text));
+    }
+    return out;
+  }
+
+ private:
+  const Runtime& rt_;
+  std::vector<std::vector<std::string>> strings_;
+  std::vector<bool> done_;
+};
+
 // Configurations a few lexemes into the text, breadth-first from the initial one, each
 // lexeme written as its shortest string: a JSON grammar's `{`, `{""`, `{"":`, `{"":0`, ...
 // Their masks are filled through the normal caches, so the walks of the parser states real
@@ -713,8 +770,12 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   // A grammar with one way on (`item+`) would otherwise be followed hundreds of lexemes deep,
   // far past the early structure this is for, with fills that grow with the text.
   constexpr uint32_t kMaxLexemes = 32;
+  // Fills inside lexemes (counted in stats.masks with the first masks).
+  constexpr uint32_t kMaxInsideMasks = 2048;
   uint32_t attempts = 0;
   const Runtime& rt = *runtime;
+  InsideBoundaries boundaries(rt);
+  const std::vector<std::string> kNoStrings;
   const std::vector<std::string> shortest = shortest_lexeme_strings(rt);
   std::vector<uint32_t> words(rt.words);
   std::deque<Matcher> queue;
@@ -730,7 +791,20 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
     if (matcher.history_size() >= kMaxLexemes) continue;
     for (uint32_t lexeme : matcher.lexemes_expected_here()) {
       if (++attempts > kMaxAttempts) return;
-      if (shortest[lexeme].empty() || !matcher.accept_bytes(shortest[lexeme])) continue;
+      const std::string& text = shortest[lexeme];
+      if (text.empty()) continue;
+      // Masks inside the lexeme, at the states where tokens tend to end (see
+      // InsideBoundaries): a decode's first mask after `{"` `destination` is no miss.
+      for (const std::string& inside :
+           stats.masks < kMaxInsideMasks ? boundaries.of(lexeme) : kNoStrings) {
+        if (stats.masks >= kMaxInsideMasks || budget.spent()) break;
+        if (!matcher.accept_bytes(inside)) continue;
+        matcher.fill_mask(words.data());
+        ++stats.masks;
+        matcher.rollback(1);
+      }
+      if (budget.spent()) return;
+      if (!matcher.accept_bytes(text)) continue;
       if (seen.insert(matcher.structural_key()).second) queue.push_back(matcher);
       matcher.rollback(1);
     }

@@ -81,7 +81,7 @@ uint32_t runtime_mask_words(const Runtime& runtime);
 // `stop` ended it).
 struct PrewarmStats {
   uint32_t levels = 0;
-  uint32_t masks = 0;  // configurations whose masks were filled (see prewarm_first_masks)
+  uint32_t masks = 0;     // other configurations filled: the first bytes, and inside lexemes
   uint32_t explored = 0;  // configurations reached lexeme by lexeme (see prewarm_structure)
   size_t bytes = 0;
   bool complete = false;
