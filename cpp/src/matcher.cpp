@@ -700,16 +700,16 @@ std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
   return out;
 }
 
-// Per lexeme (computed on first use), a short string reaching each of its DFA states where a
-// token likely ends: states, other than the start, with a transition on a byte that is not a
-// letter or digit. Tokenizers split text at such bytes (`"customer` | `_name` | `":`), so
-// these are the states a decode most often stops inside a lexeme; a lexeme's inner states are
-// otherwise first seen, and their masks first computed, in the decode.
 bool is_ascii_alnum(int byte) {
   return (byte >= '0' && byte <= '9') || (byte >= 'a' && byte <= 'z') ||
          (byte >= 'A' && byte <= 'Z');
 }
 
+// Per lexeme (computed on first use), a short string reaching each of its DFA states where a
+// token likely ends: states, other than the start, with a transition on a byte that is not a
+// letter or digit. Tokenizers split text at such bytes (`"customer` | `_name` | `":`), so
+// these are the states a decode most often stops inside a lexeme; a lexeme's inner states are
+// otherwise first seen, and their masks first computed, in the decode.
 class InsideBoundaries {
  public:
   explicit InsideBoundaries(const Runtime& rt)
