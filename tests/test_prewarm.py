@@ -271,3 +271,24 @@ def test_prewarm_stops_a_few_dozen_lexemes_into_a_grammar_with_one_way_on() -> N
     cold = CompiledGrammar.load(data, vocab, prewarm=False)
     token_lists = [[vocab.tokens.index(b"bbb")] * 40, [vocab.tokens.index(b"cccc")] * 30]
     assert masks_along(warm, token_lists) == masks_along(cold, token_lists)
+
+
+@pytest.mark.parametrize("name", ["json", "clike"])
+def test_masks_are_unchanged_when_the_mask_tables_turn_over(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a mask budget of a few kilobytes the mask tables turn over generations every few
+    fills (a hit in the previous generation is stored again in the current one): masks equal
+    those of a grammar loaded with the default budget, with and without a prewarm."""
+    grammar, instances = bench_case(name)
+    vocab = substring_vocab(instances, limit=400)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    token_lists = [greedy_tokens(vocab, text) for text in instances[:3]]
+    expected = masks_along(CompiledGrammar.load(data, vocab, prewarm=False), token_lists)
+    monkeypatch.setenv("GRAMKILN_MASK_CACHE_BYTES", "4096")  # read when a grammar is loaded
+    small = CompiledGrammar.load(data, vocab, prewarm=False)
+    assert masks_along(small, token_lists) == expected
+    assert masks_along(small, token_lists) == expected  # now mostly from the tables
+    warm = CompiledGrammar.load(data, vocab, prewarm=False)
+    warm.prewarm()
+    assert masks_along(warm, token_lists) == expected

@@ -1186,7 +1186,6 @@ void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread
 }
 
 using MaskKey = std::pair<uint64_t, uint64_t>;
-using MaskMap = KeyMap<GroupCache::StoredMask>;
 
 // A parser-configuration key: every thread's state mixed with a 128-bit hash of its origin set,
 // then the hash of the last set when a set ends at the current position. `hash_of(set)` gives
@@ -1211,27 +1210,42 @@ MaskKey configuration_key(MaskKey key, const std::vector<Thread>& threads, bool 
   return key;
 }
 
-// Copy the mask stored under `key` into `words`; false when there is none.
-bool find_mask(std::mutex& mutex, const MaskMap& masks, const MaskKey& key, uint32_t* words) {
+// Store `mask` under `key` in the current generation, turning the generations over first when
+// it would pass half of `budget` (a mask shared by both tables counts in each). Call with the
+// table's mutex held.
+void store_mask_locked(GroupCache::MaskTable& table, size_t budget, const MaskKey& key,
+                       const GroupCache::StoredMask& mask) {
+  const size_t size = 4 * mask->size() + 64;
+  if (table.bytes + size > budget / 2) {
+    std::swap(table.previous, table.current);
+    table.current.clear();
+    table.bytes = 0;
+  }
+  if (table.current.emplace(key, mask)) table.bytes += size;
+}
+
+// Copy the mask stored under `key` into `words`; false when there is none. A hit in the
+// previous generation is stored again in the current one.
+bool find_mask(std::mutex& mutex, GroupCache::MaskTable& table, size_t budget, const MaskKey& key,
+               uint32_t* words) {
   std::lock_guard<std::mutex> lock(mutex);
-  const GroupCache::StoredMask* found = masks.find(key);
-  if (found == nullptr) return false;
+  const GroupCache::StoredMask* found = table.current.find(key);
+  if (found == nullptr) {
+    found = table.previous.find(key);
+    if (found == nullptr) return false;
+    const GroupCache::StoredMask mask = *found;  // the turnover may drop the previous table
+    std::copy(mask->begin(), mask->end(), words);
+    store_mask_locked(table, budget, key, mask);
+    return true;
+  }
   std::copy((*found)->begin(), (*found)->end(), words);
   return true;
 }
 
-// Store `mask` under `key`; the map is cleared first when it would outgrow
-// GroupCache::kMaskBudgetBytes, so memory stays bounded whatever the traffic (a mask shared by
-// both maps counts in each).
-void store_mask(std::mutex& mutex, MaskMap& masks, size_t& bytes, const MaskKey& key,
+void store_mask(std::mutex& mutex, GroupCache::MaskTable& table, size_t budget, const MaskKey& key,
                 const GroupCache::StoredMask& mask) {
-  const size_t size = 4 * mask->size() + 64;
   std::lock_guard<std::mutex> lock(mutex);
-  if (bytes + size > GroupCache::kMaskBudgetBytes) {
-    masks.clear();
-    bytes = 0;
-  }
-  if (masks.emplace(key, mask)) bytes += size;
+  store_mask_locked(table, budget, key, mask);
 }
 
 GroupCache::StoredMask copy_mask(const uint32_t* words, uint32_t count) {
@@ -1491,16 +1505,18 @@ bool Matcher::fill_mask_if_cached(uint32_t* words) const {
   }
   const MaskKey key = whole_mask_key();
   GroupCache& cache = *rt.groups;
-  if (find_mask(cache.mask_mutex, cache.masks, key, words)) return true;
+  if (find_mask(cache.mask_mutex, cache.masks, cache.mask_budget_bytes, key, words)) return true;
   // Then by the bounded-depth keys under which masks have been stored (see depth_masks); a hit
   // lacks only the end tokens, which depend on the whole stack.
   const uint32_t stored = cache.mask_depths.load(std::memory_order_relaxed);
   for (uint32_t depth = frontier_ ? 1 : 0; depth <= Chart::kDepthHashes && (stored >> depth);
        ++depth) {
     if (!((stored >> depth) & 1u)) continue;
-    if (find_mask(cache.mask_mutex, cache.depth_masks, depth_mask_key(depth), words)) {
+    if (find_mask(cache.mask_mutex, cache.depth_masks, cache.mask_budget_bytes,
+                  depth_mask_key(depth), words)) {
       if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
-      store_mask(cache.mask_mutex, cache.masks, cache.mask_bytes, key, copy_mask(words, rt.words));
+      store_mask(cache.mask_mutex, cache.masks, cache.mask_budget_bytes, key,
+                 copy_mask(words, rt.words));
       return true;
     }
   }
@@ -1520,14 +1536,14 @@ void Matcher::fill_mask_computed(uint32_t* words) const {
   if (dependency >= 0) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
     without_ends = copy_mask(words, rt.words);
-    store_mask(cache.mask_mutex, cache.depth_masks, cache.depth_mask_bytes, depth_mask_key(depth),
+    store_mask(cache.mask_mutex, cache.depth_masks, cache.mask_budget_bytes, depth_mask_key(depth),
                without_ends);
     cache.mask_depths.fetch_or(1u << depth, std::memory_order_relaxed);
   }
   const bool accepting = accepting_now();
   if (accepting) or_words(words, rt.end_bits.data(), rt.words);
   // Without end tokens to add, the whole-stack entry shares the bounded-depth one's copy.
-  store_mask(cache.mask_mutex, cache.masks, cache.mask_bytes, key,
+  store_mask(cache.mask_mutex, cache.masks, cache.mask_budget_bytes, key,
              without_ends && !accepting ? without_ends : copy_mask(words, rt.words));
 }
 

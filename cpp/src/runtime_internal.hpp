@@ -2,6 +2,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -157,8 +158,14 @@ struct GroupCache {
   // Room for a few thousand entries up front: growing a table rehashes every entry within one
   // fill, which showed up among the slowest fills (~20k instructions of a 170k one).
   GroupCache() {
-    masks.reserve(4096);
-    depth_masks.reserve(4096);
+    masks.current.reserve(4096);
+    depth_masks.current.reserve(4096);
+    // GRAMKILN_MASK_CACHE_BYTES overrides the mask tables' budget (tests of the rotation).
+    if (const char* env = std::getenv("GRAMKILN_MASK_CACHE_BYTES")) {
+      char* end = nullptr;
+      const unsigned long long bytes = std::strtoull(env, &end, 10);
+      if (end != env && *end == '\0' && bytes > 0) mask_budget_bytes = bytes;
+    }
     walks.reserve(8192);
     walk_contents.reserve(8192);
   }
@@ -170,21 +177,29 @@ struct GroupCache {
   std::atomic<size_t> used{0};
   std::mutex inside_mutex;  // guards `inside_unions`
   std::map<std::vector<int32_t>, std::unique_ptr<std::vector<uint32_t>>> inside_unions;
-  // Whole masks by parser configuration (128-bit structural key; see Chart). Cleared when it
-  // outgrows kMaskBudgetBytes, so memory stays bounded whatever the traffic.
+  // Walk results are cleared when they outgrow kMaskBudgetBytes; each mask table keeps within
+  // mask_budget_bytes (default the same) in two generations (see MaskTable).
   static constexpr size_t kMaskBudgetBytes = size_t{64} << 20;
-  std::mutex mask_mutex;  // guards `masks` and `mask_bytes`
+  size_t mask_budget_bytes = kMaskBudgetBytes;
+  std::mutex mask_mutex;  // guards `masks` and `depth_masks`
   // Stored masks are shared: a mask without end tokens is usually stored under both keys.
   using StoredMask = std::shared_ptr<const std::vector<uint32_t>>;
-  KeyMap<StoredMask> masks;
-  size_t mask_bytes = 0;
+  // Masks in two generations, so that a full table does not start every decode cold: when the
+  // current one would pass half the budget it becomes the previous one (the one before is
+  // dropped), and a hit in the previous generation is stored again in the current one. What is
+  // in use survives a turnover; memory stays within the budget whatever the traffic.
+  struct MaskTable {
+    KeyMap<StoredMask> current, previous;
+    size_t bytes = 0;  // of `current`
+  };
+  // Whole masks by parser configuration (128-bit structural key; see Chart).
+  MaskTable masks;
   // Masks without the end tokens, by a bounded-depth key: the thread states with H_D of their
   // origin sets (and of the last set when one ends here), where D is the deepest dependency of
   // the fill's exit walks. The whole-stack key above rarely recurs when the stack differs below
   // what the mask depends on (JSON nesting, expression contexts); this one does. Guarded by
   // mask_mutex; `mask_depths` has bit D set once a mask was stored at depth D.
-  KeyMap<StoredMask> depth_masks;
-  size_t depth_mask_bytes = 0;
+  MaskTable depth_masks;
   std::atomic<uint32_t> mask_depths{0};
   // Exit walks by (group, lexeme, depth d, H_d of the set they start from); see walk_level.
   // Sparse token lists when short, else bitsets.
