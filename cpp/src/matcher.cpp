@@ -664,10 +664,26 @@ void prewarm_first_masks(const std::shared_ptr<const Runtime>& runtime, PrewarmB
 
 // The shortest string each lexeme accepts (smallest bytes first), or "" when it accepts only
 // the empty string or nothing within kMaxLength bytes.
+// DFA states reached in a breadth-first search, each with the state and byte it was first
+// reached from ({-1, 0} for the start).
+using DfaParents = std::unordered_map<int32_t, std::pair<int32_t, uint8_t>>;
+
+// The bytes along `parent` from `start` to `state` ("" when `state` is negative).
+std::string path_bytes(const DfaParents& parent, int32_t start, int32_t state) {
+  std::string text;
+  for (int32_t at = state; at >= 0 && at != start;) {
+    const auto [previous, byte] = parent.at(at);
+    text.push_back(static_cast<char>(byte));
+    at = previous;
+  }
+  std::reverse(text.begin(), text.end());
+  return text;
+}
+
 std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
   constexpr uint32_t kMaxLength = 32;
   std::vector<std::string> out(rt.num_lexemes);
-  std::unordered_map<int32_t, std::pair<int32_t, uint8_t>> parent;
+  DfaParents parent;
   std::vector<int32_t> layer, next;
   for (uint32_t lexeme = 0; lexeme < rt.num_lexemes; ++lexeme) {
     const int32_t start = static_cast<int32_t>(rt.lexeme_start[lexeme]);
@@ -691,11 +707,7 @@ std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
       }
       layer.swap(next);
     }
-    for (int32_t state = found; state >= 0 && state != start;) {
-      const auto [previous, byte] = parent.at(state);
-      out[lexeme].insert(out[lexeme].begin(), static_cast<char>(byte));
-      state = previous;
-    }
+    out[lexeme] = path_bytes(parent, start, found);
   }
   return out;
 }
@@ -721,7 +733,7 @@ class InsideBoundaries {
     if (done_[lexeme]) return out;
     done_[lexeme] = true;
     const int32_t start = static_cast<int32_t>(rt_.lexeme_start[lexeme]);
-    std::unordered_map<int32_t, std::pair<int32_t, uint8_t>> parent;
+    DfaParents parent;
     std::deque<int32_t> queue{start};
     parent.emplace(start, std::make_pair(-1, uint8_t{0}));
     while (!queue.empty() && parent.size() < kMaxVisited && out.size() < kMaxPerLexeme) {
@@ -738,14 +750,7 @@ class InsideBoundaries {
           queue.push_back(target);
         }
       }
-      if (!boundary || state == start) continue;
-      std::string text;
-      for (int32_t at = state; at != start;) {
-        const auto [previous, byte] = parent.at(at);
-        text.insert(text.begin(), static_cast<char>(byte));
-        at = previous;
-      }
-      out.push_back(std::move(text));
+      if (boundary && state != start) out.push_back(path_bytes(parent, start, state));
     }
     return out;
   }
@@ -775,7 +780,6 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   uint32_t attempts = 0;
   const Runtime& rt = *runtime;
   InsideBoundaries boundaries(rt);
-  const std::vector<std::string> kNoStrings;
   const std::vector<std::string> shortest = shortest_lexeme_strings(rt);
   std::vector<uint32_t> words(rt.words);
   std::deque<Matcher> queue;
@@ -795,13 +799,14 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
       if (text.empty()) continue;
       // Masks inside the lexeme, at the states where tokens tend to end (see
       // InsideBoundaries): a decode's first mask after `{"` `destination` is no miss.
-      for (const std::string& inside :
-           stats.masks < kMaxInsideMasks ? boundaries.of(lexeme) : kNoStrings) {
-        if (stats.masks >= kMaxInsideMasks || budget.spent()) break;
-        if (!matcher.accept_bytes(inside)) continue;
-        matcher.fill_mask(words.data());
-        ++stats.masks;
-        matcher.rollback(1);
+      if (stats.masks < kMaxInsideMasks) {
+        for (const std::string& inside : boundaries.of(lexeme)) {
+          if (stats.masks >= kMaxInsideMasks || budget.spent()) break;
+          if (!matcher.accept_bytes(inside)) continue;
+          matcher.fill_mask(words.data());
+          ++stats.masks;
+          matcher.rollback(1);
+        }
       }
       if (budget.spent()) return;
       if (!matcher.accept_bytes(text)) continue;
