@@ -58,8 +58,18 @@ struct RuntimeHandle {
   // machine has cores: a process that loads many grammars at once would otherwise start a
   // thread per grammar; those grammars build their caches lazily, as without a prewarm.
   // Returns whether a prewarm is running or done.
-  bool start_prewarm(bool always) {
-    if (prewarm && !(prewarm->done() && prewarm->stop_requested())) return true;
+  bool start_prewarm(bool always) { return start(always, /*on_caller=*/false) != nullptr; }
+
+  // A prewarm to be run on the calling thread (see BackgroundPrewarm), registered so that
+  // a fork from another thread waits for it; null when one is running or done.
+  std::shared_ptr<gramkiln::BackgroundPrewarm> start_prewarm_on_caller() {
+    if (prewarm && !(prewarm->done() && prewarm->stop_requested())) return nullptr;
+    return start(/*always=*/true, /*on_caller=*/true);
+  }
+
+ private:
+  std::shared_ptr<gramkiln::BackgroundPrewarm> start(bool always, bool on_caller) {
+    if (prewarm && !(prewarm->done() && prewarm->stop_requested())) return prewarm;
     std::lock_guard<std::mutex> lock(prewarm_registry_mutex);
     prewarm_registry.erase(std::remove_if(prewarm_registry.begin(), prewarm_registry.end(),
                                           [](const std::weak_ptr<gramkiln::BackgroundPrewarm>& w) {
@@ -68,10 +78,10 @@ struct RuntimeHandle {
                                           }),
                            prewarm_registry.end());
     const size_t limit = std::max(2u, std::thread::hardware_concurrency());
-    if (!always && prewarm_registry.size() >= limit) return false;
-    prewarm = std::make_shared<gramkiln::BackgroundPrewarm>(runtime);
+    if (!always && prewarm_registry.size() >= limit) return nullptr;
+    prewarm = std::make_shared<gramkiln::BackgroundPrewarm>(runtime, on_caller);
     prewarm_registry.push_back(prewarm);
-    return true;
+    return prewarm;
   }
 };
 
@@ -286,12 +296,31 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "wait_prewarm",
           [](RuntimeHandle& h) {
-            h.start_prewarm(/*always=*/true);
+            // None started yet: run it on this thread, which would only wait for another.
+            if (auto here = h.start_prewarm_on_caller()) {
+              py::gil_scoped_release release;
+              here->run_here();
+            }
             return prewarm_stats_dict(join_prewarm(*h.prewarm, /*stop=*/false));
           },
-          "Start the prewarm if needed and wait for it (GIL released); returns its stats.")
+          "Prewarm on this thread, or wait for the prewarm already started (GIL released); "
+          "returns its stats.")
       .def_property_readonly("prewarm_done",
-                             [](const RuntimeHandle& h) { return h.prewarm && h.prewarm->done(); });
+                             [](const RuntimeHandle& h) { return h.prewarm && h.prewarm->done(); })
+      .def(
+          "cache_stats",
+          [](const RuntimeHandle& h) {
+            const gramkiln::CacheStats stats = gramkiln::runtime_cache_stats(*h.runtime);
+            py::dict out;
+            out["mask_entries"] = stats.mask_entries;
+            out["distinct_masks"] = stats.distinct_masks;
+            out["mask_bytes"] = stats.mask_bytes;
+            out["walk_entries"] = stats.walk_entries;
+            out["walk_bytes"] = stats.walk_bytes;
+            out["group_bytes"] = stats.group_bytes;
+            return out;
+          },
+          "What the shared mask caches hold now.");
 
   m.def("stop_all_prewarms", &stop_all_prewarms,
         "Stop and join every background prewarm (before exit and fork).");

@@ -164,6 +164,15 @@ class CompiledGrammar:
         """Whether a started prewarm has finished (False when none was started)."""
         return bool(self._runtime.prewarm_done)
 
+    def cache_stats(self) -> dict[str, int]:
+        """What the shared mask caches of this grammar hold now: ``mask_entries`` (stored
+        masks under either kind of key, both generations), ``distinct_masks`` (the contents
+        they share: masks are interned, so this is usually a few dozen), ``mask_bytes``
+        (counted against the mask budget, ``GRAMKILN_MASK_CACHE_BYTES``), ``walk_entries``,
+        ``walk_bytes`` and ``group_bytes`` (the other caches). For monitoring; masks never
+        depend on it."""
+        return {key: int(value) for key, value in self._runtime.cache_stats().items()}
+
     # -- use --------------------------------------------------------------------------------
     def matcher(self) -> Any:
         """A fresh matcher at the start of the grammar."""

@@ -293,3 +293,46 @@ def test_masks_are_unchanged_when_the_mask_tables_turn_over(
     warm = CompiledGrammar.load(data, vocab, prewarm=False)
     warm.prewarm()
     assert masks_along(warm, token_lists) == expected
+
+
+def test_stored_masks_are_interned_by_content() -> None:
+    """Thousands of stored masks share a few dozen contents: each distinct mask is stored once
+    (with and without end tokens at most), and the budget counts each content once."""
+    grammar, instances = bench_case("json")
+    vocab = substring_vocab(instances, limit=400)
+    compiled = CompiledGrammar.load(
+        compile_grammar(parse_lark(grammar), vocab).to_bytes(), vocab, prewarm=False
+    )
+    token_lists = [greedy_tokens(vocab, text) for text in instances]
+    seen = {tuple(mask) for mask in masks_along(compiled, token_lists)}
+    stats = compiled.cache_stats()
+    assert stats["mask_entries"] > 2 * len(seen)
+    assert 0 < stats["distinct_masks"] <= 2 * len(seen)
+    words = (vocab.vocab_size + 31) // 32
+    assert stats["mask_bytes"] <= 64 * stats["mask_entries"] + 8 * words * stats["distinct_masks"]
+    compiled.prewarm()
+    after = compiled.cache_stats()
+    assert after["mask_entries"] > stats["mask_entries"]
+    assert after["distinct_masks"] < after["mask_entries"] // 4
+
+
+def test_concurrent_waits_for_one_prewarm_return_its_stats() -> None:
+    """prewarm(wait=True) runs on the calling thread; another thread that waits meanwhile gets
+    the same finished prewarm, and the masks are those of a grammar never prewarmed."""
+    grammar, instances = bench_case("clike")
+    vocab = substring_vocab(instances)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    compiled = CompiledGrammar.load(data, vocab, prewarm=False)
+    results: list[dict] = []
+    waiters = [
+        threading.Thread(target=lambda: results.append(compiled.prewarm())) for _ in range(3)
+    ]
+    for waiter in waiters:
+        waiter.start()
+    for waiter in waiters:
+        waiter.join()
+    assert len(results) == 3 and all(result == results[0] for result in results)
+    assert results[0]["levels"] > 0 and compiled.prewarm_done
+    token_lists = [greedy_tokens(vocab, text) for text in instances[:2]]
+    cold = CompiledGrammar.load(data, vocab, prewarm=False)
+    assert masks_along(compiled, token_lists) == masks_along(cold, token_lists)

@@ -46,6 +46,26 @@ or_words(uint32_t* __restrict out, const uint32_t* __restrict in, uint32_t words
   for (uint32_t i = 0; i < words; ++i) out[i] |= in[i];
 }
 
+// A 64-bit digest of `count` words, for interning by content (equality is checked after).
+uint64_t content_digest(const uint32_t* data, size_t count, uint64_t seed) {
+  // Four independent lanes: one multiply chain over a 4,000-word bitset was ~1.5 us of
+  // latency per stored dense result.
+  uint64_t lanes[4] = {seed, 0xbb67ae8584caa73bull, 0xa54ff53a5f1d36f1ull, 0x510e527fade682d1ull};
+  // Two ids per 64-bit step.
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    for (int lane = 0; lane < 4; ++lane) {
+      uint64_t pair;
+      std::memcpy(&pair, data + i + 2 * lane, sizeof pair);
+      lanes[lane] = (lanes[lane] ^ pair) * 0x100000001b3ull + 0x9e37;
+    }
+  }
+  for (; i < count; ++i) lanes[0] = (lanes[0] ^ data[i]) * 0x100000001b3ull + 0x9e37;
+  uint64_t digest = mix64(lanes[0] ^ count);
+  for (int lane = 1; lane < 4; ++lane) digest = mix64(digest ^ lanes[lane]);
+  return digest;
+}
+
 // The shared byte -> entered-states table of a set of expected lexemes.
 const FollowTable& follow_table(const Runtime& rt, Scratch& sc,
                                 const std::vector<uint32_t>& lexemes) {
@@ -916,22 +936,8 @@ std::pair<uint64_t, uint64_t> walk_key(const ExitGroup& group, uint32_t lexeme, 
 void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
                 const Scratch::WalkFrame& frame) {
   const std::vector<uint32_t>& data = frame.dense ? frame.bits : frame.tokens;
-  // Four independent lanes: one multiply chain over a 4,000-word bitset was ~1.5 us of
-  // latency per stored dense result.
-  uint64_t lanes[4] = {frame.dense ? 0x6a09e667f3bcc908ull : 0x3c6ef372fe94f82bull,
-                       0xbb67ae8584caa73bull, 0xa54ff53a5f1d36f1ull, 0x510e527fade682d1ull};
-  // Two ids per 64-bit step.
-  size_t i = 0;
-  for (; i + 8 <= data.size(); i += 8) {
-    for (int lane = 0; lane < 4; ++lane) {
-      uint64_t pair;
-      std::memcpy(&pair, data.data() + i + 2 * lane, sizeof pair);
-      lanes[lane] = (lanes[lane] ^ pair) * 0x100000001b3ull + 0x9e37;
-    }
-  }
-  for (; i < data.size(); ++i) lanes[0] = (lanes[0] ^ data[i]) * 0x100000001b3ull + 0x9e37;
-  uint64_t digest = mix64(lanes[0] ^ data.size());
-  for (int lane = 1; lane < 4; ++lane) digest = mix64(digest ^ lanes[lane]);
+  const uint64_t digest = content_digest(
+      data.data(), data.size(), frame.dense ? 0x6a09e667f3bcc908ull : 0x3c6ef372fe94f82bull);
   GroupCache& cache = *rt.groups;
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
   if (cache.walks.contains(key)) return;
@@ -1216,45 +1222,71 @@ MaskKey configuration_key(MaskKey key, const std::vector<Thread>& threads, bool 
 }
 
 // Store `mask` under `key` in the current generation, turning the generations over first when
-// it would pass half of `budget` (a mask shared by both tables counts in each). Call with the
-// table's mutex held.
-void store_mask_locked(GroupCache::MaskTable& table, size_t budget, const MaskKey& key,
+// it would pass half of the budget. An entry costs 64 bytes, and its content 4 bytes a word the
+// first time the generation holds it (contents are interned; one shared by both tables counts
+// in each). Call with the mask mutex held.
+void store_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key,
                        const GroupCache::StoredMask& mask) {
-  const size_t size = 4 * mask->size() + 64;
-  if (table.bytes + size > budget / 2) {
+  const size_t content = 4 * mask->size();
+  const size_t size = 64 + (table.counted.count(mask.get()) ? 0 : content);
+  if (table.bytes + size > cache.mask_budget_bytes / 2) {
     std::swap(table.previous, table.current);
     table.current.clear();
+    table.counted.clear();
     table.bytes = 0;
+    // Contents that only the dropped generation held have expired.
+    for (auto it = cache.mask_contents.begin(); it != cache.mask_contents.end();) {
+      auto& same = it->second;
+      same.erase(
+          std::remove_if(same.begin(), same.end(), [](const auto& weak) { return weak.expired(); }),
+          same.end());
+      it = same.empty() ? cache.mask_contents.erase(it) : std::next(it);
+    }
   }
-  if (table.current.emplace(key, mask)) table.bytes += size;
+  if (table.current.emplace(key, mask)) {
+    if (table.counted.insert(mask.get()).second) table.bytes += content;
+    table.bytes += 64;
+  }
 }
 
-// Copy the mask stored under `key` into `words`; false when there is none. A hit in the
+// The mask stored under `key`, copied into `words`; null when there is none. A hit in the
 // previous generation is stored again in the current one.
-bool find_mask(std::mutex& mutex, GroupCache::MaskTable& table, size_t budget, const MaskKey& key,
-               uint32_t* words) {
-  std::lock_guard<std::mutex> lock(mutex);
+GroupCache::StoredMask find_mask(GroupCache& cache, GroupCache::MaskTable& table,
+                                 const MaskKey& key, uint32_t* words) {
+  std::lock_guard<std::mutex> lock(cache.mask_mutex);
   const GroupCache::StoredMask* found = table.current.find(key);
   if (found == nullptr) {
     found = table.previous.find(key);
-    if (found == nullptr) return false;
+    if (found == nullptr) return nullptr;
     const GroupCache::StoredMask mask = *found;  // the turnover may drop the previous table
     std::copy(mask->begin(), mask->end(), words);
-    store_mask_locked(table, budget, key, mask);
-    return true;
+    store_mask_locked(cache, table, key, mask);
+    return mask;
   }
   std::copy((*found)->begin(), (*found)->end(), words);
-  return true;
+  return *found;
 }
 
-void store_mask(std::mutex& mutex, GroupCache::MaskTable& table, size_t budget, const MaskKey& key,
+void store_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key,
                 const GroupCache::StoredMask& mask) {
-  std::lock_guard<std::mutex> lock(mutex);
-  store_mask_locked(table, budget, key, mask);
+  std::lock_guard<std::mutex> lock(cache.mask_mutex);
+  store_mask_locked(cache, table, key, mask);
 }
 
-GroupCache::StoredMask copy_mask(const uint32_t* words, uint32_t count) {
-  return std::make_shared<const std::vector<uint32_t>>(words, words + count);
+// The stored copy of `words`: an equal mask stored before, or a new one.
+GroupCache::StoredMask intern_mask(GroupCache& cache, const uint32_t* words, uint32_t count) {
+  const uint64_t digest = content_digest(words, count, 0x243f6a8885a308d3ull);
+  std::lock_guard<std::mutex> lock(cache.mask_mutex);
+  auto& same_digest = cache.mask_contents[digest];
+  for (const auto& weak : same_digest) {
+    GroupCache::StoredMask mask = weak.lock();
+    if (mask && mask->size() == count && std::equal(mask->begin(), mask->end(), words)) {
+      return mask;
+    }
+  }
+  auto mask = std::make_shared<const std::vector<uint32_t>>(words, words + count);
+  same_digest.push_back(mask);
+  return mask;
 }
 
 }  // namespace
@@ -1459,24 +1491,68 @@ void Matcher::rollback(uint32_t n) {
   history_.resize(keep);
 }
 
-BackgroundPrewarm::BackgroundPrewarm(std::shared_ptr<const Runtime> runtime)
-    : thread_([this, runtime = std::move(runtime)]() {
-        try {
-          stats_ = prewarm_runtime(runtime, &stop_);
-        } catch (const std::exception&) {
-          // Out of memory while prewarming: fills build what they need on demand.
-        }
-        done_.store(true, std::memory_order_release);
-      }) {}
+CacheStats runtime_cache_stats(const Runtime& runtime) {
+  GroupCache& cache = *runtime.groups;
+  CacheStats out;
+  {
+    std::lock_guard<std::mutex> lock(cache.mask_mutex);
+    for (const GroupCache::MaskTable* table : {&cache.masks, &cache.depth_masks}) {
+      out.mask_entries += table->current.size() + table->previous.size();
+      out.mask_bytes += table->bytes;
+    }
+    for (const auto& [digest, same] : cache.mask_contents) {
+      for (const auto& weak : same) out.distinct_masks += weak.expired() ? 0 : 1;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(cache.walk_mutex);
+    out.walk_entries = cache.walks.size();
+    out.walk_bytes = cache.walk_bytes;
+  }
+  out.group_bytes = cache.used.load(std::memory_order_relaxed);
+  return out;
+}
+
+BackgroundPrewarm::BackgroundPrewarm(std::shared_ptr<const Runtime> runtime, bool on_caller) {
+  auto work = [this, runtime = std::move(runtime)]() {
+    try {
+      stats_ = prewarm_runtime(runtime, &stop_);
+    } catch (const std::exception&) {
+      // Out of memory while prewarming: fills build what they need on demand.
+    }
+    {
+      std::lock_guard<std::mutex> lock(done_mutex_);
+      done_.store(true, std::memory_order_release);
+    }
+    done_cv_.notify_all();
+  };
+  if (on_caller) {
+    on_caller_ = std::move(work);
+  } else {
+    thread_ = std::thread(std::move(work));
+  }
+}
+
+void BackgroundPrewarm::run_here() {
+  std::function<void()> work;
+  {
+    std::lock_guard<std::mutex> lock(done_mutex_);
+    work.swap(on_caller_);
+  }
+  if (work) work();
+}
 
 BackgroundPrewarm::~BackgroundPrewarm() {
   request_stop();
+  run_here();  // one never run (its caller failed before it): finishes at the first check
   wait();
 }
 
 PrewarmStats BackgroundPrewarm::wait() {
   std::lock_guard<std::mutex> lock(join_mutex_);
   if (thread_.joinable()) thread_.join();
+  std::unique_lock<std::mutex> done_lock(done_mutex_);
+  done_cv_.wait(done_lock, [this] { return done(); });
   return stats_;
 }
 
@@ -1510,18 +1586,22 @@ bool Matcher::fill_mask_if_cached(uint32_t* words) const {
   }
   const MaskKey key = whole_mask_key();
   GroupCache& cache = *rt.groups;
-  if (find_mask(cache.mask_mutex, cache.masks, cache.mask_budget_bytes, key, words)) return true;
+  if (find_mask(cache, cache.masks, key, words)) return true;
   // Then by the bounded-depth keys under which masks have been stored (see depth_masks); a hit
   // lacks only the end tokens, which depend on the whole stack.
   const uint32_t stored = cache.mask_depths.load(std::memory_order_relaxed);
   for (uint32_t depth = frontier_ ? 1 : 0; depth <= Chart::kDepthHashes && (stored >> depth);
        ++depth) {
     if (!((stored >> depth) & 1u)) continue;
-    if (find_mask(cache.mask_mutex, cache.depth_masks, cache.mask_budget_bytes,
-                  depth_mask_key(depth), words)) {
-      if (accepting_now()) or_words(words, rt.end_bits.data(), rt.words);
-      store_mask(cache.mask_mutex, cache.masks, cache.mask_budget_bytes, key,
-                 copy_mask(words, rt.words));
+    GroupCache::StoredMask found =
+        find_mask(cache, cache.depth_masks, depth_mask_key(depth), words);
+    if (found) {
+      // Without end tokens to add, the whole-stack entry is the same stored mask.
+      if (accepting_now()) {
+        or_words(words, rt.end_bits.data(), rt.words);
+        found = intern_mask(cache, words, rt.words);
+      }
+      store_mask(cache, cache.masks, key, found);
       return true;
     }
   }
@@ -1540,16 +1620,15 @@ void Matcher::fill_mask_computed(uint32_t* words) const {
   GroupCache::StoredMask without_ends;
   if (dependency >= 0) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
-    without_ends = copy_mask(words, rt.words);
-    store_mask(cache.mask_mutex, cache.depth_masks, cache.mask_budget_bytes, depth_mask_key(depth),
-               without_ends);
+    without_ends = intern_mask(cache, words, rt.words);
+    store_mask(cache, cache.depth_masks, depth_mask_key(depth), without_ends);
     cache.mask_depths.fetch_or(1u << depth, std::memory_order_relaxed);
   }
   const bool accepting = accepting_now();
   if (accepting) or_words(words, rt.end_bits.data(), rt.words);
   // Without end tokens to add, the whole-stack entry shares the bounded-depth one's copy.
-  store_mask(cache.mask_mutex, cache.masks, cache.mask_budget_bytes, key,
-             without_ends && !accepting ? without_ends : copy_mask(words, rt.words));
+  store_mask(cache, cache.masks, key,
+             without_ends && !accepting ? without_ends : intern_mask(cache, words, rt.words));
 }
 
 int Matcher::fill_mask_uncached(uint32_t* words) const {

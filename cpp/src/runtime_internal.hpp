@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "gramkiln/core.hpp"
@@ -190,8 +191,16 @@ struct GroupCache {
   // in use survives a turnover; memory stays within the budget whatever the traffic.
   struct MaskTable {
     KeyMap<StoredMask> current, previous;
-    size_t bytes = 0;  // of `current`
+    size_t bytes = 0;  // of `current`: 64 per entry plus each distinct content once
+    std::unordered_set<const void*> counted;  // contents counted in `bytes`
   };
+  // Stored masks are interned by content (a fill's mask is one of a few dozen distinct ones
+  // per grammar, under thousands of keys): hits then read a mask that is likely still in the
+  // calling core's cache, and the tables hold megabytes instead of tens. By digest; weak, so a
+  // content lives exactly as long as some entry of either table holds it. Guarded by
+  // mask_mutex.
+  std::unordered_map<uint64_t, std::vector<std::weak_ptr<const std::vector<uint32_t>>>>
+      mask_contents;
   // Whole masks by parser configuration (128-bit structural key; see Chart).
   MaskTable masks;
   // Masks without the end tokens, by a bounded-depth key: the thread states with H_D of their
