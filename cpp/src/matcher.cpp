@@ -46,8 +46,35 @@ or_words(uint32_t* __restrict out, const uint32_t* __restrict in, uint32_t words
   for (uint32_t i = 0; i < words; ++i) out[i] |= in[i];
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GRAMKILN_CRC_DIGEST 1
+// content_digest with the CRC32 instruction on three independent streams: ~3x faster than the
+// multiply chains below (a digest of a 4,000-word mask was ~2,800 cycles of a ~30,000-cycle
+// computed MaskBench fill). Weak as a hash (CRC is linear), which is fine: equality is checked.
+__attribute__((target("sse4.2"))) uint64_t crc_digest(const uint32_t* data, size_t count,
+                                                      uint64_t seed) {
+  uint64_t a = seed, b = ~seed, c = seed * 0x9e3779b97f4a7c15ull;
+  size_t i = 0;
+  for (; i + 6 <= count; i += 6) {
+    uint64_t x, y, z;
+    std::memcpy(&x, data + i, sizeof x);
+    std::memcpy(&y, data + i + 2, sizeof y);
+    std::memcpy(&z, data + i + 4, sizeof z);
+    a = __builtin_ia32_crc32di(a, x);
+    b = __builtin_ia32_crc32di(b, y);
+    c = __builtin_ia32_crc32di(c, z);
+  }
+  for (; i < count; ++i) a = __builtin_ia32_crc32si(static_cast<uint32_t>(a), data[i]);
+  return mix64(a ^ mix64(b ^ count) ^ (c << 32 | c >> 32));
+}
+#endif
+
 // A 64-bit digest of `count` words, for interning by content (equality is checked after).
 uint64_t content_digest(const uint32_t* data, size_t count, uint64_t seed) {
+#ifdef GRAMKILN_CRC_DIGEST
+  static const bool has_crc = __builtin_cpu_supports("sse4.2");
+  if (has_crc) return crc_digest(data, count, seed);
+#endif
   // Four independent lanes: one multiply chain over a 4,000-word bitset was ~1.5 us of
   // latency per stored dense result.
   uint64_t lanes[4] = {seed, 0xbb67ae8584caa73bull, 0xa54ff53a5f1d36f1ull, 0x510e527fade682d1ull};
