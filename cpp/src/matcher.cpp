@@ -1276,22 +1276,25 @@ void store_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const Ma
   }
 }
 
-// The mask stored under `key`, copied into `words`; null when there is none. A hit in the
-// previous generation is stored again in the current one.
-GroupCache::StoredMask find_mask(GroupCache& cache, GroupCache::MaskTable& table,
-                                 const MaskKey& key, uint32_t* words) {
+// Copy the mask stored under `key` into `words`; false when there is none. `stored`, when
+// given, receives the stored copy (the whole-stack lookup, the common hit, skips that reference
+// count traffic). A hit in the previous generation is stored again in the current one.
+bool find_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key, uint32_t* words,
+               GroupCache::StoredMask* stored = nullptr) {
   std::lock_guard<std::mutex> lock(cache.mask_mutex);
   const GroupCache::StoredMask* found = table.current.find(key);
   if (found == nullptr) {
     found = table.previous.find(key);
-    if (found == nullptr) return nullptr;
+    if (found == nullptr) return false;
     const GroupCache::StoredMask mask = *found;  // the turnover may drop the previous table
     std::copy(mask->begin(), mask->end(), words);
     store_mask_locked(cache, table, key, mask);
-    return mask;
+    if (stored) *stored = mask;
+    return true;
   }
   std::copy((*found)->begin(), (*found)->end(), words);
-  return *found;
+  if (stored) *stored = *found;
+  return true;
 }
 
 void store_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key,
@@ -1620,9 +1623,8 @@ bool Matcher::fill_mask_if_cached(uint32_t* words) const {
   for (uint32_t depth = frontier_ ? 1 : 0; depth <= Chart::kDepthHashes && (stored >> depth);
        ++depth) {
     if (!((stored >> depth) & 1u)) continue;
-    GroupCache::StoredMask found =
-        find_mask(cache, cache.depth_masks, depth_mask_key(depth), words);
-    if (found) {
+    GroupCache::StoredMask found;
+    if (find_mask(cache, cache.depth_masks, depth_mask_key(depth), words, &found)) {
       // Without end tokens to add, the whole-stack entry is the same stored mask.
       if (accepting_now()) {
         or_words(words, rt.end_bits.data(), rt.words);
