@@ -107,6 +107,17 @@ py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
   return out;
 }
 
+py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
+  py::dict out;
+  out["mask_entries"] = stats.mask_entries;
+  out["distinct_masks"] = stats.distinct_masks;
+  out["mask_bytes"] = stats.mask_bytes;
+  out["walk_entries"] = stats.walk_entries;
+  out["walk_bytes"] = stats.walk_bytes;
+  out["group_bytes"] = stats.group_bytes;
+  return out;
+}
+
 // Opaque handle to a vocabulary's build tables, shared (read-only) by concurrent builds.
 struct VocabIndexHandle {
   std::shared_ptr<const gramkiln::VocabIndex> index;
@@ -310,15 +321,7 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "cache_stats",
           [](const RuntimeHandle& h) {
-            const gramkiln::CacheStats stats = gramkiln::runtime_cache_stats(*h.runtime);
-            py::dict out;
-            out["mask_entries"] = stats.mask_entries;
-            out["distinct_masks"] = stats.distinct_masks;
-            out["mask_bytes"] = stats.mask_bytes;
-            out["walk_entries"] = stats.walk_entries;
-            out["walk_bytes"] = stats.walk_bytes;
-            out["group_bytes"] = stats.group_bytes;
-            return out;
+            return cache_stats_dict(gramkiln::runtime_cache_stats(*h.runtime));
           },
           "What the shared mask caches hold now.");
 

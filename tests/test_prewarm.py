@@ -178,10 +178,18 @@ def _forked_fill(conn, compiled: CompiledGrammar, vocab_size: int) -> None:
     conn.close()
 
 
+def _prewarm_into(compiled: CompiledGrammar, results: list[dict]) -> None:
+    results.append(compiled.prewarm())
+
+
 @pytest.mark.skipif(
     "fork" not in multiprocessing.get_all_start_methods(), reason="no fork() on this platform"
 )
-def test_fork_while_prewarming_does_not_deadlock_the_child() -> None:
+@pytest.mark.parametrize("runs_on", ["background thread", "caller thread"])
+def test_fork_while_prewarming_does_not_deadlock_the_child(runs_on: str) -> None:
+    """A prewarm runs on a background thread (started by load) or on the thread that called
+    prewarm(); a fork from another thread meanwhile stops it, the child fills masks, and the
+    parent's prewarm() call returns."""
     grammar, instances = bench_case("clike")
     vocab = substring_vocab(instances)
     data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
@@ -190,7 +198,14 @@ def test_fork_while_prewarming_does_not_deadlock_the_child() -> None:
     )
     context = multiprocessing.get_context("fork")
     for _ in range(3):
-        compiled = CompiledGrammar.load(data, vocab)  # prewarm running while we fork
+        results: list[dict] = []
+        prewarming = None
+        if runs_on == "background thread":
+            compiled = CompiledGrammar.load(data, vocab)  # prewarm running while we fork
+        else:
+            compiled = CompiledGrammar.load(data, vocab, prewarm=False)
+            prewarming = threading.Thread(target=_prewarm_into, args=(compiled, results))
+            prewarming.start()
         parent_end, child_end = context.Pipe()
         child = context.Process(target=_forked_fill, args=(child_end, compiled, vocab.vocab_size))
         child.start()
@@ -198,6 +213,9 @@ def test_fork_while_prewarming_does_not_deadlock_the_child() -> None:
         assert parent_end.recv() == expected
         child.join(30)
         assert child.exitcode == 0
+        if prewarming is not None:
+            prewarming.join(60)
+            assert not prewarming.is_alive() and len(results) == 1
         assert mask_ids(compiled.matcher(), vocab.vocab_size) == expected
 
 
@@ -336,37 +354,3 @@ def test_concurrent_waits_for_one_prewarm_return_its_stats() -> None:
     token_lists = [greedy_tokens(vocab, text) for text in instances[:2]]
     cold = CompiledGrammar.load(data, vocab, prewarm=False)
     assert masks_along(compiled, token_lists) == masks_along(cold, token_lists)
-
-
-def _prewarm_into(compiled: CompiledGrammar, results: list[dict]) -> None:
-    results.append(compiled.prewarm())
-
-
-@pytest.mark.skipif(
-    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork() on this platform"
-)
-def test_fork_while_a_caller_thread_prewarms_does_not_deadlock_the_child() -> None:
-    """prewarm() runs on its caller's thread; a fork from another thread meanwhile stops it
-    (as it stops background prewarms) and the child fills masks; the parent's call returns."""
-    grammar, instances = bench_case("clike")
-    vocab = substring_vocab(instances)
-    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
-    expected = mask_ids(
-        CompiledGrammar.load(data, vocab, prewarm=False).matcher(), vocab.vocab_size
-    )
-    context = multiprocessing.get_context("fork")
-    for _ in range(3):
-        compiled = CompiledGrammar.load(data, vocab, prewarm=False)
-        results: list[dict] = []
-        prewarming = threading.Thread(target=_prewarm_into, args=(compiled, results))
-        prewarming.start()
-        parent_end, child_end = context.Pipe()
-        child = context.Process(target=_forked_fill, args=(child_end, compiled, vocab.vocab_size))
-        child.start()
-        assert parent_end.poll(60), "the forked child did not answer (deadlocked?)"
-        assert parent_end.recv() == expected
-        child.join(30)
-        assert child.exitcode == 0
-        prewarming.join(60)
-        assert not prewarming.is_alive() and len(results) == 1
-        assert mask_ids(compiled.matcher(), vocab.vocab_size) == expected
