@@ -1314,12 +1314,46 @@ GroupCache::StoredMask intern_mask(GroupCache& cache, const uint32_t* words, uin
       return mask;
     }
   }
-  auto mask = std::make_shared<const std::vector<uint32_t>>(words, words + count);
+  GroupCache::StoredMask mask = GroupCache::MaskPool::copy(cache.mask_pool, words, count);
   same_digest.push_back(mask);
   return mask;
 }
 
 }  // namespace
+
+GroupCache::StoredMask GroupCache::MaskPool::copy(const std::shared_ptr<MaskPool>& pool,
+                                                  const uint32_t* words, uint32_t count) {
+  uint32_t* slot;
+  {
+    std::lock_guard<std::mutex> lock(pool->mutex_);
+    if (pool->slot_words_ == 0) pool->slot_words_ = count;
+    if (count != pool->slot_words_) {
+      // Never expected (every mask of a runtime has the vocabulary's word count); kept exact
+      // rather than asserted: such a mask gets a buffer of its own.
+      auto owned = std::make_shared<std::vector<uint32_t>>(words, words + count);
+      return StoredMask(new MaskWords{owned->data(), count},
+                        [owned](const MaskWords* mask) { delete mask; });
+    }
+    if (pool->free_.empty()) {
+      // Not zeroed: a slot's pages are first touched by the copy into it.
+      pool->slabs_.emplace_back(new uint32_t[kSlotsPerSlab * count]);
+      for (size_t i = kSlotsPerSlab; i-- > 0;) {
+        pool->free_.push_back(pool->slabs_.back().get() + i * count);
+      }
+    }
+    slot = pool->free_.back();
+    pool->free_.pop_back();
+  }
+  std::copy(words, words + count, slot);
+  auto release = [pool](const MaskWords* mask) {
+    {
+      std::lock_guard<std::mutex> lock(pool->mutex_);
+      pool->free_.push_back(const_cast<uint32_t*>(mask->data));
+    }
+    delete mask;
+  };
+  return StoredMask(new MaskWords{slot, count}, std::move(release));
+}
 
 Matcher::Matcher(std::shared_ptr<const Runtime> runtime) : runtime_(std::move(runtime)) { reset(); }
 

@@ -183,8 +183,34 @@ struct GroupCache {
   static constexpr size_t kMaskBudgetBytes = size_t{64} << 20;
   size_t mask_budget_bytes = kMaskBudgetBytes;
   std::mutex mask_mutex;  // guards `masks` and `depth_masks`
+  // A stored mask's words, in a slot of `mask_pool`.
+  struct MaskWords {
+    const uint32_t* data;
+    uint32_t count;
+    const uint32_t* begin() const { return data; }
+    const uint32_t* end() const { return data + count; }
+    size_t size() const { return count; }
+  };
   // Stored masks are shared: a mask without end tokens is usually stored under both keys.
-  using StoredMask = std::shared_ptr<const std::vector<uint32_t>>;
+  using StoredMask = std::shared_ptr<const MaskWords>;
+  // Slots for stored masks, carved from slabs and recycled when a mask is dropped. Every stored
+  // mask of a runtime has the same size, and a fresh 16 KB malloc on the fill path could run
+  // glibc's fastbin consolidation (~50 k of the ~95 k instructions of some of the slowest
+  // MaskBench fills). Held by each mask's deleter, so it outlives them all.
+  class MaskPool {
+   public:
+    // A copy of `words` in a free slot (every call with the same `count`).
+    static StoredMask copy(const std::shared_ptr<MaskPool>& pool, const uint32_t* words,
+                           uint32_t count);
+
+   private:
+    static constexpr size_t kSlotsPerSlab = 16;
+    std::mutex mutex_;
+    uint32_t slot_words_ = 0;  // set by the first copy
+    std::vector<std::unique_ptr<uint32_t[]>> slabs_;
+    std::vector<uint32_t*> free_;
+  };
+  const std::shared_ptr<MaskPool> mask_pool = std::make_shared<MaskPool>();
   // Masks in two generations, so that a full table does not start every decode cold: when the
   // current one would pass half the budget it becomes the previous one (the one before is
   // dropped), and a hit in the previous generation is stored again in the current one. What is
@@ -199,8 +225,7 @@ struct GroupCache {
   // calling core's cache, and the tables hold megabytes instead of tens. By digest; weak, so a
   // content lives exactly as long as some entry of either table holds it. Guarded by
   // mask_mutex.
-  std::unordered_map<uint64_t, std::vector<std::weak_ptr<const std::vector<uint32_t>>>>
-      mask_contents;
+  std::unordered_map<uint64_t, std::vector<std::weak_ptr<const MaskWords>>> mask_contents;
   // Whole masks by parser configuration (128-bit structural key; see Chart).
   MaskTable masks;
   // Masks without the end tokens, by a bounded-depth key: the thread states with H_D of their
