@@ -7,12 +7,15 @@ we got wrong (or only loosely right), with our own schemas and instances.
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from decimal import Decimal
 
 import pytest
 from gramkiln.frontend.json_schema import JsonSchemaOptions
+from gramkiln.frontend.json_schema import exprs as json_schema_exprs
 
-from gramkiln import Grammar
+from gramkiln import EmptyLanguageWarning, Grammar
 from gramkiln.errors import GrammarError
 
 
@@ -288,3 +291,121 @@ def test_x_guidance_options_are_ignored_with_a_warning() -> None:
     with pytest.warns(UserWarning, match="x-guidance"):
         grammar = _grammar({"type": "integer", "x-guidance": {"whitespace_flexible": True}})
     assert grammar.accepts("1")
+
+
+# == Facts from comparing with llguidance's JSON Schema test cases (2026-11-30) ================
+# llguidance refuses unsatisfiable schemas with an error naming the contradiction. A schema
+# that admits nothing is legal JSON Schema, so we still compile the exact (empty) language,
+# but the front end now says why, with the JSON pointer, instead of leaving only the
+# compile-time "accepts no string" warning.
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        (
+            {"type": "number", "exclusiveMinimum": 2.5, "maximum": 2.5},
+            "at #: no number satisfies exclusiveMinimum 2.5, maximum 2.5",
+        ),
+        # No integer between the bounds, though the interval is not empty.
+        ({"type": "integer", "minimum": 0.2, "maximum": 0.8}, "at #: no integer satisfies"),
+        (
+            {
+                "type": "object",
+                "properties": {"tag": {"type": "string", "minLength": 4, "maxLength": 2}},
+                "required": ["tag"],
+            },
+            "at #/properties/tag: minLength 4 is above maxLength 2",
+        ),
+        (
+            {"type": "array", "items": {"type": "boolean"}, "minItems": 3, "maxItems": 2},
+            "at #: minItems 3 is above maxItems 2",
+        ),
+        (
+            {"type": "array", "prefixItems": [{"type": "null"}], "items": False, "minItems": 2},
+            "minItems 2 is above the 1 items prefixItems allows",
+        ),
+        (
+            {"type": "object", "minProperties": 3, "maxProperties": 1},
+            "at #: minProperties 3 is above maxProperties 1",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}},
+                "required": ["id", "name"],
+                "additionalProperties": False,
+            },
+            "at #: required property 'name' cannot be present",
+        ),
+        ({"allOf": [{"type": "string"}, {"type": "array"}]}, "have no type in common"),
+        (
+            {"$defs": {"never": False}, "allOf": [{"$ref": "#/$defs/never"}]},
+            "at #: a false schema applies",
+        ),
+        ({"enum": ["red", "green"], "maxLength": 2}, "no enum/const value satisfies"),
+        (
+            {"type": "string", "pattern": "^[0-9]+$", "format": "date"},
+            "no string satisfies its pattern, format and length keywords together",
+        ),
+        (False, "at #: the schema is false"),
+    ],
+)
+def test_a_schema_admitting_nothing_warns_with_the_reason(schema: object, message: str) -> None:
+    with pytest.warns(EmptyLanguageWarning, match=re.escape(message)):
+        grammar = _grammar(schema)
+    assert not grammar.is_prefix("")  # still the exact, empty language: nothing starts it
+
+
+@pytest.mark.parametrize(
+    ("schema", "valid", "invalid"),
+    [
+        # One branch admits nothing; the other still does.
+        (
+            {"anyOf": [{"type": "integer", "minimum": 9, "maximum": 3}, {"type": "null"}]},
+            ["null"],
+            ["5", "9"],
+        ),
+        # An optional property that admits nothing only means the key cannot appear.
+        (
+            {
+                "type": "object",
+                "properties": {"xs": {"type": "array", "minItems": 2, "maxItems": 0}},
+            },
+            ["{}", '{"y": 1}'],
+            ['{"xs": []}'],
+        ),
+        # Without "type", the contradictory bounds rule out numbers only.
+        ({"minimum": 4, "maximum": 1}, ['"text"', "[]"], ["2", "4"]),
+    ],
+)
+def test_no_warning_while_some_document_is_valid(
+    schema: dict, valid: list[str], invalid: list[str]
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EmptyLanguageWarning)
+        grammar = _grammar(schema)
+    assert all(grammar.accepts(text) for text in valid)
+    assert not any(grammar.accepts(text) for text in invalid)
+
+
+def test_the_full_walk_agrees_with_the_quick_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With no budget the quick search gives up at once and every rule is walked.
+    monkeypatch.setattr(json_schema_exprs, "QUICK_SEARCH_STEPS", 0)
+    recursive = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+                "required": ["next"],
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EmptyLanguageWarning)
+        assert _grammar(recursive).accepts('{"next": {"next": null}}')
+    recursive["$defs"]["node"]["properties"]["tag"] = {"const": 1, "type": "string"}
+    recursive["$defs"]["node"]["required"] = ["next", "tag"]
+    with pytest.warns(EmptyLanguageWarning, match="no enum/const value satisfies"):
+        _grammar(recursive)

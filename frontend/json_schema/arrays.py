@@ -54,7 +54,13 @@ def array_expr(
     if items is False:
         max_items = len(prefix) if max_items is None else min(max_items, len(prefix))
     if max_items is not None and max_items < min_items:
-        return NEVER
+        declared = flat.get("maxItems")
+        limit = (
+            f"maxItems {max_items}"
+            if declared is not None and int(declared) == max_items
+            else f"the {max_items} items prefixItems allows (items: false)"
+        )
+        return compiler.unsatisfiable(pointer, f"minItems {min_items} is above {limit}")
     # Count constraints (one per distinct "contains" merged into this schema); those that
     # assert nothing (minContains 0, no maximum) are dropped.
     counts = [

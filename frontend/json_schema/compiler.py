@@ -11,6 +11,7 @@ branches, and finally each branch is split by type and handed to the per-type bu
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import warnings
 from collections.abc import Callable, Hashable
@@ -47,6 +48,7 @@ from gramkiln.frontend.json_schema.exprs import (
     NEVER,
     char_class,
     choice,
+    derives_text,
     is_never,
     lit,
     repeat,
@@ -76,7 +78,7 @@ from gramkiln.frontend.json_schema.validate import flat_is_valid
 from gramkiln.frontend.json_schema.values import MAX_PERMUTED_KEYS, value_expr
 from gramkiln.ir import CharClass, Expr, GrammarIR, Ref, Repeat, Rule, walk
 
-from gramkiln.errors import GrammarError
+from gramkiln.errors import EmptyLanguageWarning, GrammarError
 
 LANGUAGE = "JSON Schema"
 MAX_FLATTEN_DEPTH = 64
@@ -98,6 +100,8 @@ MAX_LEXEME_COUNT = 64
 STANDARD_META_HOSTS = frozenset({"json-schema.org", "www.json-schema.org"})
 # anyOf under unevaluated* expands into every subset of its branches (2^n - 1 of them).
 MAX_ANNOTATED_ANY_OF = 5
+MAX_REASONS_SHOWN = 4  # contradictions named when the whole schema admits nothing
+FALSE_REASON = "a false schema applies (false itself, or through allOf, $ref or not)"
 TYPE_ORDER = ("null", "boolean", "integer", "number", "string", "array", "object")
 
 
@@ -123,6 +127,9 @@ class Compiler:
         self.rule_for_key: dict[Hashable, str] = {}
         self.keepalive: list[Any] = []
         self.warnings: list[str] = []
+        # Why parts of the schema admit no value ("at #/x: minLength 3 is above maxLength
+        # 1"): named only if the whole document turns out to admit nothing.
+        self.contradictions: list[str] = []
         self._counter = 0
         self._nesting = 0
         # One encoded character per range set: key automata ask for the same sets at every
@@ -169,7 +176,41 @@ class Compiler:
                 " expansion does not terminate",
             ) from None
         start = Rule(name="start", body=seq(self.layout.top(), body, self.layout.top()))
-        return GrammarIR(start="start", rules=(start, *self.rules.values())).verify()
+        grammar = GrammarIR(start="start", rules=(start, *self.rules.values())).verify()
+        self.warn_if_empty(start)
+        return grammar
+
+    def warn_if_empty(self, start: Rule) -> None:
+        """Warn (EmptyLanguageWarning) when no JSON document is valid, saying why if known.
+
+        Such a schema is legal and its grammar exact (it accepts nothing), so this is not an
+        error; but it is nearly always a mistake (``minimum`` above ``maximum``, a required
+        property whose schema is ``false``), and the compile-time warning cannot name the
+        schema location that caused it. Checked only when some part of the schema was
+        found to admit nothing (mostly a branch of a ``oneOf`` split, 6 of 200 MaskBench
+        schemas); an emptiness no keyword explains (a recursive ``$ref`` with no way out) is
+        still reported by the compile-time warning.
+        """
+        reasons = list(dict.fromkeys(self.contradictions))
+        if self.root is False:
+            reasons = ["at #: the schema is false"]
+        if not reasons:
+            return
+        # Terminals are automata, emitted only when some string is accepted (else NEVER
+        # stands in their place); their bodies are most of the grammar's nodes.
+        bodies = {name: rule.body for name, rule in self.rules.items() if not rule.terminal}
+        bodies[start.name] = start.body
+        terminals = frozenset(
+            name for name, rule in self.rules.items() if rule.terminal and not is_never(rule.body)
+        )
+        if derives_text(start.name, bodies, terminals):
+            return
+        shown = "; ".join(reasons[:MAX_REASONS_SHOWN])
+        if len(reasons) > MAX_REASONS_SHOWN:
+            shown += f"; and {len(reasons) - MAX_REASONS_SHOWN} more"
+        text = f"{LANGUAGE}: the schema admits no JSON document (every mask will be empty): {shown}"
+        self.warnings.append(text)
+        warnings.warn(EmptyLanguageWarning(text), stacklevel=5)
 
     # -- diagnostics ------------------------------------------------------------------------
     def error(self, pointer: str, message: str) -> GrammarError:
@@ -185,6 +226,11 @@ class Compiler:
         text = f"{LANGUAGE} at {pointer}: {message} (not enforced)"
         self.warnings.append(text)
         warnings.warn(text, stacklevel=4)
+
+    def unsatisfiable(self, pointer: str, reason: str) -> Expr:
+        """NEVER (no value is valid here), remembering why for :meth:`warn_if_empty`."""
+        self.contradictions.append(f"at {pointer}: {reason}")
+        return NEVER
 
     def note(self, pointer: str, message: str) -> None:
         """Record (and warn about) a place where the grammar differs from the schema's
@@ -496,7 +542,7 @@ class Compiler:
     def flat_body(self, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
         """The expression for a flat schema: distribute combinators, then split by type."""
         if flat.get("__false"):
-            return NEVER
+            return self.unsatisfiable(pointer, FALSE_REASON)
         groups = list(flat.get("__groups", ()))
         if groups:
             kind, alternatives, location, group_base = groups[0]
@@ -596,7 +642,7 @@ class Compiler:
     def branch(self, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
         """A rule for one distributed branch (shared when identical)."""
         if flat.get("__false"):
-            return NEVER
+            return self.unsatisfiable(pointer, FALSE_REASON)
         key = ("branch", canonical(_strip_internal(flat)), _internal_key(flat), base, depth)
         # The key names internal schemas by id(): keep those very objects alive (not only the
         # flat, which a later step could change), so that no new object can reuse an id.
@@ -784,6 +830,13 @@ class Compiler:
             if not isinstance(flat["enum"], list):
                 raise self.error(pointer, "enum must be an array")
             values = [v for v in flat["enum"] if flat_is_valid(self, v, flat, pointer, base)]
+            if not values:
+                return self.unsatisfiable(
+                    pointer,
+                    "enum is empty"
+                    if not flat["enum"]
+                    else "no enum/const value satisfies the other keywords that apply",
+                )
             if self.options.property_order == "any" and any(map(_has_large_object, values)):
                 self.note(
                     pointer,
@@ -791,6 +844,8 @@ class Compiler:
                     "their key order",
                 )
             return choice(*(value_expr(v, self.layout, depth) for v in values))
+        if not allowed:
+            return self.unsatisfiable(pointer, "the types that apply here have no type in common")
         alternatives = []
         for kind in allowed:
             alternatives.append(self.typed(kind, flat, pointer, base, depth))
@@ -878,8 +933,9 @@ class Compiler:
                 lambda: plain_number_expr(integer, zero_fraction),
                 terminal=True,
             )
+        kind = "integer" if integer else "number"
         if spec.is_empty_interval():
-            return NEVER
+            return self.unsatisfiable(pointer, f"no {kind} satisfies {_numeric_keywords(flat)}")
 
         def build() -> Expr:
             try:
@@ -887,6 +943,8 @@ class Compiler:
             except AutomatonTooLarge as exc:
                 self.unsupported(pointer, ["multipleOf"], str(exc))
                 return plain_number_expr(integer, zero_fraction)
+            if not dfa.accepting:
+                return self.unsatisfiable(pointer, f"no {kind} satisfies {_numeric_keywords(flat)}")
             return self.emit_dfa(dfa, "num", char_class)
 
         return self.shared_rule(("number", spec), "number_range", build)
@@ -899,7 +957,9 @@ class Compiler:
         if max_length is not None:
             max_length = _non_negative(max_length, "maxLength", self, pointer)
             if max_length < min_length:
-                return NEVER
+                return self.unsatisfiable(
+                    pointer, f"minLength {min_length} is above maxLength {max_length}"
+                )
         patterns = tuple(sorted({p for p, _ in flat.get("__patterns", ())}))
         formats = tuple(sorted({f for f, _ in flat.get("__formats", ())}))
         excluded = tuple(sorted({v for v in flat.get("__exclude", ()) if isinstance(v, str)}))
@@ -1045,7 +1105,9 @@ class Compiler:
                 else repeat(self.char(ALL_CHARS), min_length, max_length)
             )
         if is_empty(combined):
-            return NEVER
+            return self.unsatisfiable(
+                pointer, "no string satisfies its pattern, format and length keywords together"
+            )
         return self.emit_dfa(combined, "str", self.char)
 
     def pattern_dfa(self, pattern: str, pointer: str) -> Dfa:
@@ -1179,6 +1241,23 @@ def _union(dfas: list[Dfa]) -> Dfa:
     for other in dfas[1:]:
         rest = intersect(rest, complement(other))
     return complement(rest)
+
+
+def _numeric_keywords(flat: dict[str, Any]) -> str:
+    """The numeric keywords of a flat schema as written, for a message ("minimum 1, ...")."""
+    parts = [
+        f"{keyword} {json.dumps(flat[keyword])}"
+        for keyword in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf")
+        if keyword in flat
+    ]
+    excluded = [
+        json.dumps(value)
+        for value in flat.get("__exclude", ())
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    ]
+    if excluded:
+        parts.append(f"not {' or '.join(excluded)}")
+    return ", ".join(parts) or "its keywords"
 
 
 def _non_negative(value: Any, keyword: str, compiler: Compiler, pointer: str) -> int:

@@ -104,7 +104,9 @@ def object_expr(
     max_count = flat.get("maxProperties")
     max_count = int(max_count) if max_count is not None else None
     if max_count is not None and max_count < min_count:
-        return NEVER
+        return compiler.unsatisfiable(
+            pointer, f"minProperties {min_count} is above maxProperties {max_count}"
+        )
     try:
         names_dfa = compiler.key_dfa_for(flat.get("propertyNames"), pointer, base)
         for pattern in patterns:
@@ -158,7 +160,11 @@ def object_expr(
         is_required = name in required
         if value_schema is False:
             if is_required:
-                return NEVER
+                return compiler.unsatisfiable(
+                    pointer,
+                    f"required property {name!r} cannot be present (its schema is false, or "
+                    "additionalProperties / propertyNames exclude it)",
+                )
             continue
         declared.append((name, value_schema, is_required))
 
