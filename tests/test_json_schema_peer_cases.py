@@ -409,3 +409,47 @@ def test_the_full_walk_agrees_with_the_quick_search(monkeypatch: pytest.MonkeyPa
     recursive["$defs"]["node"]["required"] = ["next", "tag"]
     with pytest.warns(EmptyLanguageWarning, match="no enum/const value satisfies"):
         _grammar(recursive)
+
+
+# llguidance's instances are serde_json texts, whose numbers differ from json.dumps's
+# (0.00001 for 1e-05, 1.23e23 for 1.23e+23, 1e-7 for 1e-07). A const/enum number is a
+# value, so every usual spelling of it is valid; only json.dumps's was accepted.
+
+
+@pytest.mark.parametrize(
+    ("value", "valid", "invalid"),
+    [
+        (4e-06, ["4e-06", "4e-6", "4E-6", "4.0e-6", "0.000004", "0.0000040"], ["4e-5", "40e-7"]),
+        (6.02e23, ["6.02e+23", "6.02e23", "6.020E+023", "602000000000000000000000"], ["6.2e23"]),
+        (-12.5, ["-12.5", "-12.50", "-1.25e1", "-1.25E+01"], ["12.5", "-125e-1", "-12.05"]),
+        (300, ["300", "300.0", "3e2", "3.00e+2"], ["3e3", "30e1", "0300", "300."]),
+        (0, ["0", "-0", "0.0", "0e7", "-0.00E-2"], ["00", "0.1", "1e-400"]),
+    ],
+)
+def test_fixed_numbers_accept_their_usual_spellings(
+    value: float, valid: list[str], invalid: list[str]
+) -> None:
+    layouts = [
+        ({"const": value}, "{}"),
+        ({"enum": ["other", value]}, "{}"),
+        ({"const": {"n": [value]}}, '{{"n": [{}]}}'),  # nested in a fixed object
+    ]
+    for schema, document in layouts:
+        grammar = _grammar(schema)
+        for text in valid + invalid:
+            assert grammar.accepts(document.format(text)) == (text in valid), (schema, text)
+    runtime = _grammar({"const": value}).compile().matcher
+    for text in valid + invalid:
+        matcher = runtime()
+        assert (matcher.accept_string(text) and matcher.is_accepting()) == (text in valid), text
+
+
+def test_draft4_integer_members_keep_their_integer_spelling() -> None:
+    # Draft 4: an integer is written without fraction or exponent, so 10.0 is not one.
+    draft4 = "http://json-schema.org/draft-04/schema#"
+    grammar = _grammar({"$schema": draft4, "type": "integer", "enum": [10, 20]})
+    assert grammar.accepts("10") and grammar.accepts("20")
+    assert not any(grammar.accepts(text) for text in ("10.0", "1e1", "2.0e1"))
+    # Without "type" (or from draft 6 on) the value is what counts.
+    assert _grammar({"$schema": draft4, "enum": [10]}).accepts("1e1")
+    assert _grammar({"type": "integer", "enum": [10]}).accepts("10.0")

@@ -843,7 +843,10 @@ class Compiler:
                     f"enum/const objects with more than {MAX_PERMUTED_KEYS} keys must keep "
                     "their key order",
                 )
-            return choice(*(value_expr(v, self.layout, depth) for v in values))
+            # Draft 4's integer is a number written without fraction or exponent (1.0 is
+            # not one), so an allowed integer member keeps its integer spelling only.
+            integer_only = self.draft <= 4 and types is not None and "number" not in types
+            return choice(*(value_expr(v, self.layout, depth, integer_only) for v in values))
         if not allowed:
             return self.unsatisfiable(pointer, "the types that apply here have no type in common")
         alternatives = []

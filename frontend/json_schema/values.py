@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import math
+from decimal import Decimal
 from itertools import permutations
 from typing import Any
 
-from gramkiln.frontend.json_schema.exprs import NEVER, choice, lit, seq
+from gramkiln.frontend.json_schema.exprs import (
+    NEVER,
+    char_class,
+    choice,
+    lit,
+    optional,
+    repeat,
+    seq,
+)
 from gramkiln.frontend.json_schema.strings import json_string_literal
 from gramkiln.ir import Expr
 
@@ -15,19 +23,59 @@ from gramkiln.ir import Expr
 MAX_PERMUTED_KEYS = 5
 
 
-def number_spellings(value: int | float) -> list[str]:
-    """``json.dumps`` spelling of a number, plus the integral/zero-fraction twin (1 and 1.0)."""
-    text = json.dumps(value)
-    spellings = [text]
-    if isinstance(value, int) and not isinstance(value, bool):
-        spellings.append(f"{value}.0")
-    elif isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
-        spellings.append(str(int(value)))
-    return spellings
+# Decimal exponents up to which a fixed number is also accepted written out in full
+# (0.0000001, 10000000000000000): what JSON.stringify and serde_json write up to 1e21.
+MAX_PLAIN_EXPONENT = 40
+
+_ZEROS = repeat(lit("0"))
+_EXPONENT_MARK = char_class([(ord("E"), ord("E")), (ord("e"), ord("e"))])
+_SIGNS = char_class([(ord("+"), ord("+")), (ord("-"), ord("-"))])
+_DIGITS = char_class([(ord("0"), ord("9"))])
 
 
-def value_expr(value: Any, layout: Any, depth: int) -> Expr:
-    """Every spelling of a fixed JSON value under the output layout."""
+def number_spellings_expr(value: int | float, integer_only: bool = False) -> Expr:
+    """Every usual spelling of a fixed number: the value, not one text, is what is fixed.
+
+    Written out (``2.5``, ``2.50``, ``100``, ``100.0``) while the decimal exponent is within
+    MAX_PLAIN_EXPONENT (integers always), and in scientific form with one integer digit
+    (``2.5e0``, ``1e-7``, ``1e-07``, ``1E+22``, ``1.0e2``): what ``json.dumps``,
+    ``JSON.stringify`` and serde_json write, and the spellings number bounds accept. Other
+    spellings (``25e-1``) would need the exponent compared with a digit count (not
+    regular). ``integer_only`` (draft 4 ``"type": "integer"``): no fraction or exponent.
+    Zero is every spelling of zero (``-0``, ``0.0``, ``0e5``), all equal to it.
+    """
+    number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    if number == 0:
+        if integer_only:
+            return seq(optional(lit("-")), lit("0"))
+        fraction = optional(seq(lit("."), repeat(lit("0"), 1)))
+        exponent = optional(seq(_EXPONENT_MARK, optional(_SIGNS), repeat(_DIGITS, 1)))
+        return seq(optional(lit("-")), lit("0"), fraction, exponent)
+    sign, digit_tuple, exponent_value = number.normalize().as_tuple()
+    assert isinstance(exponent_value, int)
+    digits = "".join(map(str, digit_tuple))
+    minus = lit("-") if sign else lit("")
+    if integer_only:
+        return seq(minus, lit(format(abs(number), "f")))
+    power = len(digits) - 1 + exponent_value  # value = d.ddd x 10**power
+    more_zeros = optional(seq(lit("."), repeat(lit("0"), 1)))  # 100 -> 100.0, 100.00
+    mantissa = seq(lit(digits[0]), seq(lit("." + digits[1:]), _ZEROS) if digits[1:] else more_zeros)
+    if power > 0:
+        scaled = seq(optional(lit("+")), _ZEROS, lit(str(power)))
+    elif power < 0:
+        scaled = seq(lit("-"), _ZEROS, lit(str(-power)))
+    else:
+        scaled = seq(optional(_SIGNS), repeat(lit("0"), 1))
+    forms = [seq(mantissa, _EXPONENT_MARK, scaled)]
+    if isinstance(value, int) or abs(power) <= MAX_PLAIN_EXPONENT:
+        plain = format(abs(number.normalize()), "f")
+        forms.append(seq(lit(plain), _ZEROS) if "." in plain else seq(lit(plain), more_zeros))
+    return seq(minus, choice(*forms))
+
+
+def value_expr(value: Any, layout: Any, depth: int, integer_only: bool = False) -> Expr:
+    """Every spelling of a fixed JSON value under the output layout (``integer_only``: a
+    number at the top is written as an integer, see :func:`number_spellings_expr`)."""
     if value is None:
         return lit("null")
     if value is True:
@@ -37,7 +85,7 @@ def value_expr(value: Any, layout: Any, depth: int) -> Expr:
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
             return NEVER
-        return choice(*(lit(s) for s in number_spellings(value)))
+        return number_spellings_expr(value, integer_only)
     if isinstance(value, str):
         return json_string_literal(value)
     if isinstance(value, list):
