@@ -618,6 +618,7 @@ def _grammar(schema: Any, **options: Any) -> Grammar:
 
 
 @pytest.mark.parametrize("name, schema, valid, invalid", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.filterwarnings("ignore::gramkiln.EmptyLanguageWarning")  # unsatisfiable on purpose
 def test_keyword_membership(name: str, schema: Any, valid: list[Any], invalid: list[Any]) -> None:
     grammar = _grammar(schema)
     for value in valid:
@@ -889,6 +890,7 @@ COUNTED_CONTAINS = [
 
 
 @pytest.mark.parametrize("schema", COUNTED_CONTAINS, ids=[json.dumps(s) for s in COUNTED_CONTAINS])
+@pytest.mark.filterwarnings("ignore::gramkiln.EmptyLanguageWarning")  # unsatisfiable on purpose
 def test_counted_contains_agrees_with_jsonschema(schema: dict[str, Any]) -> None:
     """not/oneOf over contains (fewer than minContains or more than maxContains matches) and
     several different contains schemas counted on one array."""
@@ -1097,6 +1099,7 @@ def test_sharing_across_compiles_leaves_output_unchanged() -> None:
         },
     ],
 )
+@pytest.mark.filterwarnings("ignore::gramkiln.EmptyLanguageWarning")  # unsatisfiable on purpose
 def test_constant_if_applies_the_selected_branch(schema: dict[str, Any]) -> None:
     """`if: true` / `if: false` select `then` / `else` outright (nothing to negate)."""
     jsonschema = pytest.importorskip("jsonschema")
