@@ -56,6 +56,15 @@ def test_indent_matches_json_dumps(indent: int | str) -> None:
     assert not grammar.accepts(json.dumps(nested, indent=indent).replace("\n", "\n "))
 
 
+def test_indent_with_flexible_whitespace_is_refused_not_ignored() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="indent applies to compact whitespace only"):
+        JsonSchemaOptions(whitespace="flexible", indent=2)
+    # Flexible alone already admits an indented document.
+    assert _grammar(OBJECT, whitespace="flexible").accepts(json.dumps(VALUE, indent=2))
+
+
 def test_strict_forbids_undeclared_properties() -> None:
     assert _grammar(OBJECT).accepts(json.dumps({"a": 1, "z": 0}))
     assert not _grammar(OBJECT, strict=True).accepts(json.dumps({"a": 1, "z": 0}))

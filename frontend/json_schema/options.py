@@ -67,6 +67,13 @@ class JsonSchemaOptions(BaseModel):
         ):
             if text.strip(" \t\n\r") != mark:
                 raise ValueError(f"{label} must be {mark!r} with optional JSON whitespace")
+        if self.indent is not None and self.whitespace == "flexible":
+            # Flexible whitespace already admits every indentation; ignoring `indent` silently
+            # would hide that the layout it names is not enforced.
+            raise ValueError(
+                "indent applies to compact whitespace only: flexible whitespace already "
+                "admits any indentation (drop indent, or use whitespace='compact')"
+            )
         if isinstance(self.indent, str) and self.indent.strip(" \t") != "":
             raise ValueError("indent must be a number of spaces or a string of spaces/tabs")
         if isinstance(self.indent, int) and not 0 <= self.indent <= 16:
