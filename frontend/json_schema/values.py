@@ -56,7 +56,7 @@ def number_spellings_expr(value: int | float, integer_only: bool = False) -> Exp
     digits = "".join(map(str, digit_tuple))
     minus = lit("-") if sign else lit("")
     if integer_only:
-        return seq(minus, lit(format(abs(number), "f")))
+        return seq(minus, lit(format(abs(number.normalize()), "f")))  # 10.0 -> "10"
     power = len(digits) - 1 + exponent_value  # value = d.ddd x 10**power
     more_zeros = optional(seq(lit("."), repeat(lit("0"), 1)))  # 100 -> 100.0, 100.00
     mantissa = seq(lit(digits[0]), seq(lit("." + digits[1:]), _ZEROS) if digits[1:] else more_zeros)
