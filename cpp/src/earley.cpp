@@ -180,6 +180,13 @@ struct DepthItem {
   uint32_t origin;
 };
 
+// Whether a pending item of set `self` enters its depth hashes: the kernel (items from earlier
+// sets) determines the predictions, whose origin is the set itself, so those are left out (in
+// C-like sets they are most of the items). The initial set has no kernel: all of it counts.
+inline bool counts_for_depth_hash(const Item& item, uint32_t self) {
+  return item.origin != self || self == 0;
+}
+
 DepthItem depth_item(const Item& item) {
   return {mix64(item.dotted + 0x7654321ull), mix64(item.dotted ^ 0x3210fedcbaull), item.origin};
 }
@@ -224,6 +231,7 @@ void hash_set_depths(const Runtime& rt, const ChartView& view, uint32_t self, si
   for (size_t i = begin; i < chart.items.size(); ++i) {
     const Item item = chart.items[i];
     if (rt.dotted_next[item.dotted] == kComplete) continue;  // finished: no future effect
+    if (!counts_for_depth_hash(item, self)) continue;
     pending.push_back(depth_item(item));
   }
   for (uint32_t d = 1; d <= depths; ++d) {
@@ -306,7 +314,9 @@ const uint64_t* overlay_depth_hash(const Runtime& rt, const ChartView& view,
   // The same sum as hash_set_depths, for one depth, over the set's pending items (its waits).
   DepthSum sum(depth);
   for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
-    sum.add(depth_item(chart.items[static_cast<uint32_t>(chart.waits[w])]), set,
+    const Item item = chart.items[static_cast<uint32_t>(chart.waits[w])];
+    if (!counts_for_depth_hash(item, set)) continue;
+    sum.add(depth_item(item), set,
             [&](uint32_t origin) { return overlay_depth_hash(rt, view, done, origin, depth - 1); });
   }
   Chart& top = *view.top;

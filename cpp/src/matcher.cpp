@@ -1080,13 +1080,13 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
   if (group.persistent) {
     uint32_t hit_depth = 0;
     const uint32_t stored = group.stored_depths.load(std::memory_order_relaxed);
-    for (uint32_t d = 1; d <= Chart::kDepthHashes; ++d) {
-      if ((stored >> d) & 1u) fetch_hash(d);
-    }
     {
+      // Shallowest first, each depth hashed only when probed (a hit at depth d needs no deeper
+      // hash); one lock for all probes (hashing touches only this thread's overlay).
       std::lock_guard<std::mutex> lock(cache.walk_mutex);
       for (uint32_t d = 1; d <= Chart::kDepthHashes && hit_depth == 0; ++d) {
         if (!((stored >> d) & 1u)) continue;
+        fetch_hash(d);
         const auto* found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
         if (found == nullptr) continue;
         emit_result(**found, parent, words, rt.words);

@@ -165,10 +165,12 @@ struct Chart {
   // scanning the whole origin set. waits[wait_begin[i] .. wait_begin[i+1]) belong to set i.
   std::vector<uint32_t> wait_begin{0};
   std::vector<uint64_t> waits;
-  // Per set, kDepthHashes 128-bit hashes H_1..H_D of its pending items with each origin
-  // replaced by the origin's H_{d-1} (H_0 is a constant). H_d determines the stack down to d-1
-  // origin hops, which is all that a walk touching only those sets depends on, so walk results
-  // can be cached by it (see matcher.cpp).
+  // Per set, kDepthHashes 128-bit hashes H_1..H_D of its pending kernel items (those whose
+  // origin is an earlier set) with each origin replaced by the origin's H_{d-1} (H_0 is a
+  // constant). The other pending items are predictions, a function of the kernel's dotted
+  // items, so the kernel determines the whole set (the initial set, all predictions, hashes
+  // every item). H_d determines the stack down to d-1 origin hops, which is all that a walk
+  // touching only those sets depends on, so walk results can be cached by it (see matcher.cpp).
   static constexpr uint32_t kDepthHashes = 8;
   std::vector<uint64_t> depth_hash;  // [set][depth-1][lo, hi]
   uint32_t num_sets() const { return static_cast<uint32_t>(set_begin.size() - 1); }
