@@ -56,9 +56,16 @@ bool KeySet::insert(uint64_t key) {
 
 namespace {
 
-// Order-independent structural hash of the set at chart.set_begin.back() .. items.size().
-// Completed items are left out (they have done all their work when the set was closed) unless
-// they make the input accepted, so sets that differ only in finished history hash alike.
+// Whether an item of set `self` enters its structural hashes (the whole-stack one and the depth
+// hashes): the kernel (items from earlier sets) determines the predictions, whose origin is the
+// set itself, so those are left out (in C-like sets they are most of the items). The initial
+// set has no kernel: all of it counts.
+inline bool in_kernel(const Item& item, uint32_t self) { return item.origin != self || self == 0; }
+
+// Order-independent structural hash of the set at chart.set_begin.back() .. items.size(), over
+// its kernel (see in_kernel). Completed items are left out (they have done all their work when the
+// set was closed) unless they make the input accepted, so sets that differ only in finished history
+// hash alike.
 void hash_new_set(const Runtime& rt, const ChartView& view, Chart& chart, uint32_t self,
                   size_t begin) {
   uint64_t lo = 0x243f6a8885a308d3ull, hi = 0x13198a2e03707344ull;
@@ -68,6 +75,7 @@ void hash_new_set(const Runtime& rt, const ChartView& view, Chart& chart, uint32
         !(item.origin == 0 && rt.dotted_accepts[item.dotted])) {
       continue;
     }
+    if (!in_kernel(item, self)) continue;
     uint64_t origin_lo = 0x9e3779b97f4a7c15ull, origin_hi = 0x7f4a7c159e3779b9ull;  // self
     if (item.origin != self) {
       uint32_t local;
@@ -180,13 +188,6 @@ struct DepthItem {
   uint32_t origin;
 };
 
-// Whether a pending item of set `self` enters its depth hashes: the kernel (items from earlier
-// sets) determines the predictions, whose origin is the set itself, so those are left out (in
-// C-like sets they are most of the items). The initial set has no kernel: all of it counts.
-inline bool counts_for_depth_hash(const Item& item, uint32_t self) {
-  return item.origin != self || self == 0;
-}
-
 DepthItem depth_item(const Item& item) {
   return {mix64(item.dotted + 0x7654321ull), mix64(item.dotted ^ 0x3210fedcbaull), item.origin};
 }
@@ -231,7 +232,7 @@ void hash_set_depths(const Runtime& rt, const ChartView& view, uint32_t self, si
   for (size_t i = begin; i < chart.items.size(); ++i) {
     const Item item = chart.items[i];
     if (rt.dotted_next[item.dotted] == kComplete) continue;  // finished: no future effect
-    if (!counts_for_depth_hash(item, self)) continue;
+    if (!in_kernel(item, self)) continue;
     pending.push_back(depth_item(item));
   }
   for (uint32_t d = 1; d <= depths; ++d) {
@@ -315,7 +316,7 @@ const uint64_t* overlay_depth_hash(const Runtime& rt, const ChartView& view,
   DepthSum sum(depth);
   for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
     const Item item = chart.items[static_cast<uint32_t>(chart.waits[w])];
-    if (!counts_for_depth_hash(item, set)) continue;
+    if (!in_kernel(item, set)) continue;
     sum.add(depth_item(item), set,
             [&](uint32_t origin) { return overlay_depth_hash(rt, view, done, origin, depth - 1); });
   }
