@@ -234,6 +234,19 @@ def test_special_tokens_and_eos() -> None:
     assert mask_ids(matcher, compiled.vocab_size) == [EOS_ID]
 
 
+def test_initial_set_key_differs_from_a_finished_set() -> None:
+    # Set hashes cover a set's kernel (items from earlier sets); the initial set has none, so it
+    # must hash all its items, or its bounded-depth mask key (no threads, H_1 of the last set)
+    # would equal that of the finished set after the token and offer the token again.
+    ir = grammar('rule start = <"<|sp|>">\n')
+    compiled = compile_grammar(ir, VOCAB)
+    matcher = compiled.matcher()
+    assert mask_ids(matcher, compiled.vocab_size) == [SPECIAL_ID]
+    assert matcher.accept_token(SPECIAL_ID)
+    assert mask_ids(matcher, compiled.vocab_size) == [EOS_ID]
+    assert not matcher.accept_token(SPECIAL_ID)
+
+
 def test_special_token_missing_from_the_vocabulary_is_a_located_error() -> None:
     # Compiling it away would silently drop the branch that names it.
     ir = Grammar.from_lark('start: "a" | <|absent|> "b"\n').ir

@@ -312,7 +312,7 @@ const uint64_t* overlay_depth_hash(const Runtime& rt, const ChartView& view,
   const Chart& chart = view.chart_of(set, &local);
   const size_t at = (static_cast<size_t>(local) * depths + (depth - 1)) * 2;
   if (&chart != view.top || ((done[local] >> depth) & 1u)) return &chart.depth_hash[at];
-  // The same sum as hash_set_depths, for one depth, over the set's pending items (its waits).
+  // The same sum as hash_set_depths, for one depth, over the set's pending kernel items.
   DepthSum sum(depth);
   for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
     const Item item = chart.items[static_cast<uint32_t>(chart.waits[w])];
