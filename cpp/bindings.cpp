@@ -111,6 +111,12 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   py::dict out;
   out["mask_entries"] = stats.mask_entries;
   out["distinct_masks"] = stats.distinct_masks;
+  out["hits_whole_stack"] = stats.hits_whole_stack;
+  out["hits_future"] = stats.hits_future;
+  out["hits_depth"] = stats.hits_depth;
+  out["fills_computed"] = stats.fills_computed;
+  out["future_languages"] = stats.future_languages;
+  out["future_memo_entries"] = stats.future_memo_entries;
   out["mask_bytes"] = stats.mask_bytes;
   out["walk_entries"] = stats.walk_entries;
   out["walk_bytes"] = stats.walk_bytes;
@@ -214,9 +220,10 @@ class PyMatcher {
     }
     uint32_t* row = buf.data + static_cast<size_t>(index) * words;
     // A cached mask is a lookup and a copy: cheaper than releasing and retaking the GIL.
-    if (matcher_.fill_mask_if_cached(row)) return;
+    gramkiln::Matcher::FillKeys keys;
+    if (matcher_.fill_mask_if_cached(row, &keys)) return;
     py::gil_scoped_release release;
-    matcher_.fill_mask_computed(row);
+    matcher_.fill_mask_computed(row, &keys);
   }
   bool accept_token(int64_t id) {
     py::gil_scoped_release release;

@@ -206,6 +206,25 @@ def test_bounded_depth_mask_cache_is_exact_under_different_stacks() -> None:
                 assert mask_ids(matcher, compiled.vocab_size) == expected, (text, data[:end])
 
 
+def test_future_key_merges_contexts_with_equal_futures() -> None:
+    """Masks are also cached under a hash of the future language (see cpp/src/future.cpp):
+    inside `a(...)` and `b(...)` the same strings may follow (`a`s, `)`, then more items), so
+    the second context's masks come from the first one's entries although their charts differ;
+    inside `(...)item` the future differs (`)(` may follow) and must not. Masks equal brute
+    force at every byte (checked by mutation: a future key that ignores the rest of a
+    production fails here; one that drops a concatenation or a union fails in the
+    random-grammar test)."""
+    ir = Grammar.from_lark(
+        'start: item ("," item)*\n'
+        'item: "a" "(" e ")" | "b" "(" e ")" | "(" e ")" item\n'
+        'e: e "a" | "b"\n'
+    ).ir
+    compiled = compile_grammar(ir, VOCAB)
+    for text in ["a(baa),b(baa)", "b(ba),(baa)a(b)", "(b)(ba)b(b),a(baa)"]:
+        check_string(ir, text.encode("utf-8"), compiled)
+    assert compiled.cache_stats()["hits_future"] > 0
+
+
 def test_special_tokens_and_eos() -> None:
     ir = grammar('rule start = "a" <"<|sp|>"> "b" <[0-2]>\n')
     compiled = compile_grammar(ir, VOCAB)

@@ -315,7 +315,8 @@ def test_masks_are_unchanged_when_the_mask_tables_turn_over(
 
 def test_stored_masks_are_interned_by_content() -> None:
     """Thousands of stored masks share a few dozen contents: each distinct mask is stored once
-    (with and without end tokens at most), and the budget counts each content once."""
+    (with and without end tokens at most), and each of the three mask tables (whole-stack,
+    future-language and bounded-depth keys) counts a content once in the budget."""
     grammar, instances = bench_case("json")
     vocab = substring_vocab(instances, limit=400)
     compiled = CompiledGrammar.load(
@@ -327,7 +328,7 @@ def test_stored_masks_are_interned_by_content() -> None:
     assert stats["mask_entries"] > 2 * len(seen)
     assert 0 < stats["distinct_masks"] <= 2 * len(seen)
     words = (vocab.vocab_size + 31) // 32
-    assert stats["mask_bytes"] <= 64 * stats["mask_entries"] + 8 * words * stats["distinct_masks"]
+    assert stats["mask_bytes"] <= 64 * stats["mask_entries"] + 12 * words * stats["distinct_masks"]
     compiled.prewarm()
     after = compiled.cache_stats()
     assert after["mask_entries"] > stats["mask_entries"]

@@ -273,6 +273,7 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
   if (view.base == nullptr) {
     hash_new_set(rt, view, chart, self, begin);
     hash_set_depths(rt, view, self, begin);
+    anchor_new_set(rt, chart, self, begin);
   } else {
     // Hypothetical sets: nothing reads their whole-stack hash (mask keys are built from the
     // matcher's own chart), and their depth hashes are filled on demand by overlay_depth_hash.
@@ -295,12 +296,18 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   chart.hash_hi.clear();
   chart.wait_begin.assign(1, 0);
   chart.waits.clear();
+  chart.future_begin.assign(1, 0);
+  chart.future_symbol.clear();
+  chart.future_chain.clear();
+  chart.future_hash.clear();
+  chart.anchors_hash.clear();
   predict(rt, chart, 0, seen, rt.start);
   ChartView view{nullptr, &chart, 0};
   chart.depth_hash.clear();
   close_set(rt, view, chart, 0, 0, seen, nullptr);
   hash_new_set(rt, view, chart, 0, 0);
   hash_set_depths(rt, view, 0, 0);
+  anchor_new_set(rt, chart, 0, 0);
   index_new_set(rt, chart, 0);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
 }

@@ -832,7 +832,7 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   std::deque<Matcher> queue;
   std::set<std::pair<uint64_t, uint64_t>> seen;
   queue.emplace_back(runtime);
-  seen.insert(queue.back().structural_key());
+  seen.insert(queue.back().future_key());
   while (!queue.empty() && stats.explored < kMaxConfigurations) {
     if (budget.spent()) return;
     Matcher matcher = std::move(queue.front());
@@ -857,7 +857,7 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
       }
       if (budget.spent()) return;
       if (!matcher.accept_bytes(text)) continue;
-      if (seen.insert(matcher.structural_key()).second) queue.push_back(matcher);
+      if (seen.insert(matcher.future_key()).second) queue.push_back(matcher);
       matcher.rollback(1);
     }
   }
@@ -878,6 +878,13 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   }
   PrewarmBudget budget(stop, time_budget);
   PrewarmStats stats;
+  // Future languages are canonicalised without a per-step budget here (see future.cpp).
+  const bool was_prewarming = FutureWork::prewarming;
+  FutureWork::prewarming = true;
+  struct Restore {
+    bool value;
+    ~Restore() { FutureWork::prewarming = value; }
+  } restore{was_prewarming};
   prewarm_groups(*runtime, budget, stats);
   prewarm_first_masks(runtime, budget, stats);
   prewarm_structure(runtime, budget, stats);
@@ -1468,6 +1475,11 @@ void Matcher::restore(Snapshot&& snap) {
   chart_.wait_begin.resize(snap.num_sets + 1);
   chart_.waits.resize(chart_.wait_begin.back());
   chart_.items.resize(snap.num_items);
+  chart_.future_begin.resize(snap.num_sets + 1);
+  chart_.future_symbol.resize(chart_.future_begin.back());
+  chart_.future_chain.resize(chart_.future_begin.back());
+  chart_.anchors_hash.resize(static_cast<size_t>(snap.num_sets) * 2);
+  chart_.future_hash.resize(static_cast<size_t>(chart_.future_begin.back()) * 2);
   threads_ = std::move(snap.threads);
   frontier_ = snap.frontier;
   terminated_ = snap.terminated;
@@ -1560,7 +1572,8 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   CacheStats out;
   {
     std::lock_guard<std::mutex> lock(cache.mask_mutex);
-    for (const GroupCache::MaskTable* table : {&cache.masks, &cache.depth_masks}) {
+    for (const GroupCache::MaskTable* table :
+         {&cache.masks, &cache.future_masks, &cache.depth_masks}) {
       out.mask_entries += table->current.size() + table->previous.size();
       out.mask_bytes += table->bytes;
     }
@@ -1574,6 +1587,16 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
     out.walk_bytes = cache.walk_bytes;
   }
   out.group_bytes = cache.used.load(std::memory_order_relaxed);
+  out.hits_whole_stack = cache.hits_whole_stack.load(std::memory_order_relaxed);
+  out.hits_future = cache.hits_future.load(std::memory_order_relaxed);
+  out.hits_depth = cache.hits_depth.load(std::memory_order_relaxed);
+  out.fills_computed = cache.fills_computed.load(std::memory_order_relaxed);
+  {
+    FutureLanguages& fl = *runtime.futures;
+    std::lock_guard<std::mutex> lock(fl.mutex);
+    out.future_languages = fl.canonical.size() + (static_cast<size_t>(fl.next_unique) << 32);
+    out.future_memo_entries = fl.ids.size() + fl.concatenations.size() + fl.unions.size();
+  }
   return out;
 }
 
@@ -1631,7 +1654,8 @@ std::pair<uint64_t, uint64_t> Matcher::depth_mask_key(uint32_t depth) const {
 }
 
 void Matcher::fill_mask(uint32_t* words) const {
-  if (!fill_mask_if_cached(words)) fill_mask_computed(words);
+  FillKeys keys;
+  if (!fill_mask_if_cached(words, &keys)) fill_mask_computed(words, &keys);
 }
 
 std::pair<uint64_t, uint64_t> Matcher::whole_mask_key() const {
@@ -1642,7 +1666,55 @@ std::pair<uint64_t, uint64_t> Matcher::whole_mask_key() const {
       [&](uint32_t set) { return MaskKey{chart_.hash_lo[set], chart_.hash_hi[set]}; });
 }
 
-bool Matcher::fill_mask_if_cached(uint32_t* words) const {
+std::pair<uint64_t, uint64_t> Matcher::future_mask_key() const {
+  // The mask is a function of the future language: per thread, its DFA state and what follows
+  // its lexeme at its origin; at a frontier, what follows each token-set symbol expected there,
+  // and whether the input is accepted (the empty future).
+  const Runtime& rt = *runtime_;
+  FutureLanguages& fl = *rt.futures;
+  const uint32_t symbol_node = static_cast<uint32_t>(rt.dotted_next.size());
+  thread_local std::vector<MaskKey> parts;
+  parts.clear();
+  {
+    FutureBudget budget(0);  // see kLanguagesPerStep in future.cpp
+    std::lock_guard<std::mutex> lock(fl.mutex);
+    uint32_t memo_symbol = kComplete, memo_origin = kComplete;
+    Future memo{0, 0, 0};
+    auto add_part = [&](uint64_t tag, const Future& future) {
+      const uint64_t chain = mix64(tag ^ (static_cast<uint64_t>(future.chain) << 32));
+      parts.emplace_back(mix64(chain ^ future.lo), mix64(chain + future.hi));
+    };
+    for (const Thread& th : threads_) {
+      const uint32_t symbol = rt.lexeme_base() + rt.dfa_lexeme[th.state];
+      if (symbol != memo_symbol || th.origin != memo_origin) {
+        memo = future_after(rt, fl, chart_, symbol_node + symbol, th.origin);
+        memo_symbol = symbol;
+        memo_origin = th.origin;
+      }
+      add_part(static_cast<uint64_t>(th.state) * 0x9e3779b97f4a7c15ull, memo);
+    }
+    if (frontier_ && rt.num_tokensets > 0) {
+      const uint32_t last = chart_.num_sets() - 1;
+      for (uint32_t w = chart_.wait_begin[last]; w < chart_.wait_begin[last + 1]; ++w) {
+        const uint32_t symbol = static_cast<uint32_t>(chart_.waits[w] >> 32);
+        if (symbol < rt.tokenset_base()) continue;
+        add_part(mix64(0x7c1d2b3a4e5f6071ull + symbol),
+                 future_after(rt, fl, chart_, symbol_node + symbol, last));
+      }
+    }
+  }
+  std::sort(parts.begin(), parts.end());
+  parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+  MaskKey key{0x6c62272e07bb0142ull, 0x62b821756295c58dull};
+  for (const MaskKey& part : parts) {
+    key.first = mix64(key.first ^ part.first);
+    key.second = mix64(key.second + part.second);
+  }
+  const uint64_t flags = (frontier_ ? 1u : 0u) | (accepting_now() ? 2u : 0u);
+  return {mix64(key.first + flags), mix64(key.second ^ (flags * 0x9e3779b97f4a7c15ull))};
+}
+
+bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
   const Runtime& rt = *runtime_;
   if (terminated_) {
     std::copy(rt.end_bits.begin(), rt.end_bits.end(), words);  // see accept_token
@@ -1650,7 +1722,20 @@ bool Matcher::fill_mask_if_cached(uint32_t* words) const {
   }
   const MaskKey key = whole_mask_key();
   GroupCache& cache = *rt.groups;
-  if (find_mask(cache, cache.masks, key, words)) return true;
+  if (find_mask(cache, cache.masks, key, words)) {
+    cache.hits_whole_stack.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  {
+    GroupCache::StoredMask found;
+    const MaskKey future = future_mask_key();
+    if (keys) *keys = FillKeys{key, future, true};
+    if (find_mask(cache, cache.future_masks, future, words, &found)) {
+      cache.hits_future.fetch_add(1, std::memory_order_relaxed);
+      store_mask(cache, cache.masks, key, found);
+      return true;
+    }
+  }
   // Then by the bounded-depth keys under which masks have been stored (see depth_masks); a hit
   // lacks only the end tokens, which depend on the whole stack.
   const uint32_t stored = cache.mask_depths.load(std::memory_order_relaxed);
@@ -1665,20 +1750,23 @@ bool Matcher::fill_mask_if_cached(uint32_t* words) const {
         found = intern_mask(cache, words, rt.words);
       }
       store_mask(cache, cache.masks, key, found);
+      cache.hits_depth.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
   }
   return false;
 }
 
-void Matcher::fill_mask_computed(uint32_t* words) const {
+void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
   const Runtime& rt = *runtime_;
   if (terminated_) {
     std::copy(rt.end_bits.begin(), rt.end_bits.end(), words);  // see accept_token
     return;
   }
-  const MaskKey key = whole_mask_key();
+  const bool known = keys && keys->known;
+  const MaskKey key = known ? keys->whole : whole_mask_key();
   GroupCache& cache = *rt.groups;
+  cache.fills_computed.fetch_add(1, std::memory_order_relaxed);
   const int dependency = fill_mask_uncached(words);  // writes every word
   GroupCache::StoredMask without_ends;
   if (dependency >= 0) {
@@ -1690,8 +1778,10 @@ void Matcher::fill_mask_computed(uint32_t* words) const {
   const bool accepting = accepting_now();
   if (accepting) or_words(words, rt.end_bits.data(), rt.words);
   // Without end tokens to add, the whole-stack entry shares the bounded-depth one's copy.
-  store_mask(cache, cache.masks, key,
-             without_ends && !accepting ? without_ends : intern_mask(cache, words, rt.words));
+  const GroupCache::StoredMask stored =
+      without_ends && !accepting ? without_ends : intern_mask(cache, words, rt.words);
+  store_mask(cache, cache.masks, key, stored);
+  store_mask(cache, cache.future_masks, known ? keys->future : future_mask_key(), stored);
 }
 
 int Matcher::fill_mask_uncached(uint32_t* words) const {

@@ -161,6 +161,7 @@ struct GroupCache {
   GroupCache() {
     masks.current.reserve(4096);
     depth_masks.current.reserve(4096);
+    future_masks.current.reserve(4096);
     // GRAMKILN_MASK_CACHE_BYTES overrides the mask tables' budget (tests of the rotation).
     if (const char* env = std::getenv("GRAMKILN_MASK_CACHE_BYTES")) {
       char* end = nullptr;
@@ -234,6 +235,10 @@ struct GroupCache {
   // what the mask depends on (JSON nesting, expression contexts); this one does. Guarded by
   // mask_mutex; `mask_depths` has bit D set once a mask was stored at depth D.
   MaskTable depth_masks;
+  // Whole masks by future-language key (see future.cpp): equal for configurations whose charts
+  // differ but whose futures do not (`x = e`, `return e`, `int x = e` inside one block).
+  MaskTable future_masks;
+  std::atomic<size_t> hits_whole_stack{0}, hits_future{0}, hits_depth{0}, fills_computed{0};
   std::atomic<uint32_t> mask_depths{0};
   // Exit walks by (group, lexeme, depth d, H_d of the set they start from); see walk_level.
   // Sparse token lists when short, else bitsets.
@@ -250,6 +255,43 @@ struct GroupCache {
   std::unordered_map<uint64_t, std::unique_ptr<NodeWalk>> node_walks;  // by NodeWalk::key
   std::mutex follow_mutex;  // guards `follows`
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
+};
+
+// Ids of the static parts of future languages, for keys that merge parser configurations
+// whose futures are equal although their charts differ (see future.cpp). Built lazily and
+// shared by every matcher of a runtime; every member is guarded by `mutex`.
+struct FutureLanguages {
+  std::mutex mutex;
+  bool ready = false;
+  // Per symbol, the dotted ids just after its left-corner occurrences: (P -> v A . m) for every
+  // production P -> v A m with v nullable (where completing A at a set advances a prediction).
+  std::vector<uint32_t> corner_offsets, corner_after;
+  // Per nonterminal X (on first use), the nonterminals predicted with it (X included), as a
+  // sorted list: what the closure of a set waiting for X contains.
+  std::unordered_map<uint32_t, std::vector<uint32_t>> predicted;
+  // (start node << 32 | X) -> language id (0: empty). Start nodes are dotted ids, or
+  // dotted count + symbol for "symbol just completed".
+  std::unordered_map<uint64_t, uint32_t> ids;
+  // Concatenations and unions of two ids, by (a << 32 | b).
+  std::unordered_map<uint64_t, uint32_t> concatenations, unions;
+  // future_after results by a 128-bit hash of (start, anchor-list hash of the set), in an
+  // open-addressing table reserved up front (a node-based map's rehash was ~90 k instructions
+  // inside one fill); cleared past kMaxMemo.
+  struct MemoValue {
+    uint32_t chain = 0;
+    uint64_t lo = 0, hi = 0;
+  };
+  FutureLanguages() { futures.reserve(1024); }
+  KeyMap<MemoValue> futures;
+  static constexpr size_t kMaxMemo = size_t{1} << 20;
+  // Canonical minimal automata -> id, and back (forms[id - 1]); ids from kUniqueBase up stand
+  // for one language each whose automaton was too large to canonicalise (exact: they only
+  // never merge with another id).
+  std::map<std::vector<uint32_t>, uint32_t> canonical;
+  std::vector<const std::vector<uint32_t>*> forms;
+  uint32_t next_unique = 0;
+  uint32_t epsilon_id = 0;  // the language {""}
+  static constexpr uint32_t kUniqueBase = 0x80000000u;
 };
 
 // A read-only array that several runtimes may share; it reads like a const std::vector.
@@ -329,6 +371,7 @@ class Runtime {
 
   // Lazily filled memo (see ExitGroup); not part of the blob, safe to share across threads.
   std::unique_ptr<GroupCache> groups = std::make_unique<GroupCache>();
+  std::unique_ptr<FutureLanguages> futures = std::make_unique<FutureLanguages>();
 
   uint32_t lexeme_base() const { return num_nonterminals; }
   uint32_t tokenset_base() const { return num_nonterminals + num_lexemes; }
@@ -455,6 +498,37 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen);
 // Distinct lexeme symbols (as lexeme indices) expected by a set, in first-seen order.
 void expected_lexemes(const Runtime& rt, const ChartView& view, uint32_t set,
                       std::vector<uint32_t>& out);
+
+// Future-language hashes (future.cpp). A future is `chain` (a language id) followed by the
+// future hashed in `lo`, `hi` (the end of input, or a union of such pairs); see future.cpp.
+struct Future {
+  uint32_t chain;
+  uint64_t lo, hi;
+};
+constexpr uint64_t kEndOfInputLo = 0x82efa98ec4e6c894ull, kEndOfInputHi = 0xa4093822299f31d0ull;
+// What may follow when the production position or symbol `start` (a dotted id, or dotted count
+// + symbol for that symbol completed) finishes at `set` of `chart`. Call with
+// rt.futures->mutex held.
+Future future_after(const Runtime& rt, FutureLanguages& fl, const Chart& chart, uint32_t start,
+                    uint32_t set);
+// Append the anchors of set `self` (items [begin, end) of `chart`, the matcher's own chart).
+void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin);
+// How many new languages one future computation on this thread may canonicalise (see
+// FutureBudget in future.cpp); unlimited while `prewarming` is set (the prewarm thread).
+struct FutureWork {
+  static thread_local bool prewarming;
+  static thread_local uint32_t left;
+};
+class FutureBudget {
+ public:
+  explicit FutureBudget(uint32_t languages) : saved_(FutureWork::left) {
+    FutureWork::left = FutureWork::prewarming ? 0xffffffffu : languages;
+  }
+  ~FutureBudget() { FutureWork::left = saved_; }
+
+ private:
+  uint32_t saved_;
+};
 
 // splitmix64 finaliser: a cheap, well-mixing 64-bit hash step.
 inline uint64_t mix64(uint64_t x) {

@@ -86,6 +86,10 @@ struct CacheStats {
   size_t walk_entries = 0;    // cached exit walks
   size_t walk_bytes = 0;
   size_t group_bytes = 0;  // exit groups, levels, node walks, unions, follow tables
+  // Fills answered by each mask table, and fills computed, since load.
+  size_t hits_whole_stack = 0, hits_future = 0, hits_depth = 0, fills_computed = 0;
+  // Future-language automata canonicalised (see future.cpp), and memo entries over them.
+  size_t future_languages = 0, future_memo_entries = 0;
 };
 CacheStats runtime_cache_stats(const Runtime& runtime);
 
@@ -173,6 +177,16 @@ struct Chart {
   // touching only those sets depends on, so walk results can be cached by it (see matcher.cpp).
   static constexpr uint32_t kDepthHashes = 8;
   std::vector<uint64_t> depth_hash;  // [set][depth-1][lo, hi]
+  // Per set of the matcher's own chart, its future anchors (see future.cpp): pairs (symbol X,
+  // what follows X) over its pending kernel items, sorted and distinct; anchor a (in
+  // [future_begin[i], future_begin[i+1])) is future_symbol[a], then the language
+  // future_chain[a], then the future hashed in future_hash[2a, 2a+1].
+  std::vector<uint32_t> future_begin{0};
+  std::vector<uint32_t> future_symbol, future_chain;
+  std::vector<uint64_t> future_hash;
+  // Per set, a 128-bit hash of its whole anchor list: futures computed from a set are memoised
+  // under it (see future_after), since sets with equal anchors recur.
+  std::vector<uint64_t> anchors_hash;  // [set][lo, hi]
   uint32_t num_sets() const { return static_cast<uint32_t>(set_begin.size() - 1); }
 };
 
@@ -187,9 +201,15 @@ class Matcher {
   // The cheap part of fill_mask: write the mask and return true when it is in the mask caches
   // (or the matcher has terminated), else return false and leave `words` untouched. Callers
   // that must release a lock for real work (the Python bindings and the GIL) try this first.
-  bool fill_mask_if_cached(uint32_t* words) const;
-  // The rest of fill_mask: compute the mask of a configuration that is not cached, and cache it.
-  void fill_mask_computed(uint32_t* words) const;
+  // `keys`, when given, receives the configuration's cache keys for fill_mask_computed.
+  struct FillKeys {
+    std::pair<uint64_t, uint64_t> whole{0, 0}, future{0, 0};
+    bool known = false;
+  };
+  bool fill_mask_if_cached(uint32_t* words, FillKeys* keys = nullptr) const;
+  // The rest of fill_mask: compute the mask of a configuration that is not cached, and cache it
+  // (under `keys` when fill_mask_if_cached has just computed them for this configuration).
+  void fill_mask_computed(uint32_t* words, const FillKeys* keys = nullptr) const;
   // Consume one token. False (state unchanged) if it is not allowed. Throws std::out_of_range
   // when token_id >= vocab_size.
   bool accept_token(int64_t token_id);
@@ -208,6 +228,8 @@ class Matcher {
   // exploration of the grammar's first configurations.
   std::vector<uint32_t> lexemes_expected_here() const;
   std::pair<uint64_t, uint64_t> structural_key() const { return whole_mask_key(); }
+  // Equal keys: equal future languages, hence equal masks (see future.cpp).
+  std::pair<uint64_t, uint64_t> future_key() const { return future_mask_key(); }
   const Runtime& runtime() const { return *runtime_; }
 
  private:
@@ -226,6 +248,7 @@ class Matcher {
   int fill_mask_uncached(uint32_t* words) const;
   std::pair<uint64_t, uint64_t> depth_mask_key(uint32_t depth) const;
   std::pair<uint64_t, uint64_t> whole_mask_key() const;
+  std::pair<uint64_t, uint64_t> future_mask_key() const;
   void restore(Snapshot&& snap);
   bool step_byte(uint8_t byte, const std::vector<std::pair<uint32_t, uint32_t>>* extra_scans);
   void start_threads_for_last_set();
