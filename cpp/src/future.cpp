@@ -340,10 +340,26 @@ uint32_t compute_language_id(const Runtime& rt, FutureLanguages& fl, uint32_t st
   return canonical_id(fl, nfa, 0);
 }
 
+// Whether this computation may canonicalise one more language (and count it). A future built
+// past the budget keeps the uncombined parts as leaves: exact, it merges less, and a later
+// computation with budget left combines them.
+bool take_budget() {
+  if (FutureWork::left == 0) {
+    FutureWork::short_of_budget = true;
+    return false;
+  }
+  if (FutureWork::left != 0xffffffffu) --FutureWork::left;
+  return true;
+}
+
 uint32_t language_id(const Runtime& rt, FutureLanguages& fl, uint32_t start, uint32_t x) {
   const uint64_t key = (static_cast<uint64_t>(start) << 32) | x;
   const auto found = fl.ids.find(key);
   if (found != fl.ids.end()) return found->second;
+  // Past the budget, a fresh id that names nothing else (not kept: a later computation with
+  // budget left gives the canonical one). A large grammar's automaton can cost 100 k+
+  // instructions, too much inside a fill.
+  if (!take_budget()) return unique_id(fl);
   const uint32_t id = compute_language_id(rt, fl, start, x);
   fl.ids.emplace(key, id);
   return id;
@@ -354,15 +370,6 @@ uint32_t language_id(const Runtime& rt, FutureLanguages& fl, uint32_t start, uin
 bool combinable(const FutureLanguages& fl, uint32_t a, uint32_t b) {
   return !is_unique(a) && !is_unique(b) &&
          (*fl.forms[a - 1])[0] + (*fl.forms[b - 1])[0] <= kMaxChainStates;
-}
-
-// Whether this computation may canonicalise one more language (and count it). A future built
-// past the budget keeps the uncombined parts as leaves: exact, it merges less, and a later
-// computation with budget left combines them.
-bool take_budget() {
-  if (FutureWork::left == 0) return false;
-  if (FutureWork::left != 0xffffffffu) --FutureWork::left;
-  return true;
 }
 
 // The language a . b, or 0 when the two are too large to combine (or the budget is spent).
@@ -444,9 +451,16 @@ Future future_after(const Runtime& rt, FutureLanguages& fl, const Chart& chart, 
   if (const FutureLanguages::MemoValue* found = fl.futures.find(key)) {
     return Future{found->chain, found->lo, found->hi};
   }
+  const bool was_short = FutureWork::short_of_budget;
+  FutureWork::short_of_budget = false;
   const Future future = compute_future(rt, fl, chart, start, set);
-  if (fl.futures.size() >= FutureLanguages::kMaxMemo) fl.futures.clear();
-  fl.futures.emplace(key, FutureLanguages::MemoValue{future.chain, future.lo, future.hi});
+  // One built short of the budget is exact but not canonical: kept out of the memo, so that a
+  // later computation with budget left gives the canonical one.
+  if (!FutureWork::short_of_budget) {
+    if (fl.futures.size() >= FutureLanguages::kMaxMemo) fl.futures.clear();
+    fl.futures.emplace(key, FutureLanguages::MemoValue{future.chain, future.lo, future.hi});
+  }
+  FutureWork::short_of_budget = FutureWork::short_of_budget || was_short;
   return future;
 }
 
@@ -493,6 +507,7 @@ Future compute_future(const Runtime& rt, FutureLanguages& fl, const Chart& chart
 
 thread_local bool FutureWork::prewarming = false;
 thread_local uint32_t FutureWork::left = 0xffffffffu;
+thread_local bool FutureWork::short_of_budget = false;
 
 void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin) {
   FutureBudget budget(kLanguagesPerStep);

@@ -815,7 +815,7 @@ class InsideBoundaries {
 // decode needs them.
 void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
                        PrewarmStats& stats) {
-  constexpr uint32_t kMaxConfigurations = 600;
+  constexpr uint32_t kMaxConfigurations = 1500;
   // Grammars with hundreds of lexemes expected at once (JSON Schema objects with many keys)
   // would otherwise try every one from every configuration.
   constexpr uint32_t kMaxAttempts = 8192;
@@ -1594,7 +1594,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   {
     FutureLanguages& fl = *runtime.futures;
     std::lock_guard<std::mutex> lock(fl.mutex);
-    out.future_languages = fl.canonical.size() + (static_cast<size_t>(fl.next_unique) << 32);
+    out.future_languages = fl.canonical.size() + fl.next_unique;
     out.future_memo_entries = fl.ids.size() + fl.concatenations.size() + fl.unions.size();
   }
   return out;

@@ -518,6 +518,7 @@ void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin
 struct FutureWork {
   static thread_local bool prewarming;
   static thread_local uint32_t left;
+  static thread_local bool short_of_budget;  // some language was left uncombined
 };
 class FutureBudget {
  public:
