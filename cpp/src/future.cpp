@@ -77,11 +77,18 @@ struct Nfa {
   }
 };
 
-uint32_t unique_id(FutureLanguages& fl) { return FutureLanguages::kUniqueBase + fl.next_unique++; }
+uint32_t unique_id(FutureLanguages& fl) {
+  if (fl.next_unique >= (1u << 30)) fl.exhausted.store(true, std::memory_order_relaxed);
+  return FutureLanguages::kUniqueBase + (fl.next_unique++ & 0x7fffffffu);
+}
 
 bool is_unique(uint32_t id) { return id >= FutureLanguages::kUniqueBase; }
 
 uint32_t intern(FutureLanguages& fl, std::vector<uint32_t>&& form) {
+  if (fl.canonical.size() >= FutureLanguages::kMaxLanguages) {
+    const auto found = fl.canonical.find(form);
+    return found != fl.canonical.end() ? found->second : unique_id(fl);
+  }
   const auto [it, added] =
       fl.canonical.emplace(std::move(form), static_cast<uint32_t>(fl.canonical.size() + 1));
   if (added) fl.forms.push_back(&it->first);
@@ -356,10 +363,14 @@ uint32_t language_id(const Runtime& rt, FutureLanguages& fl, uint32_t start, uin
   const uint64_t key = (static_cast<uint64_t>(start) << 32) | x;
   const auto found = fl.ids.find(key);
   if (found != fl.ids.end()) return found->second;
-  // Past the budget, a fresh id that names nothing else (not kept: a later computation with
+  // Past the budget, a provisional id that names this language only (a later computation with
   // budget left gives the canonical one). A large grammar's automaton can cost 100 k+
   // instructions, too much inside a fill.
-  if (!take_budget()) return unique_id(fl);
+  if (!take_budget()) {
+    const auto [it, added] = fl.provisional.emplace(key, 0);
+    if (added) it->second = unique_id(fl);
+    return it->second;
+  }
   const uint32_t id = compute_language_id(rt, fl, start, x);
   fl.ids.emplace(key, id);
   return id;

@@ -1666,6 +1666,11 @@ std::pair<uint64_t, uint64_t> Matcher::whole_mask_key() const {
       [&](uint32_t set) { return MaskKey{chart_.hash_lo[set], chart_.hash_hi[set]}; });
 }
 
+std::pair<uint64_t, uint64_t> Matcher::future_key() const {
+  if (runtime_->futures->exhausted.load(std::memory_order_relaxed)) return whole_mask_key();
+  return future_mask_key();
+}
+
 std::pair<uint64_t, uint64_t> Matcher::future_mask_key() const {
   // The mask is a function of the future language: per thread, its DFA state and what follows
   // its lexeme at its origin; at a frontier, what follows each token-set symbol expected there,
@@ -1726,7 +1731,7 @@ bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
     cache.hits_whole_stack.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  {
+  if (!rt.futures->exhausted.load(std::memory_order_relaxed)) {
     GroupCache::StoredMask found;
     const MaskKey future = future_mask_key();
     if (keys) *keys = FillKeys{key, future, true};
@@ -1781,7 +1786,9 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
   const GroupCache::StoredMask stored =
       without_ends && !accepting ? without_ends : intern_mask(cache, words, rt.words);
   store_mask(cache, cache.masks, key, stored);
-  store_mask(cache, cache.future_masks, known ? keys->future : future_mask_key(), stored);
+  if (!rt.futures->exhausted.load(std::memory_order_relaxed)) {
+    store_mask(cache, cache.future_masks, known ? keys->future : future_mask_key(), stored);
+  }
 }
 
 int Matcher::fill_mask_uncached(uint32_t* words) const {

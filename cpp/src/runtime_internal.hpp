@@ -283,13 +283,20 @@ struct FutureLanguages {
   };
   FutureLanguages() { futures.reserve(1024); }
   KeyMap<MemoValue> futures;
-  static constexpr size_t kMaxMemo = size_t{1} << 20;
+  static constexpr size_t kMaxMemo = size_t{1} << 16;  // ~6 MB of slots at most
+  // Canonical forms kept at most (each ~100 bytes); past it no new language is combined.
+  static constexpr size_t kMaxLanguages = size_t{1} << 16;
   // Canonical minimal automata -> id, and back (forms[id - 1]); ids from kUniqueBase up stand
   // for one language each whose automaton was too large to canonicalise (exact: they only
   // never merge with another id).
   std::map<std::vector<uint32_t>, uint32_t> canonical;
   std::vector<const std::vector<uint32_t>*> forms;
   uint32_t next_unique = 0;
+  // Provisional ids of (start, X) languages not yet canonicalised (see language_id).
+  std::unordered_map<uint64_t, uint32_t> provisional;
+  // Set (for good) if unique ids ever run short: future keys are then no longer used, so an
+  // id can never be reused for another language.
+  std::atomic<bool> exhausted{false};
   uint32_t epsilon_id = 0;  // the language {""}
   static constexpr uint32_t kUniqueBase = 0x80000000u;
 };

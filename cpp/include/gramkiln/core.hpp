@@ -228,8 +228,9 @@ class Matcher {
   // exploration of the grammar's first configurations.
   std::vector<uint32_t> lexemes_expected_here() const;
   std::pair<uint64_t, uint64_t> structural_key() const { return whole_mask_key(); }
-  // Equal keys: equal future languages, hence equal masks (see future.cpp).
-  std::pair<uint64_t, uint64_t> future_key() const { return future_mask_key(); }
+  // Equal keys: equal future languages, hence equal masks (see future.cpp); the structural
+  // key once the runtime's future ids are exhausted.
+  std::pair<uint64_t, uint64_t> future_key() const;
   const Runtime& runtime() const { return *runtime_; }
 
  private:
