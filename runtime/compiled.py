@@ -166,11 +166,14 @@ class CompiledGrammar:
 
     def cache_stats(self) -> dict[str, int]:
         """What the shared mask caches of this grammar hold now: ``mask_entries`` (stored
-        masks under either kind of key, both generations), ``distinct_masks`` (the contents
-        they share: masks are interned, so this is usually a few dozen), ``mask_bytes``
-        (counted against the mask budget, ``GRAMKILN_MASK_CACHE_BYTES``), ``walk_entries``,
-        ``walk_bytes`` and ``group_bytes`` (the other caches). For monitoring; masks never
-        depend on it."""
+        masks under any of the three kinds of key, both generations), ``distinct_masks`` (the
+        contents they share: masks are interned, so this is usually a few dozen),
+        ``mask_bytes`` (counted against the mask budget, ``GRAMKILN_MASK_CACHE_BYTES``),
+        ``walk_entries``, ``walk_bytes`` and ``group_bytes`` (the other caches); since load,
+        the fills answered by each mask table (``hits_whole_stack``, ``hits_future``,
+        ``hits_depth``) and those computed (``fills_computed``); and ``future_languages`` /
+        ``future_memo_entries`` (the future-language automata behind the future key). For
+        monitoring; masks never depend on it."""
         return {key: int(value) for key, value in self._runtime.cache_stats().items()}
 
     # -- use --------------------------------------------------------------------------------
