@@ -355,3 +355,25 @@ def test_concurrent_waits_for_one_prewarm_return_its_stats() -> None:
     token_lists = [greedy_tokens(vocab, text) for text in instances[:2]]
     cold = CompiledGrammar.load(data, vocab, prewarm=False)
     assert masks_along(compiled, token_lists) == masks_along(cold, token_lists)
+
+
+@pytest.mark.parametrize("name", ["json", "clike"])
+def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The future-language key is used always (GRAMKILN_FUTURE_KEYS=on), never (off), or
+    where the prewarm finds it pays (the default): masks are the same either way, and off
+    means no fill is answered by it."""
+    grammar, instances = bench_case(name)
+    vocab = substring_vocab(instances, limit=400)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    token_lists = [greedy_tokens(vocab, text) for text in instances[:3]]
+    results = {}
+    for mode in ("on", "off", "auto"):
+        monkeypatch.setenv("GRAMKILN_FUTURE_KEYS", mode)  # read when a grammar is loaded
+        compiled = CompiledGrammar.load(data, vocab, prewarm=False)
+        compiled.prewarm()
+        results[mode] = masks_along(compiled, token_lists)
+        if mode == "off":
+            assert compiled.cache_stats()["hits_future"] == 0
+    assert results["on"] == results["off"] == results["auto"]

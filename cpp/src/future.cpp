@@ -521,6 +521,12 @@ thread_local uint32_t FutureWork::left = 0xffffffffu;
 thread_local bool FutureWork::short_of_budget = false;
 
 void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin) {
+  if (!chart.anchored) {
+    chart.anchors_hash.push_back(0);
+    chart.anchors_hash.push_back(0);
+    chart.future_begin.push_back(static_cast<uint32_t>(chart.future_symbol.size()));
+    return;
+  }
   FutureBudget budget(kLanguagesPerStep);
   FutureLanguages& fl = *rt.futures;
   std::lock_guard<std::mutex> lock(fl.mutex);

@@ -808,6 +808,21 @@ class InsideBoundaries {
   std::vector<bool> done_;
 };
 
+// Whether the future-language key answered enough of the fills that missed the whole-stack
+// key so far (those it is computed for): at least kFutureHitShare of them. Measured over the
+// prewarm's fills: C-like 0.56 (and 121 of 317 decode fills answered), JSON 0.03 and
+// tool-call 0.06 (5 and 10-23 decode hits), MaskBench schemas 0.00-0.42; below the bar the
+// key costs more than it saves (MaskBench decodes: p50 +25%, p99 +20% with it).
+bool future_keys_pay(const Runtime& rt) {
+  constexpr double kFutureHitShare = 0.3;
+  const GroupCache& cache = *rt.groups;
+  const double future = static_cast<double>(cache.hits_future.load(std::memory_order_relaxed));
+  const double misses =
+      future + static_cast<double>(cache.hits_depth.load(std::memory_order_relaxed) +
+                                   cache.fills_computed.load(std::memory_order_relaxed));
+  return misses > 0 && future >= kFutureHitShare * misses;
+}
+
 // Configurations a few lexemes into the text, breadth-first from the initial one, each
 // lexeme written as its shortest string: a JSON grammar's `{`, `{""`, `{"":`, `{"":0`, ...
 // Their masks are filled through the normal caches, so the walks of the parser states real
@@ -815,7 +830,14 @@ class InsideBoundaries {
 // decode needs them.
 void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
                        PrewarmStats& stats) {
-  constexpr uint32_t kMaxConfigurations = 1500;
+  // More where the future key answers many fills (see future_keys_pay): there the prewarm's
+  // fills are mostly cheap hits, and the walks its computed fills cache are what the decode's
+  // remaining computed fills need (C-like p99, min of five loads: 83-88 -> 68-77 us). Elsewhere
+  // a longer exploration measured slower decodes (MaskBench p99 +30%).
+  constexpr uint32_t kMaxConfigurations = 600, kMaxConfigurationsWithFutures = 1500;
+  uint32_t max_configurations = kMaxConfigurations;
+  bool by_future = false;
+  constexpr uint32_t kDecideAfter = 64;  // configurations explored before judging the key
   // Grammars with hundreds of lexemes expected at once (JSON Schema objects with many keys)
   // would otherwise try every one from every configuration.
   constexpr uint32_t kMaxAttempts = 8192;
@@ -832,9 +854,14 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   std::deque<Matcher> queue;
   std::set<std::pair<uint64_t, uint64_t>> seen;
   queue.emplace_back(runtime);
-  seen.insert(queue.back().future_key());
-  while (!queue.empty() && stats.explored < kMaxConfigurations) {
+  seen.insert(queue.back().structural_key());
+  while (!queue.empty() && stats.explored < max_configurations) {
     if (budget.spent()) return;
+    if (stats.explored == kDecideAfter && rt.futures->useful.load(std::memory_order_relaxed) &&
+        (rt.futures->mode == FutureLanguages::Mode::kOn || future_keys_pay(rt))) {
+      max_configurations = kMaxConfigurationsWithFutures;
+      by_future = true;  // configurations with equal futures share their masks: skip repeats
+    }
     Matcher matcher = std::move(queue.front());
     queue.pop_front();
     matcher.fill_mask(words.data());
@@ -857,7 +884,9 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
       }
       if (budget.spent()) return;
       if (!matcher.accept_bytes(text)) continue;
-      if (seen.insert(matcher.future_key()).second) queue.push_back(matcher);
+      if (seen.insert(by_future ? matcher.future_key() : matcher.structural_key()).second) {
+        queue.push_back(matcher);
+      }
       matcher.rollback(1);
     }
   }
@@ -889,6 +918,10 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   prewarm_first_masks(runtime, budget, stats);
   prewarm_structure(runtime, budget, stats);
   if (budget.spent()) stats.complete = false;
+  // Matchers created from now on use future keys only where they pay (see future_keys_pay).
+  if (runtime->futures->mode == FutureLanguages::Mode::kAuto && !future_keys_pay(*runtime)) {
+    runtime->futures->useful.store(false, std::memory_order_relaxed);
+  }
   return stats;
 }
 
@@ -1369,6 +1402,8 @@ void Matcher::reset() {
   threads_.clear();
   terminated_ = false;
   frontier_ = true;
+  futures_ = runtime_->futures->useful.load(std::memory_order_relaxed);
+  chart_.anchored = futures_;
   build_initial_set(*runtime_, chart_, thread_scratch().seen);
   start_threads_for_last_set();
 }
@@ -1666,8 +1701,12 @@ std::pair<uint64_t, uint64_t> Matcher::whole_mask_key() const {
       [&](uint32_t set) { return MaskKey{chart_.hash_lo[set], chart_.hash_hi[set]}; });
 }
 
+bool Matcher::uses_futures() const {
+  return futures_ && !runtime_->futures->exhausted.load(std::memory_order_relaxed);
+}
+
 std::pair<uint64_t, uint64_t> Matcher::future_key() const {
-  if (runtime_->futures->exhausted.load(std::memory_order_relaxed)) return whole_mask_key();
+  if (!uses_futures()) return whole_mask_key();
   return future_mask_key();
 }
 
@@ -1731,7 +1770,7 @@ bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
     cache.hits_whole_stack.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  if (!rt.futures->exhausted.load(std::memory_order_relaxed)) {
+  if (uses_futures()) {
     GroupCache::StoredMask found;
     const MaskKey future = future_mask_key();
     if (keys) *keys = FillKeys{key, future, true};
@@ -1786,7 +1825,7 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
   const GroupCache::StoredMask stored =
       without_ends && !accepting ? without_ends : intern_mask(cache, words, rt.words);
   store_mask(cache, cache.masks, key, stored);
-  if (!rt.futures->exhausted.load(std::memory_order_relaxed)) {
+  if (uses_futures()) {
     store_mask(cache, cache.future_masks, known ? keys->future : future_mask_key(), stored);
   }
 }

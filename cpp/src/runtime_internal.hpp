@@ -281,7 +281,19 @@ struct FutureLanguages {
     uint32_t chain = 0;
     uint64_t lo = 0, hi = 0;
   };
-  FutureLanguages() { futures.reserve(1024); }
+  // GRAMKILN_FUTURE_KEYS, read at load: "on" (always use future keys), "off" (never), else
+  // the prewarm decides (see future_keys_pay in matcher.cpp).
+  enum class Mode { kAuto, kOn, kOff };
+  Mode mode = Mode::kAuto;
+  FutureLanguages() {
+    futures.reserve(1024);
+    if (const char* env = std::getenv("GRAMKILN_FUTURE_KEYS")) {
+      const std::string value(env);
+      if (value == "on") mode = Mode::kOn;
+      if (value == "off") mode = Mode::kOff;
+    }
+    useful.store(mode != Mode::kOff, std::memory_order_relaxed);
+  }
   KeyMap<MemoValue> futures;
   static constexpr size_t kMaxMemo = size_t{1} << 16;  // ~6 MB of slots at most
   // Canonical forms kept at most (each ~100 bytes); past it no new language is combined.
@@ -297,6 +309,9 @@ struct FutureLanguages {
   // Set (for good) if unique ids ever run short: future keys are then no longer used, so an
   // id can never be reused for another language.
   std::atomic<bool> exhausted{false};
+  // Cleared by the prewarm when future keys answered too few of its fills to pay for
+  // themselves (see prewarm_runtime); matchers created afterwards do without them.
+  std::atomic<bool> useful{true};
   uint32_t epsilon_id = 0;  // the language {""}
   static constexpr uint32_t kUniqueBase = 0x80000000u;
 };

@@ -187,6 +187,9 @@ struct Chart {
   // Per set, a 128-bit hash of its whole anchor list: futures computed from a set are memoised
   // under it (see future_after), since sets with equal anchors recur.
   std::vector<uint64_t> anchors_hash;  // [set][lo, hi]
+  // False when the matcher owning this chart does not use future keys: sets then get empty
+  // anchor lists (never read), which saves the commit its future computations.
+  bool anchored = true;
   uint32_t num_sets() const { return static_cast<uint32_t>(set_begin.size() - 1); }
 };
 
@@ -250,6 +253,7 @@ class Matcher {
   std::pair<uint64_t, uint64_t> depth_mask_key(uint32_t depth) const;
   std::pair<uint64_t, uint64_t> whole_mask_key() const;
   std::pair<uint64_t, uint64_t> future_mask_key() const;
+  bool uses_futures() const;
   void restore(Snapshot&& snap);
   bool step_byte(uint8_t byte, const std::vector<std::pair<uint32_t, uint32_t>>* extra_scans);
   void start_threads_for_last_set();
@@ -262,6 +266,9 @@ class Matcher {
   std::vector<Thread> threads_;
   bool frontier_ = true;  // the last Earley set ends at the current position
   bool terminated_ = false;
+  // Whether this matcher uses future-language keys, fixed at reset() from the runtime (so its
+  // chart's anchors are complete whenever a key reads them).
+  bool futures_ = true;
   std::vector<Snapshot> history_;
 };
 
