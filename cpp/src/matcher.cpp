@@ -857,10 +857,15 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   seen.insert(queue.back().structural_key());
   while (!queue.empty() && stats.explored < max_configurations) {
     if (budget.spent()) return;
-    if (stats.explored == kDecideAfter && rt.futures->useful.load(std::memory_order_relaxed) &&
-        (rt.futures->mode == FutureLanguages::Mode::kOn || future_keys_pay(rt))) {
-      max_configurations = kMaxConfigurationsWithFutures;
-      by_future = true;  // configurations with equal futures share their masks: skip repeats
+    if (stats.explored == kDecideAfter && rt.futures->useful.load(std::memory_order_relaxed)) {
+      if (rt.futures->mode == FutureLanguages::Mode::kOn || future_keys_pay(rt)) {
+        max_configurations = kMaxConfigurationsWithFutures;
+        by_future = true;  // configurations with equal futures share their masks: skip repeats
+      } else {
+        // From here on the prewarm's own fills compute (and cache the walks a decode needs)
+        // instead of taking the key's answers.
+        rt.futures->useful.store(false, std::memory_order_relaxed);
+      }
     }
     Matcher matcher = std::move(queue.front());
     queue.pop_front();
@@ -1702,7 +1707,11 @@ std::pair<uint64_t, uint64_t> Matcher::whole_mask_key() const {
 }
 
 bool Matcher::uses_futures() const {
-  return futures_ && !runtime_->futures->exhausted.load(std::memory_order_relaxed);
+  // A matcher created with future keys keeps its anchors complete, so the runtime may switch
+  // the keys off under it (the prewarm's decision) at any time; never back on.
+  const FutureLanguages& fl = *runtime_->futures;
+  return futures_ && fl.useful.load(std::memory_order_relaxed) &&
+         !fl.exhausted.load(std::memory_order_relaxed);
 }
 
 std::pair<uint64_t, uint64_t> Matcher::future_key() const {
