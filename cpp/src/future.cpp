@@ -24,7 +24,9 @@
 //   future is split between productions and sets do not show in the hash.
 //
 // Equal futures (chain id and leaf) therefore mean equal future languages, up to 128-bit hash
-// collisions, and a mask, a function of the future language, can be cached under them.
+// collisions, and a mask, a function of the future language, can be cached under them. The key
+// is built in Matcher::future_mask_key; whether a runtime uses it at all, the prewarm decides
+// (future_keys_pay in matcher.cpp).
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -38,8 +40,9 @@ namespace {
 
 constexpr uint32_t kMaxAutomatonStates = 128;
 constexpr uint32_t kMaxChainStates = 16;
-// New languages one commit or one mask key may canonicalise (each costs ~10-40 k instructions):
-// the rest wait for a later step, so that the first visits of a decode stay cheap.
+// New languages one commit may canonicalise (each costs ~35-46 k instructions); fills
+// canonicalise none and the prewarm has no limit (see FutureBudget). What a step may not
+// combine stays a leaf of its own: exact, it merges less, and a later step combines it.
 constexpr uint32_t kLanguagesPerStep = 1;
 
 bool nullable_symbol(const Runtime& rt, uint32_t symbol) {
