@@ -386,17 +386,26 @@ bool combinable(const FutureLanguages& fl, uint32_t a, uint32_t b) {
          (*fl.forms[a - 1])[0] + (*fl.forms[b - 1])[0] <= kMaxChainStates;
 }
 
-// The language a . b, or 0 when the two are too large to combine (or the budget is spent).
+// The id `build` gives the language it makes of a and b, memoised in `memo` by (a, b); 0 when
+// the two are too large to combine, or (not memoised) when the budget is spent.
+template <typename Build>
+uint32_t combine(FutureLanguages& fl, std::unordered_map<uint64_t, uint32_t>& memo, uint32_t a,
+                 uint32_t b, Build build) {
+  const uint64_t key = (static_cast<uint64_t>(a) << 32) | b;
+  const auto found = memo.find(key);
+  if (found != memo.end()) return found->second;
+  const bool can = combinable(fl, a, b);
+  if (can && !take_budget()) return 0;
+  const uint32_t id = can ? build() : 0;
+  memo.emplace(key, id);
+  return id;
+}
+
+// The language a . b, or 0 (see combine).
 uint32_t concatenate(FutureLanguages& fl, uint32_t a, uint32_t b) {
   if (a == fl.epsilon_id) return b;
   if (b == fl.epsilon_id) return a;
-  const uint64_t key = (static_cast<uint64_t>(a) << 32) | b;
-  const auto found = fl.concatenations.find(key);
-  if (found != fl.concatenations.end()) return found->second;
-  const bool can = combinable(fl, a, b);
-  if (can && !take_budget()) return 0;
-  uint32_t id = 0;
-  if (can) {
+  return combine(fl, fl.concatenations, a, b, [&]() {
     Nfa nfa;
     const uint32_t first = nfa.add_form(*fl.forms[a - 1]);
     const uint32_t second = nfa.add_form(*fl.forms[b - 1]);
@@ -406,32 +415,22 @@ uint32_t concatenate(FutureLanguages& fl, uint32_t a, uint32_t b) {
         nfa.empty_moves[s].push_back(second);
       }
     }
-    id = canonical_id(fl, nfa, first);
-  }
-  fl.concatenations.emplace(key, id);
-  return id;
+    return canonical_id(fl, nfa, first);
+  });
 }
 
-// The language a | b, or 0 when the two are too large to combine.
+// The language a | b, or 0 (see combine).
 uint32_t unite(FutureLanguages& fl, uint32_t a, uint32_t b) {
   if (a == b) return a;
   if (a > b) std::swap(a, b);
-  const uint64_t key = (static_cast<uint64_t>(a) << 32) | b;
-  const auto found = fl.unions.find(key);
-  if (found != fl.unions.end()) return found->second;
-  const bool can = combinable(fl, a, b);
-  if (can && !take_budget()) return 0;
-  uint32_t id = 0;
-  if (can) {
+  return combine(fl, fl.unions, a, b, [&]() {
     Nfa nfa;
     const uint32_t start = nfa.add(false);
     const uint32_t first = nfa.add_form(*fl.forms[a - 1]);
     const uint32_t second = nfa.add_form(*fl.forms[b - 1]);
     nfa.empty_moves[start] = {first, second};
-    id = canonical_id(fl, nfa, start);
-  }
-  fl.unions.emplace(key, id);
-  return id;
+    return canonical_id(fl, nfa, start);
+  });
 }
 
 bool leaf_less(const Future& a, const Future& b) {
