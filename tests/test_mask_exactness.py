@@ -54,6 +54,13 @@ EOS_ID = len(TEXT_TOKENS) + 1
 VOCAB = Vocab(TOKENS, eos_ids=[EOS_ID], special_ids=[SPECIAL_ID, EOS_ID], vocab_size=40)
 
 
+@pytest.fixture(autouse=True)
+def future_keys_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every grammar here uses the future-language key (by default only a prewarm that finds
+    it pays turns it on), so that every mask below is also a check of that key."""
+    monkeypatch.setenv("GRAMKILN_FUTURE_KEYS", "on")  # read when a grammar is loaded
+
+
 def oracle_for(ir: GrammarIR) -> ReferenceMatcher:
     texts = {i: t.decode("utf-8") for i, t in enumerate(TOKENS) if i != EOS_ID}
     return ReferenceMatcher(ir, special_texts=texts)
@@ -206,7 +213,7 @@ def test_bounded_depth_mask_cache_is_exact_under_different_stacks() -> None:
                 assert mask_ids(matcher, compiled.vocab_size) == expected, (text, data[:end])
 
 
-def test_future_key_merges_contexts_with_equal_futures(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_future_key_merges_contexts_with_equal_futures() -> None:
     """Masks are also cached under a hash of the future language (see cpp/src/future.cpp):
     inside `a(...)` and `b(...)` the same strings may follow (`a`s, `)`, then more items), so
     the second context's masks come from the first one's entries although their charts differ;
@@ -219,8 +226,6 @@ def test_future_key_merges_contexts_with_equal_futures(monkeypatch: pytest.Monke
         'item: "a" "(" e ")" | "b" "(" e ")" | "(" e ")" item\n'
         'e: e "a" | "b"\n'
     ).ir
-    # On whatever the prewarm measures (read when a grammar is loaded).
-    monkeypatch.setenv("GRAMKILN_FUTURE_KEYS", "on")
     compiled = compile_grammar(ir, VOCAB)
     # Languages are canonicalised by the prewarm and by commits (one each), never inside a fill.
     # The prewarm's configurations with equal futures are answered by the key; the strings'

@@ -523,7 +523,8 @@ thread_local uint32_t FutureWork::left = 0xffffffffu;
 thread_local bool FutureWork::short_of_budget = false;
 
 void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin) {
-  if (!chart.anchored) {
+  // Once the runtime has switched future keys off (for good), no key reads anchors again.
+  if (!chart.anchored || rt.futures->off()) {
     chart.anchors_hash.push_back(0);
     chart.anchors_hash.push_back(0);
     chart.future_begin.push_back(static_cast<uint32_t>(chart.future_symbol.size()));

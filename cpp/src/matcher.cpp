@@ -857,14 +857,14 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   seen.insert(queue.back().structural_key());
   while (!queue.empty() && stats.explored < max_configurations) {
     if (budget.spent()) return;
-    if (stats.explored == kDecideAfter && rt.futures->useful.load(std::memory_order_relaxed)) {
-      if (rt.futures->mode == FutureLanguages::Mode::kOn || future_keys_pay(rt)) {
+    if (stats.explored == kDecideAfter && !rt.futures->off()) {
+      const bool pays = rt.futures->mode == FutureLanguages::Mode::kOn || future_keys_pay(rt);
+      // Off: from here on the prewarm's own fills compute (and cache the walks a decode
+      // needs) instead of taking the key's answers.
+      rt.futures->decide(pays);
+      if (pays) {
         max_configurations = kMaxConfigurationsWithFutures;
         by_future = true;  // configurations with equal futures share their masks: skip repeats
-      } else {
-        // From here on the prewarm's own fills compute (and cache the walks a decode needs)
-        // instead of taking the key's answers.
-        rt.futures->useful.store(false, std::memory_order_relaxed);
       }
     }
     Matcher matcher = std::move(queue.front());
@@ -924,8 +924,8 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   prewarm_structure(runtime, budget, stats);
   if (budget.spent()) stats.complete = false;
   // Matchers created from now on use future keys only where they pay (see future_keys_pay).
-  if (runtime->futures->mode == FutureLanguages::Mode::kAuto && !future_keys_pay(*runtime)) {
-    runtime->futures->useful.store(false, std::memory_order_relaxed);
+  if (runtime->futures->mode == FutureLanguages::Mode::kAuto) {
+    runtime->futures->decide(future_keys_pay(*runtime));
   }
   return stats;
 }
@@ -1407,7 +1407,10 @@ void Matcher::reset() {
   threads_.clear();
   terminated_ = false;
   frontier_ = true;
-  futures_ = runtime_->futures->useful.load(std::memory_order_relaxed);
+  // Undecided: only the prewarm's own matchers try the key (it measures whether it pays).
+  const int state = runtime_->futures->state.load(std::memory_order_relaxed);
+  futures_ = state == FutureLanguages::kOn ||
+             (state == FutureLanguages::kUndecided && FutureWork::prewarming);
   chart_.anchored = futures_;
   build_initial_set(*runtime_, chart_, thread_scratch().seen);
   start_threads_for_last_set();
@@ -1710,8 +1713,7 @@ bool Matcher::uses_futures() const {
   // A matcher created with future keys keeps its anchors complete, so the runtime may switch
   // the keys off under it (the prewarm's decision) at any time; never back on.
   const FutureLanguages& fl = *runtime_->futures;
-  return futures_ && fl.useful.load(std::memory_order_relaxed) &&
-         !fl.exhausted.load(std::memory_order_relaxed);
+  return futures_ && !fl.off() && !fl.exhausted.load(std::memory_order_relaxed);
 }
 
 std::pair<uint64_t, uint64_t> Matcher::future_key() const {
@@ -1819,7 +1821,15 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
   const bool known = keys && keys->known;
   const MaskKey key = known ? keys->whole : whole_mask_key();
   GroupCache& cache = *rt.groups;
-  cache.fills_computed.fetch_add(1, std::memory_order_relaxed);
+  const size_t computed = cache.fills_computed.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Without a prewarm (or after it), decoding itself judges the future key now and then, by
+  // the prewarm's rule; it can only be switched off.
+  if (computed % 16 == 0 && !FutureWork::prewarming &&
+      rt.futures->mode == FutureLanguages::Mode::kAuto &&
+      rt.futures->state.load(std::memory_order_relaxed) == FutureLanguages::kOn &&
+      !future_keys_pay(rt)) {
+    rt.futures->decide(false);
+  }
   const int dependency = fill_mask_uncached(words);  // writes every word
   GroupCache::StoredMask without_ends;
   if (dependency >= 0) {

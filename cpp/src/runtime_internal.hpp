@@ -292,7 +292,10 @@ struct FutureLanguages {
       if (value == "on") mode = Mode::kOn;
       if (value == "off") mode = Mode::kOff;
     }
-    useful.store(mode != Mode::kOff, std::memory_order_relaxed);
+    state.store(mode == Mode::kOn    ? kOn
+                : mode == Mode::kOff ? kOff
+                                     : kUndecided,
+                std::memory_order_relaxed);
   }
   KeyMap<MemoValue> futures;
   static constexpr size_t kMaxMemo = size_t{1} << 16;  // ~6 MB of slots at most
@@ -309,9 +312,19 @@ struct FutureLanguages {
   // Set (for good) if unique ids ever run short: future keys are then no longer used, so an
   // id can never be reused for another language.
   std::atomic<bool> exhausted{false};
-  // Cleared by the prewarm when future keys answered too few of its fills to pay for
-  // themselves (see prewarm_runtime); matchers created afterwards do without them.
-  std::atomic<bool> useful{true};
+  // Whether matchers use future keys. Undecided until the prewarm has measured them (only its
+  // own matchers use them meanwhile); on where they pay, off otherwise (see future_keys_pay in
+  // matcher.cpp). Off is for good.
+  static constexpr int kUndecided = 0, kOn = 1, kOff = 2;
+  std::atomic<int> state{kUndecided};
+  bool off() const { return state.load(std::memory_order_relaxed) == kOff; }
+  // Settle an undecided state (or switch on -> off); never back on.
+  void decide(bool pays) {
+    int expected = kUndecided;
+    if (!state.compare_exchange_strong(expected, pays ? kOn : kOff) && !pays) {
+      state.store(kOff, std::memory_order_relaxed);
+    }
+  }
   uint32_t epsilon_id = 0;  // the language {""}
   static constexpr uint32_t kUniqueBase = 0x80000000u;
 };
