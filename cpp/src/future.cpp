@@ -439,9 +439,6 @@ bool leaf_less(const Future& a, const Future& b) {
   return a.chain < b.chain;
 }
 
-Future compute_future(const Runtime& rt, FutureLanguages& fl, const Chart& chart, uint32_t start,
-                      uint32_t set);
-
 // A leaf standing for the union of `pairs` (sorted), each a chain then a leaf.
 Future leaf_of(const FutureLanguages& fl, const Future* pairs, size_t count) {
   uint64_t lo = 0x3c6ef372fe94f82bull, hi = 0xa54ff53a5f1d36f1ull ^ count;
@@ -453,32 +450,7 @@ Future leaf_of(const FutureLanguages& fl, const Future* pairs, size_t count) {
   return Future{fl.epsilon_id, lo, hi ^ mix64(lo)};
 }
 
-}  // namespace
-
-Future future_after(const Runtime& rt, FutureLanguages& fl, const Chart& chart, uint32_t start,
-                    uint32_t set) {
-  if (!fl.ready) initialise(rt, fl);
-  const uint64_t tag = mix64(start + 0x2545f4914f6cdd1dull);
-  const std::pair<uint64_t, uint64_t> key{mix64(chart.anchors_hash[2 * set] ^ tag),
-                                          chart.anchors_hash[2 * set + 1] + tag};
-  if (const FutureLanguages::MemoValue* found = fl.futures.find(key)) {
-    return Future{found->chain, found->lo, found->hi};
-  }
-  const bool was_short = FutureWork::short_of_budget;
-  FutureWork::short_of_budget = false;
-  const Future future = compute_future(rt, fl, chart, start, set);
-  // One built short of the budget is exact but not canonical: kept out of the memo, so that a
-  // later computation with budget left gives the canonical one.
-  if (!FutureWork::short_of_budget) {
-    if (fl.futures.size() >= FutureLanguages::kMaxMemo) fl.futures.clear();
-    fl.futures.emplace(key, FutureLanguages::MemoValue{future.chain, future.lo, future.hi});
-  }
-  FutureWork::short_of_budget = FutureWork::short_of_budget || was_short;
-  return future;
-}
-
-namespace {
-
+// future_after without its memo: from the anchors of `set`, normalised (see the top).
 Future compute_future(const Runtime& rt, FutureLanguages& fl, const Chart& chart, uint32_t start,
                       uint32_t set) {
   thread_local std::vector<Future> pairs;
@@ -512,11 +484,34 @@ Future compute_future(const Runtime& rt, FutureLanguages& fl, const Chart& chart
   pairs.resize(kept);
   if (pairs.size() == 1) return pairs[0];
   // Several leaves (none only for a set without anchors, which has no future): a new leaf.
+  // Sorted again: a pair whose union with the next failed may now order after it.
   std::sort(pairs.begin(), pairs.end(), leaf_less);
   return leaf_of(fl, pairs.data(), pairs.size());
 }
 
 }  // namespace
+
+Future future_after(const Runtime& rt, FutureLanguages& fl, const Chart& chart, uint32_t start,
+                    uint32_t set) {
+  if (!fl.ready) initialise(rt, fl);
+  const uint64_t tag = mix64(start + 0x2545f4914f6cdd1dull);
+  const std::pair<uint64_t, uint64_t> key{mix64(chart.anchors_hash[2 * set] ^ tag),
+                                          chart.anchors_hash[2 * set + 1] + tag};
+  if (const FutureLanguages::MemoValue* found = fl.futures.find(key)) {
+    return Future{found->chain, found->lo, found->hi};
+  }
+  const bool was_short = FutureWork::short_of_budget;
+  FutureWork::short_of_budget = false;
+  const Future future = compute_future(rt, fl, chart, start, set);
+  // One built short of the budget is exact but not canonical: kept out of the memo, so that a
+  // later computation with budget left gives the canonical one.
+  if (!FutureWork::short_of_budget) {
+    if (fl.futures.size() >= FutureLanguages::kMaxMemo) fl.futures.clear();
+    fl.futures.emplace(key, FutureLanguages::MemoValue{future.chain, future.lo, future.hi});
+  }
+  FutureWork::short_of_budget = FutureWork::short_of_budget || was_short;
+  return future;
+}
 
 thread_local bool FutureWork::prewarming = false;
 thread_local uint32_t FutureWork::left = 0xffffffffu;

@@ -1409,9 +1409,8 @@ void Matcher::reset() {
   frontier_ = true;
   // Undecided: only the prewarm's own matchers try the key (it measures whether it pays).
   const int state = runtime_->futures->state.load(std::memory_order_relaxed);
-  futures_ = state == FutureLanguages::kOn ||
-             (state == FutureLanguages::kUndecided && FutureWork::prewarming);
-  chart_.anchored = futures_;
+  chart_.anchored = state == FutureLanguages::kOn ||
+                    (state == FutureLanguages::kUndecided && FutureWork::prewarming);
   build_initial_set(*runtime_, chart_, thread_scratch().seen);
   start_threads_for_last_set();
 }
@@ -1713,7 +1712,7 @@ bool Matcher::uses_futures() const {
   // A matcher created with future keys keeps its anchors complete, so the runtime may switch
   // the keys off under it (the prewarm's decision) at any time; never back on.
   const FutureLanguages& fl = *runtime_->futures;
-  return futures_ && !fl.off() && !fl.exhausted.load(std::memory_order_relaxed);
+  return chart_.anchored && !fl.off() && !fl.exhausted.load(std::memory_order_relaxed);
 }
 
 std::pair<uint64_t, uint64_t> Matcher::future_key() const {

@@ -259,7 +259,8 @@ struct GroupCache {
 
 // Ids of the static parts of future languages, for keys that merge parser configurations
 // whose futures are equal although their charts differ (see future.cpp). Built lazily and
-// shared by every matcher of a runtime; every member is guarded by `mutex`.
+// shared by every matcher of a runtime; `mode` is fixed at construction, `exhausted` and
+// `state` are atomics, and every other member is guarded by `mutex`.
 struct FutureLanguages {
   std::mutex mutex;
   bool ready = false;
@@ -274,13 +275,6 @@ struct FutureLanguages {
   std::unordered_map<uint64_t, uint32_t> ids;
   // Concatenations and unions of two ids, by (a << 32 | b).
   std::unordered_map<uint64_t, uint32_t> concatenations, unions;
-  // future_after results by a 128-bit hash of (start, anchor-list hash of the set), in an
-  // open-addressing table reserved up front (a node-based map's rehash was ~90 k instructions
-  // inside one fill); cleared past kMaxMemo.
-  struct MemoValue {
-    uint32_t chain = 0;
-    uint64_t lo = 0, hi = 0;
-  };
   // GRAMKILN_FUTURE_KEYS, read at load: "on" (always use future keys), "off" (never), else
   // the prewarm decides (see future_keys_pay in matcher.cpp).
   enum class Mode { kAuto, kOn, kOff };
@@ -297,6 +291,13 @@ struct FutureLanguages {
                                      : kUndecided,
                 std::memory_order_relaxed);
   }
+  // future_after results by a 128-bit hash of (start, anchor-list hash of the set), in an
+  // open-addressing table reserved up front (a node-based map's rehash was ~90 k instructions
+  // inside one fill); cleared past kMaxMemo.
+  struct MemoValue {
+    uint32_t chain = 0;
+    uint64_t lo = 0, hi = 0;
+  };
   KeyMap<MemoValue> futures;
   static constexpr size_t kMaxMemo = size_t{1} << 16;  // ~6 MB of slots at most
   // Canonical forms kept at most (each ~100 bytes); past it no new language is combined.
@@ -548,8 +549,9 @@ Future future_after(const Runtime& rt, FutureLanguages& fl, const Chart& chart, 
                     uint32_t set);
 // Append the anchors of set `self` (items [begin, end) of `chart`, the matcher's own chart).
 void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin);
-// How many new languages one future computation on this thread may canonicalise (see
-// FutureBudget in future.cpp); unlimited while `prewarming` is set (the prewarm thread).
+// How many new languages future computations on this thread may still canonicalise (set for a
+// scope by FutureBudget; see kLanguagesPerStep in future.cpp); unlimited while `prewarming` is
+// set (the prewarm thread).
 struct FutureWork {
   static thread_local bool prewarming;
   static thread_local uint32_t left;

@@ -187,8 +187,9 @@ struct Chart {
   // Per set, a 128-bit hash of its whole anchor list: futures computed from a set are memoised
   // under it (see future_after), since sets with equal anchors recur.
   std::vector<uint64_t> anchors_hash;  // [set][lo, hi]
-  // False when the matcher owning this chart does not use future keys: sets then get empty
-  // anchor lists (never read), which saves the commit its future computations.
+  // Whether the matcher owning this chart uses future keys, fixed at its reset() (so the
+  // anchors are complete whenever a key reads them); when false, sets get empty anchor lists
+  // (never read), which saves the commit its future computations.
   bool anchored = true;
   uint32_t num_sets() const { return static_cast<uint32_t>(set_begin.size() - 1); }
 };
@@ -232,7 +233,7 @@ class Matcher {
   std::vector<uint32_t> lexemes_expected_here() const;
   std::pair<uint64_t, uint64_t> structural_key() const { return whole_mask_key(); }
   // Equal keys: equal future languages, hence equal masks (see future.cpp); the structural
-  // key once the runtime's future ids are exhausted.
+  // key when this matcher does not use future keys.
   std::pair<uint64_t, uint64_t> future_key() const;
   const Runtime& runtime() const { return *runtime_; }
 
@@ -266,9 +267,6 @@ class Matcher {
   std::vector<Thread> threads_;
   bool frontier_ = true;  // the last Earley set ends at the current position
   bool terminated_ = false;
-  // Whether this matcher uses future-language keys, fixed at reset() from the runtime (so its
-  // chart's anchors are complete whenever a key reads them).
-  bool futures_ = true;
   std::vector<Snapshot> history_;
 };
 
