@@ -41,8 +41,8 @@ namespace {
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-__attribute__((noinline)) void
-or_words(uint32_t* __restrict out, const uint32_t* __restrict in, uint32_t words) {
+__attribute__((noinline)) void or_words(uint32_t* __restrict out, const uint32_t* __restrict in,
+                                        uint32_t words) {
   for (uint32_t i = 0; i < words; ++i) out[i] |= in[i];
 }
 
@@ -93,6 +93,25 @@ uint64_t content_digest(const uint32_t* data, size_t count, uint64_t seed) {
   return digest;
 }
 
+// A digest of every kSampleStride-th word of a mask, for interning: equality is checked after
+// (std::equal stops at the first difference), so masks that differ only between the samples
+// merely share a bucket. Hashing all 4,000 words of a 128K-vocabulary mask was ~0.6 us of every
+// computed fill. The odd stride moves the sample through the words of successive cache lines;
+// four independent multiply chains keep it from being latency-bound.
+uint64_t sampled_digest(const uint32_t* words, size_t count) {
+  constexpr size_t kSampleStride = 17;
+  uint64_t lanes[4] = {0x243f6a8885a308d3ull ^ count, 0x13198a2e03707344ull, 0xa4093822299f31d0ull,
+                       0x082efa98ec4e6c89ull};
+  size_t i = 0;
+  for (; i + 3 * kSampleStride < count; i += 4 * kSampleStride) {
+    for (size_t lane = 0; lane < 4; ++lane) {
+      lanes[lane] = (lanes[lane] ^ words[i + lane * kSampleStride]) * 0x100000001b3ull;
+    }
+  }
+  for (; i < count; i += kSampleStride) lanes[0] = (lanes[0] ^ words[i]) * 0x100000001b3ull;
+  return mix64(lanes[0] ^ mix64(lanes[1] ^ mix64(lanes[2] ^ mix64(lanes[3]))));
+}
+
 // The shared byte -> entered-states table of a set of expected lexemes.
 const FollowTable& follow_table(const Runtime& rt, Scratch& sc,
                                 const std::vector<uint32_t>& lexemes) {
@@ -105,7 +124,8 @@ const FollowTable& follow_table(const Runtime& rt, Scratch& sc,
   auto table = std::make_unique<FollowTable>();
   table->offsets.assign(257, 0);
   for (uint32_t lexeme : sc.sorted_lexemes) {
-    for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1]; ++f) {
+    for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1];
+         ++f) {
       table->offsets[rt.lexeme_first_bytes[f] + 1]++;
     }
   }
@@ -114,7 +134,8 @@ const FollowTable& follow_table(const Runtime& rt, Scratch& sc,
   std::vector<uint32_t> fill(table->offsets.begin(), table->offsets.end() - 1);
   for (uint32_t lexeme : sc.sorted_lexemes) {
     const size_t start = static_cast<size_t>(rt.lexeme_start[lexeme]) * 256;
-    for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1]; ++f) {
+    for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1];
+         ++f) {
       const uint8_t byte = rt.lexeme_first_bytes[f];
       table->states[fill[byte]++] = rt.dfa_table[start + byte];
     }
@@ -328,7 +349,8 @@ const ExitGroup& top_group(const Runtime& rt, int32_t state) {
   const uint32_t first = rt.exit_child_offsets[base];
   if (rt.exit_child_offsets[base + 256] > first) {
     group->child_offsets.resize(257);
-    for (int b = 0; b <= 256; ++b) group->child_offsets[b] = rt.exit_child_offsets[base + b] - first;
+    for (int b = 0; b <= 256; ++b)
+      group->child_offsets[b] = rt.exit_child_offsets[base + b] - first;
     group->child_nodes.assign(rt.exit_children.begin() + first,
                               rt.exit_children.begin() + rt.exit_child_offsets[base + 256]);
     for (int b = 0; b < 256; ++b) {
@@ -356,8 +378,8 @@ const ExitGroup& top_group(const Runtime& rt, int32_t state) {
 
 // The child of `group` entered with `byte` into DFA state `state`; built on first use. When the
 // cache budget is spent the child is built into `transient` and not kept.
-const ExitGroup& child_group(const Runtime& rt, const ExitGroup& group, uint8_t byte,
-                             int32_t state, std::unique_ptr<ExitGroup>& transient) {
+const ExitGroup& child_group(const Runtime& rt, const ExitGroup& group, uint8_t byte, int32_t state,
+                             std::unique_ptr<ExitGroup>& transient) {
   const ExitGroup& parent = group;
   const uint64_t key = (static_cast<uint64_t>(state) << 8) | byte;
   {
@@ -923,6 +945,8 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   prewarm_first_masks(runtime, budget, stats);
   prewarm_structure(runtime, budget, stats);
   if (budget.spent()) stats.complete = false;
+  constexpr size_t kResidentFreeMasks = 32;  // two slabs: 512 KB at 128K tokens
+  runtime->groups->mask_pool->keep_free(runtime->words, kResidentFreeMasks);
   // Matchers created from now on use future keys only where they pay (see future_keys_pay).
   if (runtime->futures->mode == FutureLanguages::Mode::kAuto) {
     runtime->futures->decide(future_keys_pay(*runtime));
@@ -1008,8 +1032,9 @@ std::pair<uint64_t, uint64_t> walk_key(const ExitGroup& group, uint32_t lexeme, 
 void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
                 const Scratch::WalkFrame& frame) {
   const std::vector<uint32_t>& data = frame.dense ? frame.bits : frame.tokens;
-  const uint64_t digest = content_digest(
-      data.data(), data.size(), frame.dense ? 0x6a09e667f3bcc908ull : 0x3c6ef372fe94f82bull);
+  const uint64_t digest = frame.dense
+                              ? sampled_digest(data.data(), data.size())
+                              : content_digest(data.data(), data.size(), 0x3c6ef372fe94f82bull);
   GroupCache& cache = *rt.groups;
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
   if (cache.walks.contains(key)) return;
@@ -1324,9 +1349,8 @@ void store_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const Ma
 // Copy the mask stored under `key` into `words`; false when there is none. `stored`, when
 // given, receives the stored copy (the whole-stack lookup, the common hit, skips that reference
 // count traffic). A hit in the previous generation is stored again in the current one.
-bool find_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key, uint32_t* words,
-               GroupCache::StoredMask* stored = nullptr) {
-  std::lock_guard<std::mutex> lock(cache.mask_mutex);
+bool find_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key,
+                      uint32_t* words, GroupCache::StoredMask* stored) {
   const GroupCache::StoredMask* found = table.current.find(key);
   if (found == nullptr) {
     found = table.previous.find(key);
@@ -1342,6 +1366,12 @@ bool find_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& k
   return true;
 }
 
+bool find_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key, uint32_t* words,
+               GroupCache::StoredMask* stored = nullptr) {
+  std::lock_guard<std::mutex> lock(cache.mask_mutex);
+  return find_mask_locked(cache, table, key, words, stored);
+}
+
 void store_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key,
                 const GroupCache::StoredMask& mask) {
   std::lock_guard<std::mutex> lock(cache.mask_mutex);
@@ -1350,7 +1380,7 @@ void store_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& 
 
 // The stored copy of `words`: an equal mask stored before, or a new one.
 GroupCache::StoredMask intern_mask(GroupCache& cache, const uint32_t* words, uint32_t count) {
-  const uint64_t digest = content_digest(words, count, 0x243f6a8885a308d3ull);
+  const uint64_t digest = sampled_digest(words, count);
   std::lock_guard<std::mutex> lock(cache.mask_mutex);
   auto& same_digest = cache.mask_contents[digest];
   for (const auto& weak : same_digest) {
@@ -1379,13 +1409,7 @@ GroupCache::StoredMask GroupCache::MaskPool::copy(const std::shared_ptr<MaskPool
       return StoredMask(new MaskWords{owned->data(), count},
                         [owned](const MaskWords* mask) { delete mask; });
     }
-    if (pool->free_.empty()) {
-      // Not zeroed: a slot's pages are first touched by the copy into it.
-      pool->slabs_.emplace_back(new uint32_t[kSlotsPerSlab * count]);
-      for (size_t i = kSlotsPerSlab; i-- > 0;) {
-        pool->free_.push_back(pool->slabs_.back().get() + i * count);
-      }
-    }
+    if (pool->free_.empty()) pool->add_slab(count, false);
     slot = pool->free_.back();
     pool->free_.pop_back();
   }
@@ -1398,6 +1422,20 @@ GroupCache::StoredMask GroupCache::MaskPool::copy(const std::shared_ptr<MaskPool
     delete mask;
   };
   return StoredMask(new MaskWords{slot, count}, std::move(release));
+}
+
+void GroupCache::MaskPool::add_slab(uint32_t count, bool touch) {
+  // Untouched on the fill path: a slot's pages are first touched by the copy into it.
+  slabs_.emplace_back(touch ? new uint32_t[kSlotsPerSlab * count]()
+                            : new uint32_t[kSlotsPerSlab * count]);
+  for (size_t i = kSlotsPerSlab; i-- > 0;) free_.push_back(slabs_.back().get() + i * count);
+}
+
+void GroupCache::MaskPool::keep_free(uint32_t count, size_t slots) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (slot_words_ == 0) slot_words_ = count;
+  if (count != slot_words_) return;
+  while (free_.size() < slots) add_slab(count, true);
 }
 
 Matcher::Matcher(std::shared_ptr<const Runtime> runtime) : runtime_(std::move(runtime)) { reset(); }
@@ -1488,7 +1526,8 @@ bool Matcher::step_byte(uint8_t byte,
     const int32_t state = rt.dfa_table[static_cast<size_t>(th.state) * 256 + byte];
     if (state < 0) continue;
     next.push_back(Thread{th.origin, state});
-    if (rt.dfa_accepting[state]) scans.emplace_back(th.origin, rt.lexeme_base() + rt.dfa_lexeme[state]);
+    if (rt.dfa_accepting[state])
+      scans.emplace_back(th.origin, rt.lexeme_base() + rt.dfa_lexeme[state]);
   }
   if (extra_scans) scans.insert(scans.end(), extra_scans->begin(), extra_scans->end());
   threads_.swap(next);
@@ -1554,7 +1593,8 @@ bool Matcher::accept_token(int64_t token_id) {
     for (uint32_t j = chart_.set_begin[last]; j < chart_.set_begin[last + 1]; ++j) {
       const uint32_t next = rt.dotted_next[chart_.items[j].dotted];
       if (next == kComplete || next < rt.tokenset_base()) continue;
-      const uint32_t* bits = &rt.tokenset_bits[static_cast<size_t>(next - rt.tokenset_base()) * rt.words];
+      const uint32_t* bits =
+          &rt.tokenset_bits[static_cast<size_t>(next - rt.tokenset_base()) * rt.words];
       if (test_bit(bits, id)) {
         bool present = false;
         for (const auto& scan : token_scans) present = present || scan.second == next;
@@ -1792,23 +1832,32 @@ bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
   }
   // Then by the bounded-depth keys under which masks have been stored (see depth_masks); a hit
   // lacks only the end tokens, which depend on the whole stack.
+  // Keys first, then one lock for every probe (most miss, answered by the tables' filters).
   const uint32_t stored = cache.mask_depths.load(std::memory_order_relaxed);
+  MaskKey depth_keys[Chart::kDepthHashes + 1];
+  size_t probes = 0;
   for (uint32_t depth = frontier_ ? 1 : 0; depth <= Chart::kDepthHashes && (stored >> depth);
        ++depth) {
-    if (!((stored >> depth) & 1u)) continue;
-    GroupCache::StoredMask found;
-    if (find_mask(cache, cache.depth_masks, depth_mask_key(depth), words, &found)) {
-      // Without end tokens to add, the whole-stack entry is the same stored mask.
-      if (accepting_now()) {
-        or_words(words, rt.end_bits.data(), rt.words);
-        found = intern_mask(cache, words, rt.words);
-      }
-      store_mask(cache, cache.masks, key, found);
-      cache.hits_depth.fetch_add(1, std::memory_order_relaxed);
-      return true;
-    }
+    if ((stored >> depth) & 1u) depth_keys[probes++] = depth_mask_key(depth);
   }
-  return false;
+  GroupCache::StoredMask found;
+  {
+    std::lock_guard<std::mutex> lock(cache.mask_mutex);
+    size_t probe = 0;
+    while (probe < probes &&
+           !find_mask_locked(cache, cache.depth_masks, depth_keys[probe], words, &found)) {
+      ++probe;
+    }
+    if (probe == probes) return false;
+  }
+  // Without end tokens to add, the whole-stack entry is the same stored mask.
+  if (accepting_now()) {
+    or_words(words, rt.end_bits.data(), rt.words);
+    found = intern_mask(cache, words, rt.words);
+  }
+  store_mask(cache, cache.masks, key, found);
+  cache.hits_depth.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {

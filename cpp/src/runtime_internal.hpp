@@ -64,8 +64,8 @@ struct LevelCache {
 
 struct ExitGroup {
   uint32_t lexeme = 0;
-  std::vector<uint32_t> tokens;  // sparse form
-  std::vector<uint32_t> bits;    // dense form (when there are more tokens than mask words)
+  std::vector<uint32_t> tokens;         // sparse form
+  std::vector<uint32_t> bits;           // dense form (when there are more tokens than mask words)
   std::vector<uint32_t> child_offsets;  // 257 entries into child_nodes, or empty if none
   std::vector<uint32_t> child_nodes;
   std::vector<uint8_t> child_bytes;  // bytes with at least one child, ascending
@@ -192,8 +192,8 @@ struct GroupCache {
     walk_contents.reserve(8192);
   }
   static constexpr size_t kBudgetBytes = size_t{256} << 20;
-  std::mutex top_mutex;                                // guards `owned`
-  std::unique_ptr<std::atomic<ExitGroup*>[]> top;      // per DFA state, built on first use
+  std::mutex top_mutex;                            // guards `owned`
+  std::unique_ptr<std::atomic<ExitGroup*>[]> top;  // per DFA state, built on first use
   std::vector<std::unique_ptr<ExitGroup>> owned;
   std::unordered_map<uint64_t, std::vector<ExitGroup*>> by_content;  // guarded by top_mutex
   std::atomic<size_t> used{0};
@@ -223,8 +223,14 @@ struct GroupCache {
     // A copy of `words` in a free slot (every call with the same `count`).
     static StoredMask copy(const std::shared_ptr<MaskPool>& pool, const uint32_t* words,
                            uint32_t count);
+    // Make sure at least `slots` free slots of `count` words are resident (their pages
+    // touched), so that the masks a decode stores first take no page faults: a fault on each of
+    // a mask's four pages made those fills 2x slower (JSON, C-like decodes after the prewarm).
+    // Called off the fill path, by the prewarm.
+    void keep_free(uint32_t count, size_t slots);
 
    private:
+    void add_slab(uint32_t count, bool touch);  // with mutex_ held
     static constexpr size_t kSlotsPerSlab = 16;
     std::mutex mutex_;
     uint32_t slot_words_ = 0;  // set by the first copy
@@ -271,9 +277,9 @@ struct GroupCache {
   KeyMap<std::shared_ptr<const WalkResult>> walks;
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<const WalkResult>>> walk_contents;
   size_t walk_bytes = 0;
-  std::mutex node_mutex;  // guards `node_walks`
+  std::mutex node_mutex;                                               // guards `node_walks`
   std::unordered_map<uint64_t, std::unique_ptr<NodeWalk>> node_walks;  // by NodeWalk::key
-  std::mutex follow_mutex;  // guards `follows`
+  std::mutex follow_mutex;                                             // guards `follows`
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
 };
 
@@ -410,13 +416,13 @@ class Runtime {
   std::vector<uint32_t> exit_child_offsets, exit_children;
 
   // Derived at load time (cheap, linear in the grammar size).
-  std::vector<uint32_t> dotted_next;   // next symbol after the dot, or kComplete
-  std::vector<uint32_t> dotted_prod;   // production of each dotted id
-  std::vector<uint32_t> prod_dotted;   // first dotted id of each production
+  std::vector<uint32_t> dotted_next;                // next symbol after the dot, or kComplete
+  std::vector<uint32_t> dotted_prod;                // production of each dotted id
+  std::vector<uint32_t> prod_dotted;                // first dotted id of each production
   std::vector<uint32_t> nt_prod_offsets, nt_prods;  // productions by left-hand side
   std::vector<uint8_t> symbol_nullable;             // nonterminals and lexemes
-  std::vector<uint8_t> dotted_accepts;  // completed production of the start symbol
-  std::vector<uint32_t> lexeme_first_offsets;  // bytes that can start each lexeme
+  std::vector<uint8_t> dotted_accepts;              // completed production of the start symbol
+  std::vector<uint32_t> lexeme_first_offsets;       // bytes that can start each lexeme
   std::vector<uint8_t> lexeme_first_bytes;
   // Prediction closures (see close_set in earley.cpp): predicting nonterminal X adds the
   // dotted items closure_items[closure_offsets[X] .. [X + 1]) with the set itself as origin
