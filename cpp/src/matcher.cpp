@@ -1107,6 +1107,12 @@ void emit_bits(Scratch::WalkFrame* frame, uint32_t* words, const uint32_t* bits,
     or_words(words, bits, mask_words);
     return;
   }
+  if (!frame->dense && frame->tokens.empty()) {
+    // The first tokens of the frame: one copy instead of zeroing and ORing.
+    frame->bits.assign(bits, bits + mask_words);
+    frame->dense = true;
+    return;
+  }
   make_dense(*frame, mask_words);
   or_words(frame->bits.data(), bits, mask_words);
 }
