@@ -6,6 +6,7 @@ Usage (from the repository root)::
     python bench/run.py --engines gramkiln,llguidance --workloads json --compile-repeats 5
     python bench/run.py --workloads maskbench    # the 34 fixed MaskBench schemas only
     python bench/run.py --json-out /tmp/bench.json
+    python bench/run.py --decode-repeats 5       # per call, the fastest of 5 decodes
 
 Every engine gets the same vocabulary (Llama 3, 128,256 ids, from the quicktok-v1 package;
 `--vocab` takes any `gramkiln.runtime.vocab.load_vocab` spec) and force-decodes the same
@@ -604,14 +605,63 @@ def bit_is_set(row: np.ndarray, token: int) -> bool:
     return bool((int(row[token >> 5]) >> (token & 31)) & 1)
 
 
+def decode_all(
+    engine: Engine, compiled: Any, vocab: BenchVocab, tokenized: list[list[int]], into: Result
+) -> None:
+    """Force-decode every instance once, timing each fill and commit into `into` (which also
+    gets the mask digests, allowed counts and refusals)."""
+    buffer, row = engine.new_bitmask(vocab)
+    clock = time.perf_counter_ns
+    eos_ids = list(vocab.gk_vocab.eos_ids)
+    gc.disable()
+    try:
+        for ids in tokenized:
+            matcher = engine.start(compiled)
+            digests: list[bytes] = []
+            into.mask_digests.append(digests)
+            for token in ids:
+                started = clock()
+                engine.fill(matcher, buffer)
+                into.mask_us.append((clock() - started) / 1000)
+                digest, allowed = mask_fingerprint(row, eos_ids, vocab.size)
+                digests.append(digest)
+                into.allowed_counts.append(allowed)
+                if not bit_is_set(row, token):
+                    into.refused += 1
+                started = clock()
+                ok = engine.commit(matcher, token)
+                into.commit_us.append((clock() - started) / 1000)
+                into.tokens += 1
+                if not ok:
+                    into.refused += 1
+                    break
+            else:
+                started = clock()
+                engine.fill(matcher, buffer)
+                into.mask_us.append((clock() - started) / 1000)
+                digests.append(mask_fingerprint(row, eos_ids, vocab.size)[0])
+                if engine.eos_in_mask() and vocab.eos >= 0 and not bit_is_set(row, vocab.eos):
+                    into.refused += 1
+    finally:
+        gc.enable()
+
+
 def measure(
     engine: Engine,
     workload: Workload,
     vocab: BenchVocab,
     tokenized: list[list[int]],
     compile_repeats: int,
+    decode_repeats: int = 1,
 ) -> Result:
-    """Compile `compile_repeats` times, then force-decode every instance, timing each call."""
+    """Compile `compile_repeats` times, then force-decode every instance, timing each call.
+
+    With `decode_repeats` > 1 the decode is repeated from a fresh compile (and, for gramkiln,
+    a fresh load and prewarm), so every repeat starts as cold as the first, and each fill and
+    commit keeps its fastest time over the repeats: on a shared, noisy machine that is the
+    estimate of what the call itself costs (the same for every engine). Digests and refusals
+    are the first decode's.
+    """
     result = Result(engine.name, workload.name)
     compiled = None
     try:
@@ -634,42 +684,23 @@ def measure(
         return result
     if readiness:
         result.artifact = {**(result.artifact or {}), **readiness}
-    buffer, row = engine.new_bitmask(vocab)
-    clock = time.perf_counter_ns
-    gc.disable()
     try:
-        eos_ids = list(vocab.gk_vocab.eos_ids)
-        for ids in tokenized:
-            matcher = engine.start(compiled)
-            digests: list[bytes] = []
-            result.mask_digests.append(digests)
-            for token in ids:
-                started = clock()
-                engine.fill(matcher, buffer)
-                result.mask_us.append((clock() - started) / 1000)
-                digest, allowed = mask_fingerprint(row, eos_ids, vocab.size)
-                digests.append(digest)
-                result.allowed_counts.append(allowed)
-                if not bit_is_set(row, token):
-                    result.refused += 1
-                started = clock()
-                ok = engine.commit(matcher, token)
-                result.commit_us.append((clock() - started) / 1000)
-                result.tokens += 1
-                if not ok:
-                    result.refused += 1
-                    break
-            else:
-                started = clock()
-                engine.fill(matcher, buffer)
-                result.mask_us.append((clock() - started) / 1000)
-                digests.append(mask_fingerprint(row, eos_ids, vocab.size)[0])
-                if engine.eos_in_mask() and vocab.eos >= 0 and not bit_is_set(row, vocab.eos):
-                    result.refused += 1
+        decode_all(engine, compiled, vocab, tokenized, result)
+        for _ in range(decode_repeats - 1):
+            again, _readiness = engine.prepare(engine.compile(workload))
+            repeat = Result(engine.name, workload.name)
+            decode_all(engine, again, vocab, tokenized, repeat)
+            if (len(repeat.mask_us), len(repeat.commit_us)) != (
+                len(result.mask_us),
+                len(result.commit_us),
+            ):
+                break  # a repeat that decoded differently times something else
+            pairs = zip(result.mask_us, repeat.mask_us, strict=True)
+            result.mask_us = [min(a, b) for a, b in pairs]
+            pairs = zip(result.commit_us, repeat.commit_us, strict=True)
+            result.commit_us = [min(a, b) for a, b in pairs]
     except Exception as exc:  # noqa: BLE001 - report and keep benchmarking the others
         result.note = f"decoding failed: {type(exc).__name__}: {str(exc)[:160]}"
-    finally:
-        gc.enable()
     return result
 
 
@@ -824,6 +855,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--compile-repeats", type=int, default=3)
     parser.add_argument(
+        "--decode-repeats",
+        type=int,
+        default=1,
+        metavar="N",
+        help="decode every workload N times, each from a fresh compile (and load), and keep "
+        "each call's fastest time (default 1: one decode; on a noisy machine 5 gives steadier "
+        "figures for every engine)",
+    )
+    parser.add_argument(
         "--max-tokens",
         type=int,
         default=0,
@@ -841,6 +881,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown engine/workload: {', '.join(unknown)}")
     if args.compile_repeats < 1:
         parser.error("--compile-repeats must be >= 1")
+    if args.decode_repeats < 1:
+        parser.error("--decode-repeats must be >= 1")
 
     started = time.perf_counter()
     vocab = load_bench_vocab(args.vocab)
@@ -849,6 +891,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"instances tokenized with {vocab.tokenizer_name} "
         f"(loaded in {time.perf_counter() - started:.1f} s)"
     )
+    if args.decode_repeats > 1:
+        print(
+            f"mask and commit times: each call's fastest of {args.decode_repeats} decodes, "
+            "each from a fresh compile"
+        )
     lark = lark_workloads(lark_names)
     wants_schemas = MASKBENCH_WORKLOAD in workload_names
     schemas = maskbench_workloads(args.maskbench) if wants_schemas else []
@@ -886,7 +933,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         reference_digests: list[list[bytes]] | None = None
         for engine in engines:
             result = measure(
-                engine, workload, vocab, tokenized[workload.name], args.compile_repeats
+                engine,
+                workload,
+                vocab,
+                tokenized[workload.name],
+                args.compile_repeats,
+                args.decode_repeats,
             )
             row = result.summary()
             if engine.name == "gramkiln" and result.note is None:
