@@ -115,6 +115,7 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   out["hits_future"] = stats.hits_future;
   out["hits_depth"] = stats.hits_depth;
   out["fills_computed"] = stats.fills_computed;
+  out["walk_hits_future"] = stats.walk_hits_future;
   out["future_languages"] = stats.future_languages;
   out["future_memo_entries"] = stats.future_memo_entries;
   out["mask_bytes"] = stats.mask_bytes;

@@ -171,7 +171,9 @@ class CompiledGrammar:
         ``mask_bytes`` (counted against the mask budget, ``GRAMKILN_MASK_CACHE_BYTES``),
         ``walk_entries``, ``walk_bytes`` and ``group_bytes`` (the other caches); since load,
         the fills answered by each mask table (``hits_whole_stack``, ``hits_future``,
-        ``hits_depth``) and those computed (``fills_computed``); and ``future_languages`` /
+        ``hits_depth``) and those computed (``fills_computed``), the top-level exit walks of
+        computed fills answered by their thread's future (``walk_hits_future``); and
+        ``future_languages`` /
         ``future_memo_entries`` (the future-language automata behind the future key). For
         monitoring; masks never depend on it."""
         return {key: int(value) for key, value in self._runtime.cache_stats().items()}

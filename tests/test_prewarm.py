@@ -363,7 +363,7 @@ def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
 ) -> None:
     """The future-language key is used always (GRAMKILN_FUTURE_KEYS=on), never (off), or
     where the prewarm finds it pays (the default): masks are the same either way, and off
-    means no fill is answered by it."""
+    means no fill is answered by it (nor any exit walk by its thread's future)."""
     grammar, instances = bench_case(name)
     vocab = substring_vocab(instances, limit=400)
     data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
@@ -374,6 +374,10 @@ def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
         compiled = CompiledGrammar.load(data, vocab, prewarm=False)
         compiled.prewarm()
         results[mode] = masks_along(compiled, token_lists)
+        stats = compiled.cache_stats()
         if mode == "off":
-            assert compiled.cache_stats()["hits_future"] == 0
+            assert stats["hits_future"] == stats["walk_hits_future"] == 0
+        if mode == "on":
+            # Computed fills take top-level exit walks from the future-keyed walk table.
+            assert stats["walk_hits_future"] > 0
     assert results["on"] == results["off"] == results["auto"]

@@ -1027,18 +1027,36 @@ std::pair<uint64_t, uint64_t> walk_key(const ExitGroup& group, uint32_t lexeme, 
   return {mix64(lo ^ hash[0]), mix64(hi + hash[1] * 0xd6e8feb86659fd93ull)};
 }
 
-// Store a walk's tokens under `key`, sharing the stored copy with equal earlier results (a
-// token list, in walk order, for a sparse frame, the bitset for a dense one).
-void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
-                const Scratch::WalkFrame& frame) {
+using WalkResultPtr = std::shared_ptr<const GroupCache::WalkResult>;
+
+// Put `result` under `key` in `table` (one of the walk tables), `size` more bytes in all; past
+// the budget every walk table and the contents are cleared first. Call with walk_mutex held.
+void put_walk_locked(GroupCache& cache, KeyMap<WalkResultPtr>& table,
+                     const std::pair<uint64_t, uint64_t>& key, WalkResultPtr result, size_t size) {
+  if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) {
+    cache.walks.clear();
+    cache.future_walks.clear();
+    cache.walk_contents.clear();
+    cache.walk_bytes = 0;
+    size = 96 + 4 * result->data.size() + 64;
+  }
+  if (table.emplace(key, std::move(result))) cache.walk_bytes += size;
+}
+
+// Store a walk's tokens under `key` in `table`, sharing the stored copy with equal earlier
+// results (a token list, in walk order, for a sparse frame, the bitset for a dense one).
+// Returns the stored result (the one already there if `key` was taken).
+WalkResultPtr store_walk(const Runtime& rt, KeyMap<WalkResultPtr>& table,
+                         const std::pair<uint64_t, uint64_t>& key,
+                         const Scratch::WalkFrame& frame) {
   const std::vector<uint32_t>& data = frame.dense ? frame.bits : frame.tokens;
   const uint64_t digest = frame.dense
                               ? sampled_digest(data.data(), data.size())
                               : content_digest(data.data(), data.size(), 0x3c6ef372fe94f82bull);
   GroupCache& cache = *rt.groups;
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
-  if (cache.walks.contains(key)) return;
-  std::shared_ptr<const GroupCache::WalkResult> shared;
+  if (const WalkResultPtr* found = table.find(key)) return *found;
+  WalkResultPtr shared;
   auto& same_digest = cache.walk_contents[digest];
   for (const auto& candidate : same_digest) {
     if (candidate->dense == frame.dense && candidate->data == data) {
@@ -1055,15 +1073,8 @@ void store_walk(const Runtime& rt, const std::pair<uint64_t, uint64_t>& key,
     shared = result;
     same_digest.push_back(shared);
   }
-  if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) {
-    cache.walks.clear();
-    cache.walk_contents.clear();
-    cache.walk_bytes = 0;
-    cache.walk_contents[digest].push_back(shared);
-    size = 96 + 4 * shared->data.size() + 64;
-  }
-  cache.walks.emplace(key, std::move(shared));
-  cache.walk_bytes += size;
+  put_walk_locked(cache, table, key, shared, size);
+  return shared;
 }
 
 // The walk frame of nesting level `level`, cleared.
@@ -1143,9 +1154,22 @@ void emit_result(const GroupCache::WalkResult& result, Scratch::WalkFrame* frame
 // has no exits), or -1 when it was neither stored nor taken from the cache.
 int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
                uint32_t lexeme, uint32_t set, uint32_t* words, uint32_t level,
-               Scratch::WalkFrame* parent) {
+               Scratch::WalkFrame* parent,
+               const std::pair<uint64_t, uint64_t>* future_key = nullptr) {
   if (group.child_nodes.empty()) return 0;
   GroupCache& cache = *rt.groups;
+  if (future_key) {
+    // A top-level walk is a function of the thread's state and the future language after its
+    // lexeme at its origin (see future.cpp): equal wherever that future recurs, whatever the
+    // chart looks like (a depth key can tell those apart only by the items it hashes).
+    std::lock_guard<std::mutex> lock(cache.walk_mutex);
+    if (const WalkResultPtr* found = cache.future_walks.find(*future_key)) {
+      emit_result(**found, parent, words, rt.words);
+      cache.hits_future_walks.fetch_add(1, std::memory_order_relaxed);
+      return -1;  // which sets it read is not known here
+    }
+  }
+  WalkResultPtr result;  // what to keep under `future_key`
   // Copied: building hypothetical sets below may reallocate the overlay's hashes.
   uint64_t hashes[Chart::kDepthHashes * 2];
   auto fetch_hash = [&](uint32_t d) {
@@ -1166,6 +1190,7 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
         const auto* found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
         if (found == nullptr) continue;
         emit_result(**found, parent, words, rt.words);
+        if (future_key) put_walk_locked(cache, cache.future_walks, *future_key, *found, 96);
         hit_depth = d;
       }
     }
@@ -1220,8 +1245,17 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
     if (depth > 0) {
       fetch_hash(depth);
       group.stored_depths.fetch_or(1u << depth, std::memory_order_relaxed);
-      store_walk(rt, walk_key(group, lexeme, depth, hashes + (depth - 1) * 2), frame);
+      result = store_walk(rt, cache.walks, walk_key(group, lexeme, depth, hashes + (depth - 1) * 2),
+                          frame);
       stored_depth = static_cast<int>(depth);
+    }
+  }
+  if (future_key) {
+    if (result) {
+      std::lock_guard<std::mutex> lock(cache.walk_mutex);
+      put_walk_locked(cache, cache.future_walks, *future_key, std::move(result), 96);
+    } else {
+      store_walk(rt, cache.future_walks, *future_key, frame);
     }
   }
   if (parent) {
@@ -1689,6 +1723,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   out.hits_future = cache.hits_future.load(std::memory_order_relaxed);
   out.hits_depth = cache.hits_depth.load(std::memory_order_relaxed);
   out.fills_computed = cache.fills_computed.load(std::memory_order_relaxed);
+  out.walk_hits_future = cache.hits_future_walks.load(std::memory_order_relaxed);
   {
     FutureLanguages& fl = *runtime.futures;
     std::lock_guard<std::mutex> lock(fl.mutex);
@@ -1803,6 +1838,8 @@ std::pair<uint64_t, uint64_t> Matcher::future_mask_key() const {
       }
       add_part(static_cast<uint64_t>(th.state) * 0x9e3779b97f4a7c15ull, memo);
     }
+    Scratch& sc = thread_scratch();
+    sc.thread_futures.assign(parts.begin(), parts.end());  // one per thread, in order
     if (frontier_ && rt.num_tokensets > 0) {
       const uint32_t last = chart_.num_sets() - 1;
       for (uint32_t w = chart_.wait_begin[last]; w < chart_.wait_begin[last + 1]; ++w) {
@@ -1821,7 +1858,10 @@ std::pair<uint64_t, uint64_t> Matcher::future_mask_key() const {
     key.second = mix64(key.second + part.second);
   }
   const uint64_t flags = (frontier_ ? 1u : 0u) | (accepting_now() ? 2u : 0u);
-  return {mix64(key.first + flags), mix64(key.second ^ (flags * 0x9e3779b97f4a7c15ull))};
+  const MaskKey result{mix64(key.first + flags),
+                       mix64(key.second ^ (flags * 0x9e3779b97f4a7c15ull))};
+  thread_scratch().thread_futures_key = result;
+  return result;
 }
 
 bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
@@ -1894,7 +1934,18 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
       !future_keys_pay(rt)) {
     rt.futures->decide(false);
   }
-  const int dependency = fill_mask_uncached(words);  // writes every word
+  // With future keys, each thread's top-level exit walk is also kept by its future (the
+  // per-thread parts of the future key, left in this OS thread's scratch by computing it).
+  const MaskKey* thread_futures = nullptr;
+  if (uses_futures()) {
+    const Scratch& sc = thread_scratch();
+    const bool fresh = known && keys->future == sc.thread_futures_key &&
+                       sc.thread_futures.size() == threads_.size();
+    if (fresh || future_mask_key() == sc.thread_futures_key) {
+      thread_futures = sc.thread_futures.data();
+    }
+  }
+  const int dependency = fill_mask_uncached(words, thread_futures);  // writes every word
   GroupCache::StoredMask without_ends;
   if (dependency >= 0) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
@@ -1913,7 +1964,7 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
   }
 }
 
-int Matcher::fill_mask_uncached(uint32_t* words) const {
+int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) const {
   const Runtime& rt = *runtime_;
   Scratch& sc = thread_scratch();
   sc.overlay.items.clear();
@@ -1931,11 +1982,13 @@ int Matcher::fill_mask_uncached(uint32_t* words) const {
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   assign_inside_sets(rt, sc, threads_, words);
   int dependency = 0;
-  for (const Thread& th : threads_) {
+  for (size_t i = 0; i < threads_.size(); ++i) {
+    const Thread& th = threads_[i];
     const size_t base = static_cast<size_t>(th.state) * 256;
     if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) {
-      const int depth = walk_level(rt, view, sc, top_group(rt, th.state), rt.dfa_lexeme[th.state],
-                                   th.origin, words, 0, nullptr);
+      const int depth =
+          walk_level(rt, view, sc, top_group(rt, th.state), rt.dfa_lexeme[th.state], th.origin,
+                     words, 0, nullptr, thread_futures ? &thread_futures[i] : nullptr);
       dependency = (depth < 0 || dependency < 0) ? -1 : std::max(dependency, depth);
     }
   }

@@ -189,6 +189,7 @@ struct GroupCache {
       if (end != env && *end == '\0' && bytes > 0) mask_budget_bytes = bytes;
     }
     walks.reserve(8192);
+    future_walks.reserve(1024);
     walk_contents.reserve(8192);
   }
   static constexpr size_t kBudgetBytes = size_t{256} << 20;
@@ -275,6 +276,10 @@ struct GroupCache {
   };
   // Many walks give the same tokens, so results are interned by content and shared.
   KeyMap<std::shared_ptr<const WalkResult>> walks;
+  // Top-level exit walks by (thread state, future language after its lexeme at its origin),
+  // where future keys are in use (see walk_level); cleared with `walks`.
+  KeyMap<std::shared_ptr<const WalkResult>> future_walks;
+  std::atomic<size_t> hits_future_walks{0};
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<const WalkResult>>> walk_contents;
   size_t walk_bytes = 0;
   std::mutex node_mutex;                                               // guards `node_walks`
@@ -485,6 +490,11 @@ struct ChartView {
 
 // Per-thread reusable buffers.
 struct Scratch {
+  // Per thread of the configuration whose future mask key was computed last on this OS
+  // thread (that key in thread_futures_key): its state and the future after its lexeme, hashed
+  // (see Matcher::future_mask_key); the keys of its top-level exit walks.
+  std::vector<std::pair<uint64_t, uint64_t>> thread_futures;
+  std::pair<uint64_t, uint64_t> thread_futures_key{0, 0};
   Chart overlay;
   KeySet seen;
   std::vector<uint32_t> lexemes;

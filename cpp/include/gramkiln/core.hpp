@@ -88,6 +88,8 @@ struct CacheStats {
   size_t group_bytes = 0;  // exit groups, levels, node walks, unions, follow tables
   // Fills answered by each mask table, and fills computed, since load.
   size_t hits_whole_stack = 0, hits_future = 0, hits_depth = 0, fills_computed = 0;
+  // Top-level exit walks answered by their future key (inside computed fills), since load.
+  size_t walk_hits_future = 0;
   // Future-language automata canonicalised (see future.cpp), and memo entries over them.
   size_t future_languages = 0, future_memo_entries = 0;
 };
@@ -250,7 +252,8 @@ class Matcher {
   // word of `words`. Returns the depth D such that it is a function of the thread states, H_D
   // of their origins and of the last set (see GroupCache::depth_masks), or -1 when some exit
   // walk's dependencies are unknown.
-  int fill_mask_uncached(uint32_t* words) const;
+  int fill_mask_uncached(uint32_t* words,
+                         const std::pair<uint64_t, uint64_t>* thread_futures = nullptr) const;
   std::pair<uint64_t, uint64_t> depth_mask_key(uint32_t depth) const;
   std::pair<uint64_t, uint64_t> whole_mask_key() const;
   std::pair<uint64_t, uint64_t> future_mask_key() const;
