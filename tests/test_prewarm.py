@@ -381,3 +381,26 @@ def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
             # Computed fills take top-level exit walks from the future-keyed walk table.
             assert stats["walk_hits_future"] > 0
     assert results["on"] == results["off"] == results["auto"]
+
+
+@pytest.mark.parametrize(("name", "used"), [("clike", True), ("json", False)])
+def test_the_prewarm_keeps_future_keys_where_they_pay(
+    name: str, used: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Left to the prewarm (the default), the future-language key is used for C-like code,
+    where contexts with equal futures recur, and not for JSON, where nesting makes them
+    differ: a decode after the prewarm is answered by it, or never."""
+    monkeypatch.delenv("GRAMKILN_FUTURE_KEYS", raising=False)
+    grammar, instances = bench_case(name)
+    vocab = substring_vocab(instances, limit=400)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    token_lists = [greedy_tokens(vocab, text) for text in instances[:3]]
+    compiled = CompiledGrammar.load(data, vocab, prewarm=False)
+    compiled.prewarm()
+    before = compiled.cache_stats()
+    masks_along(compiled, token_lists)
+    after = compiled.cache_stats()
+    answered = (after["hits_future"] - before["hits_future"]) + (
+        after["walk_hits_future"] - before["walk_hits_future"]
+    )
+    assert (answered > 0) == used

@@ -831,17 +831,22 @@ class InsideBoundaries {
 };
 
 // Whether the future-language key answered enough of the fills that missed the whole-stack
-// key so far (those it is computed for): at least kFutureHitShare of them. Measured over the
+// key (those it is computed for) since the last baseline (see FutureLanguages::baseline): at
+// least kFutureHitShare of them. Measured over the
 // prewarm's fills: C-like 0.56 (and 121 of 317 decode fills answered), JSON 0.03 and
 // tool-call 0.06 (5 and 10-23 decode hits), MaskBench schemas 0.00-0.42; below the bar the
 // key costs more than it saves (MaskBench decodes: p50 +25%, p99 +20% with it).
 bool future_keys_pay(const Runtime& rt) {
   constexpr double kFutureHitShare = 0.3;
   const GroupCache& cache = *rt.groups;
-  const double future = static_cast<double>(cache.hits_future.load(std::memory_order_relaxed));
-  const double misses =
-      future + static_cast<double>(cache.hits_depth.load(std::memory_order_relaxed) +
-                                   cache.fills_computed.load(std::memory_order_relaxed));
+  const FutureLanguages& fl = *rt.futures;
+  auto since = [](const std::atomic<size_t>& count, const std::atomic<size_t>& base) {
+    return static_cast<double>(count.load(std::memory_order_relaxed) -
+                               base.load(std::memory_order_relaxed));
+  };
+  const double future = since(cache.hits_future, fl.base_hits_future);
+  const double misses = future + since(cache.hits_depth, fl.base_hits_depth) +
+                        since(cache.fills_computed, fl.base_fills_computed);
   return misses > 0 && future >= kFutureHitShare * misses;
 }
 
@@ -947,10 +952,18 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   if (budget.spent()) stats.complete = false;
   constexpr size_t kResidentFreeMasks = 32;  // two slabs: 512 KB at 128K tokens
   runtime->groups->mask_pool->keep_free(runtime->words, kResidentFreeMasks);
-  // Matchers created from now on use future keys only where they pay (see future_keys_pay).
-  if (runtime->futures->mode == FutureLanguages::Mode::kAuto) {
-    runtime->futures->decide(future_keys_pay(*runtime));
+  // Matchers created from now on use future keys only where they pay (see future_keys_pay),
+  // judged here when the prewarm ended before its own judgement. Not judged again over the
+  // whole prewarm: where they pay, its exploration after the judgement skips configurations
+  // whose future key it has seen, so its fills mostly miss that key by construction (C-like:
+  // the share fell from 0.56 to 0.37 by the end, and to below 0.3 with a longer exploration).
+  FutureLanguages& futures = *runtime->futures;
+  if (futures.mode == FutureLanguages::Mode::kAuto &&
+      futures.state.load(std::memory_order_relaxed) == FutureLanguages::kUndecided) {
+    futures.decide(future_keys_pay(*runtime));
   }
+  // Decoding judges the share over its own fills from here on.
+  futures.set_baseline(*runtime->groups);
   return stats;
 }
 

@@ -357,6 +357,17 @@ struct FutureLanguages {
       state.store(kOff, std::memory_order_relaxed);
     }
   }
+  // The mask-table counters (GroupCache) when the prewarm ended: future_keys_pay measures the
+  // share of fills the key answers since then.
+  std::atomic<size_t> base_hits_future{0}, base_hits_depth{0}, base_fills_computed{0};
+  void set_baseline(const GroupCache& cache) {
+    base_hits_future.store(cache.hits_future.load(std::memory_order_relaxed),
+                           std::memory_order_relaxed);
+    base_hits_depth.store(cache.hits_depth.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+    base_fills_computed.store(cache.fills_computed.load(std::memory_order_relaxed),
+                              std::memory_order_relaxed);
+  }
   uint32_t epsilon_id = 0;  // the language {""}
   static constexpr uint32_t kUniqueBase = 0x80000000u;
 };
