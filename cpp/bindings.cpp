@@ -116,6 +116,7 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   out["hits_depth"] = stats.hits_depth;
   out["fills_computed"] = stats.fills_computed;
   out["walk_hits_future"] = stats.walk_hits_future;
+  out["interned_by_parts"] = stats.interned_by_parts;
   out["future_languages"] = stats.future_languages;
   out["future_memo_entries"] = stats.future_memo_entries;
   out["mask_bytes"] = stats.mask_bytes;

@@ -172,7 +172,9 @@ class CompiledGrammar:
         ``walk_entries``, ``walk_bytes`` and ``group_bytes`` (the other caches); since load,
         the fills answered by each mask table (``hits_whole_stack``, ``hits_future``,
         ``hits_depth``) and those computed (``fills_computed``), the top-level exit walks of
-        computed fills answered by their thread's future (``walk_hits_future``); and
+        computed fills answered by their thread's future (``walk_hits_future``), the masks of
+        computed fills found stored under the parts they were ORed from
+        (``interned_by_parts``: no content compare); and
         ``future_languages`` /
         ``future_memo_entries`` (the future-language automata behind the future key). For
         monitoring; masks never depend on it."""

@@ -1042,6 +1042,9 @@ std::pair<uint64_t, uint64_t> walk_key(const ExitGroup& group, uint32_t lexeme, 
 
 using WalkResultPtr = std::shared_ptr<const GroupCache::WalkResult>;
 
+// walk_level's result id for a walk that added no tokens (its group has no exits).
+constexpr uint64_t kNothingEmitted = ~uint64_t{0};
+
 // Put `result` under `key` in `table` (one of the walk tables), `size` more bytes in all; past
 // the budget every walk table and the contents are cleared first. Call with walk_mutex held.
 void put_walk_locked(GroupCache& cache, KeyMap<WalkResultPtr>& table,
@@ -1082,6 +1085,7 @@ WalkResultPtr store_walk(const Runtime& rt, KeyMap<WalkResultPtr>& table,
     auto result = std::make_shared<GroupCache::WalkResult>();
     result->dense = frame.dense;
     result->data = data;
+    result->id = cache.next_walk_id++;
     size += 4 * result->data.size() + 64;
     shared = result;
     same_digest.push_back(shared);
@@ -1168,8 +1172,13 @@ void emit_result(const GroupCache::WalkResult& result, Scratch::WalkFrame* frame
 int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
                uint32_t lexeme, uint32_t set, uint32_t* words, uint32_t level,
                Scratch::WalkFrame* parent,
-               const std::pair<uint64_t, uint64_t>* future_key = nullptr) {
-  if (group.child_nodes.empty()) return 0;
+               const std::pair<uint64_t, uint64_t>* future_key = nullptr,
+               uint64_t* result_id = nullptr) {
+  if (result_id) *result_id = 0;
+  if (group.child_nodes.empty()) {
+    if (result_id) *result_id = kNothingEmitted;
+    return 0;
+  }
   GroupCache& cache = *rt.groups;
   if (future_key) {
     // A top-level walk is a function of the thread's state and the future language after its
@@ -1178,6 +1187,7 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
     std::lock_guard<std::mutex> lock(cache.walk_mutex);
     if (const WalkResultPtr* found = cache.future_walks.find(*future_key)) {
       emit_result(**found, parent, words, rt.words);
+      if (result_id) *result_id = (*found)->id;
       cache.hits_future_walks.fetch_add(1, std::memory_order_relaxed);
       return -1;  // which sets it read is not known here
     }
@@ -1203,6 +1213,7 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
         const auto* found = cache.walks.find(walk_key(group, lexeme, d, hashes + (d - 1) * 2));
         if (found == nullptr) continue;
         emit_result(**found, parent, words, rt.words);
+        if (result_id) *result_id = (*found)->id;
         if (future_key) put_walk_locked(cache, cache.future_walks, *future_key, *found, 96);
         hit_depth = d;
       }
@@ -1264,13 +1275,14 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
     }
   }
   if (future_key) {
-    if (result) {
-      std::lock_guard<std::mutex> lock(cache.walk_mutex);
-      put_walk_locked(cache, cache.future_walks, *future_key, std::move(result), 96);
+    if (!result) {
+      result = store_walk(rt, cache.future_walks, *future_key, frame);
     } else {
-      store_walk(rt, cache.future_walks, *future_key, frame);
+      std::lock_guard<std::mutex> lock(cache.walk_mutex);
+      put_walk_locked(cache, cache.future_walks, *future_key, result, 96);
     }
   }
+  if (result_id && result) *result_id = result->id;
   if (parent) {
     parent->built.insert(parent->built.end(), frame.built.begin(), frame.built.end());
     parent->reads.insert(parent->reads.end(), frame.reads.begin(), frame.reads.end());
@@ -1394,6 +1406,7 @@ void store_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const Ma
     table.current.clear();
     table.counted.clear();
     table.bytes = 0;
+    cache.composed_masks.clear();  // most of it points at contents about to expire
     // Contents that only the dropped generation held have expired.
     for (auto it = cache.mask_contents.begin(); it != cache.mask_contents.end();) {
       auto& same = it->second;
@@ -1441,20 +1454,59 @@ void store_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& 
   store_mask_locked(cache, table, key, mask);
 }
 
-// The stored copy of `words`: an equal mask stored before, or a new one.
-GroupCache::StoredMask intern_mask(GroupCache& cache, const uint32_t* words, uint32_t count) {
-  const uint64_t digest = sampled_digest(words, count);
-  std::lock_guard<std::mutex> lock(cache.mask_mutex);
-  auto& same_digest = cache.mask_contents[digest];
-  for (const auto& weak : same_digest) {
-    GroupCache::StoredMask mask = weak.lock();
-    if (mask && mask->size() == count && std::equal(mask->begin(), mask->end(), words)) {
-      return mask;
+// The stored copy of `words`: an equal mask stored before, or a new one. `composition`, when
+// given, is the key of what the words were ORed from (see GroupCache::composed_masks): a mask
+// stored under it is equal without a compare, and a mask interned here is stored under it.
+GroupCache::StoredMask intern_mask(GroupCache& cache, const uint32_t* words, uint32_t count,
+                                   const MaskKey* composition = nullptr) {
+  if (composition) {
+    std::lock_guard<std::mutex> lock(cache.mask_mutex);
+    if (const auto* found = cache.composed_masks.find(*composition)) {
+      if (GroupCache::StoredMask mask = found->lock()) {
+        cache.interned_by_parts.fetch_add(1, std::memory_order_relaxed);
+        return mask;
+      }
     }
   }
-  GroupCache::StoredMask mask = GroupCache::MaskPool::copy(cache.mask_pool, words, count);
-  same_digest.push_back(mask);
+  const uint64_t digest = sampled_digest(words, count);
+  std::lock_guard<std::mutex> lock(cache.mask_mutex);
+  GroupCache::StoredMask mask;
+  auto& same_digest = cache.mask_contents[digest];
+  for (const auto& weak : same_digest) {
+    GroupCache::StoredMask candidate = weak.lock();
+    if (candidate && candidate->size() == count &&
+        std::equal(candidate->begin(), candidate->end(), words)) {
+      mask = std::move(candidate);
+      break;
+    }
+  }
+  if (!mask) {
+    mask = GroupCache::MaskPool::copy(cache.mask_pool, words, count);
+    same_digest.push_back(mask);
+  }
+  if (composition) {
+    if (cache.composed_masks.size() >= 65536) cache.composed_masks.clear();
+    cache.composed_masks.assign(*composition, mask);  // replaces an expired entry
+  }
   return mask;
+}
+
+// The composition key of the current computed fill (see GroupCache::composed_masks).
+MaskKey composition_key(const Scratch& sc, bool with_end_tokens) {
+  uint64_t lo = 0x6a09e667f3bcc908ull ^ sc.thread_states.size();
+  uint64_t hi = 0xbb67ae8584caa73bull + (with_end_tokens ? 1 : 0);
+  for (int32_t state : sc.thread_states) {
+    lo = mix64(lo ^ static_cast<uint32_t>(state));
+    hi = mix64(hi + static_cast<uint32_t>(state) * 0x9e3779b97f4a7c15ull);
+  }
+  // Order-independent over the parts (threads come in any order), duplicates counted once.
+  uint64_t sum_lo = 0, sum_hi = 0, xor_lo = 0;
+  for (uint64_t part : sc.composition) {
+    sum_lo += mix64(part ^ 0x3c6ef372fe94f82bull);
+    sum_hi += mix64(part + 0xa54ff53a5f1d36f1ull);
+    xor_lo ^= mix64(part * 0x510e527fade682d1ull + 1);
+  }
+  return {mix64(lo ^ mix64(sum_lo ^ xor_lo)), mix64(hi + mix64(sum_hi))};
 }
 
 }  // namespace
@@ -1737,6 +1789,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   out.hits_depth = cache.hits_depth.load(std::memory_order_relaxed);
   out.fills_computed = cache.fills_computed.load(std::memory_order_relaxed);
   out.walk_hits_future = cache.hits_future_walks.load(std::memory_order_relaxed);
+  out.interned_by_parts = cache.interned_by_parts.load(std::memory_order_relaxed);
   {
     FutureLanguages& fl = *runtime.futures;
     std::lock_guard<std::mutex> lock(fl.mutex);
@@ -1959,18 +2012,28 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
     }
   }
   const int dependency = fill_mask_uncached(words, thread_futures);  // writes every word
+  Scratch& sc = thread_scratch();
+  // Equal parts ORed in a different order, or twice, give equal words: deduplicated.
+  std::sort(sc.composition.begin(), sc.composition.end());
+  sc.composition.erase(std::unique(sc.composition.begin(), sc.composition.end()),
+                       sc.composition.end());
+  const bool composed = sc.composition_known;
+  const MaskKey plain_parts = composed ? composition_key(sc, false) : MaskKey{0, 0};
   GroupCache::StoredMask without_ends;
   if (dependency >= 0) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
-    without_ends = intern_mask(cache, words, rt.words);
+    without_ends = intern_mask(cache, words, rt.words, composed ? &plain_parts : nullptr);
     store_mask(cache, cache.depth_masks, depth_mask_key(depth), without_ends);
     cache.mask_depths.fetch_or(1u << depth, std::memory_order_relaxed);
   }
   const bool accepting = accepting_now();
   if (accepting) or_words(words, rt.end_bits.data(), rt.words);
   // Without end tokens to add, the whole-stack entry shares the bounded-depth one's copy.
+  const MaskKey all_parts = composed ? composition_key(sc, accepting) : MaskKey{0, 0};
   const GroupCache::StoredMask stored =
-      without_ends && !accepting ? without_ends : intern_mask(cache, words, rt.words);
+      without_ends && !accepting
+          ? without_ends
+          : intern_mask(cache, words, rt.words, composed ? &all_parts : nullptr);
   store_mask(cache, cache.masks, key, stored);
   if (uses_futures()) {
     store_mask(cache, cache.future_masks, known ? keys->future : future_mask_key(), stored);
@@ -1994,15 +2057,20 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   sc.overlay.depth_hash.clear();
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   assign_inside_sets(rt, sc, threads_, words);
+  sc.composition.clear();
+  sc.composition_known = true;
   int dependency = 0;
   for (size_t i = 0; i < threads_.size(); ++i) {
     const Thread& th = threads_[i];
     const size_t base = static_cast<size_t>(th.state) * 256;
     if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) {
+      uint64_t result_id = 0;
       const int depth =
           walk_level(rt, view, sc, top_group(rt, th.state), rt.dfa_lexeme[th.state], th.origin,
-                     words, 0, nullptr, thread_futures ? &thread_futures[i] : nullptr);
+                     words, 0, nullptr, thread_futures ? &thread_futures[i] : nullptr, &result_id);
       dependency = (depth < 0 || dependency < 0) ? -1 : std::max(dependency, depth);
+      if (result_id == 0) sc.composition_known = false;
+      if (result_id != kNothingEmitted) sc.composition.push_back(result_id);
     }
   }
   if (frontier_) {
@@ -2012,6 +2080,8 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
       if (next == kComplete || next < rt.tokenset_base()) continue;
       or_words(words, &rt.tokenset_bits[static_cast<size_t>(next - rt.tokenset_base()) * rt.words],
                rt.words);
+      // Token-set indices cannot collide with walk ids (those are below 2^63).
+      sc.composition.push_back((uint64_t{1} << 63) | (next - rt.tokenset_base()));
     }
   }
   return dependency;

@@ -134,6 +134,19 @@ class KeyMap {
     ++size_;
     return true;
   }
+  // Like emplace, but replaces the value when the key is present.
+  void assign(const Key& key, V value) {
+    if (!slots_.empty() && may_contain(key)) {
+      const size_t mask = slots_.size() - 1;
+      for (size_t i = key.first & mask; slots_[i].used; i = (i + 1) & mask) {
+        if (slots_[i].key == key) {
+          slots_[i].value = std::move(value);
+          return;
+        }
+      }
+    }
+    emplace(key, std::move(value));
+  }
   void clear() {
     for (Slot& slot : slots_) slot = Slot{};
     std::fill(filter_.begin(), filter_.end(), 0);
@@ -254,6 +267,16 @@ struct GroupCache {
   // content lives exactly as long as some entry of either table holds it. Guarded by
   // mask_mutex.
   std::unordered_map<uint64_t, std::vector<std::weak_ptr<const MaskWords>>> mask_contents;
+  // Stored masks by what a computed fill ORed together: the set of thread states (their inside
+  // union), the ids of the top-level walk results, the token sets expected at the frontier and
+  // whether end tokens were added. Equal compositions have equal words, so a fill whose parts
+  // recur in a combination seen before finds its stored copy without a digest or a compare (a
+  // computed JSON fill compared ~2 stored masks of 16 KB, most of them not in cache). Walk ids
+  // are never reused, so an entry cannot name other content after the walk tables are
+  // cleared. Weak, like `mask_contents`; cleared when a mask table's generations turn over or
+  // past 64K entries. Guarded by mask_mutex.
+  KeyMap<std::weak_ptr<const MaskWords>> composed_masks;
+  std::atomic<size_t> interned_by_parts{0};  // computed masks found under their composition
   // Whole masks by parser configuration (128-bit structural key; see Chart).
   MaskTable masks;
   // Masks without the end tokens, by a bounded-depth key: the thread states with H_D of their
@@ -273,6 +296,7 @@ struct GroupCache {
   struct WalkResult {
     bool dense = false;
     std::vector<uint32_t> data;  // token ids, or mask words when dense
+    uint64_t id = 0;             // unique per stored content, never reused (see `composed_masks`)
   };
   // Many walks give the same tokens, so results are interned by content and shared.
   KeyMap<std::shared_ptr<const WalkResult>> walks;
@@ -282,6 +306,7 @@ struct GroupCache {
   std::atomic<size_t> hits_future_walks{0};
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<const WalkResult>>> walk_contents;
   size_t walk_bytes = 0;
+  uint64_t next_walk_id = 1;                                           // guarded by walk_mutex
   std::mutex node_mutex;                                               // guards `node_walks`
   std::unordered_map<uint64_t, std::unique_ptr<NodeWalk>> node_walks;  // by NodeWalk::key
   std::mutex follow_mutex;                                             // guards `follows`
@@ -558,6 +583,11 @@ struct Scratch {
   }
   std::vector<uint32_t> sorted_lexemes;
   std::vector<int32_t> thread_states;
+  // What the current computed fill ORed together (see GroupCache::composed_masks): ids of the
+  // top-level walk results and the frontier's token sets; `composition_known` is false once a
+  // walk's result had no id (computed and not stored).
+  std::vector<uint64_t> composition;
+  bool composition_known = true;
 };
 
 Scratch& thread_scratch();

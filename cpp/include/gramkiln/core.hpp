@@ -90,6 +90,9 @@ struct CacheStats {
   size_t hits_whole_stack = 0, hits_future = 0, hits_depth = 0, fills_computed = 0;
   // Top-level exit walks answered by their future key (inside computed fills), since load.
   size_t walk_hits_future = 0;
+  // Masks of computed fills found stored under what they were ORed from (no compare), since
+  // load.
+  size_t interned_by_parts = 0;
   // Future-language automata canonicalised (see future.cpp), and memo entries over them.
   size_t future_languages = 0, future_memo_entries = 0;
 };
