@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from gramkiln.testing import ReferenceMatcher
 from gramkiln.testing.strategies import grammars, mutated_strings
+from gramkiln.testing.vocabularies import greedy_tokens, substring_vocab
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
@@ -72,32 +73,6 @@ def bench_case(name: str) -> tuple[str, list[bytes]]:
     grammar = (BENCH / "grammars" / f"{name}.lark").read_text(encoding="utf-8")
     paths = sorted((BENCH / "instances" / name).glob("*.txt"))
     return grammar, [p.read_bytes().removesuffix(b"\n") for p in paths]
-
-
-def substring_vocab(texts: list[bytes], limit: int = 3000) -> Vocab:
-    """Every byte, plus the most frequent 2-6 byte substrings of `texts` (tokens that span
-    several lexemes, whitespace included, as in real vocabularies)."""
-    counts: dict[bytes, int] = {}
-    for text in texts:
-        for size in range(2, 7):
-            for i in range(len(text) - size + 1):
-                piece = text[i : i + size]
-                counts[piece] = counts.get(piece, 0) + 1
-    frequent = sorted(counts, key=lambda piece: (-counts[piece], piece))[:limit]
-    tokens = [bytes([b]) for b in range(256)] + sorted(frequent) + [b"</s>"]
-    return Vocab(tokens, eos_ids=[len(tokens) - 1], special_ids=[len(tokens) - 1])
-
-
-def greedy_tokens(vocab: Vocab, text: bytes, longest: int = 6) -> list[int]:
-    ids = {token: i for i, token in enumerate(vocab.tokens) if i not in vocab.special_ids}
-    out, i = [], 0
-    while i < len(text):
-        size = min(longest, len(text) - i)
-        while text[i : i + size] not in ids:
-            size -= 1
-        out.append(ids[text[i : i + size]])
-        i += size
-    return out
 
 
 @pytest.mark.parametrize("name", ["json", "clike", "toolcall"])

@@ -37,8 +37,10 @@ namespace {
 // The widest loop in the matcher (a mask is ~4,000 words for a 128K vocabulary): built for
 // AVX-512, AVX2 and the baseline, picked at load time by the CPU (GCC/Clang function
 // multiversioning on x86-64 Linux). The baseline build's 16-byte loop was ~3/4 of the time
-// spent in fill_mask_uncached itself on MaskBench schemas.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+// spent in fill_mask_uncached itself on MaskBench schemas. Not under the sanitizers: their
+// runtimes are not ready when the loader runs the resolver.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 __attribute__((noinline)) void or_words(uint32_t* __restrict out, const uint32_t* __restrict in,

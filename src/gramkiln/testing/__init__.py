@@ -1,4 +1,5 @@
-"""Testing aids: the reference matcher (the oracle) and, in strategies.py, hypothesis strategies.
+"""Testing aids: the reference matcher (the oracle), hypothesis strategies (strategies.py) and
+small vocabularies of multi-lexeme tokens with a greedy tokenizer (vocabularies.py).
 
 ``ReferenceMatcher(ir).accepts(text)`` / ``.is_prefix(text)`` decide exact membership and
 viable prefixes straight from the IR; ``allowed_tokens`` / :func:`brute_force_mask` give the
