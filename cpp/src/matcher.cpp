@@ -1317,14 +1317,19 @@ void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread
   // Small inside sets (a keyword a few bytes in admits few tokens) are set bit by bit; with at
   // most one large set the union is then cheaper to make than to look up in the cache
   // (MaskBench, 34 schemas after prewarm: median per-schema p50 7.1 -> 5.2 us).
-  const int32_t* dense_state = nullptr;
-  size_t dense_count = 0;
-  for (const int32_t& state : sc.thread_states) {
-    if (!rt.inside_sparse[rt.inside_index[state]]) {
-      ++dense_count;
-      dense_state = &state;
-    }
+  // Large sets by their index: states of one lexeme share sets (an identifier's states, a
+  // keyword's prefixes inside identifiers), and each distinct set is ORed once.
+  sc.dense_inside_sets.clear();
+  for (const int32_t state : sc.thread_states) {
+    const uint32_t set = rt.inside_index[state];
+    if (!rt.inside_sparse[set]) sc.dense_inside_sets.push_back(set);
   }
+  std::sort(sc.dense_inside_sets.begin(), sc.dense_inside_sets.end());
+  sc.dense_inside_sets.erase(std::unique(sc.dense_inside_sets.begin(), sc.dense_inside_sets.end()),
+                             sc.dense_inside_sets.end());
+  auto dense_set = [&](uint32_t set) {
+    return &rt.inside_bits[static_cast<size_t>(set) * rt.words];
+  };
   auto set_sparse_sets = [&](uint32_t* out) {
     for (int32_t state : sc.thread_states) {
       const uint32_t set = rt.inside_index[state];
@@ -1334,9 +1339,10 @@ void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread
       }
     }
   };
-  if (dense_count <= 1) {
-    if (dense_state) {
-      std::copy(inside(*dense_state), inside(*dense_state) + rt.words, words);
+  if (sc.dense_inside_sets.size() <= 1) {
+    if (!sc.dense_inside_sets.empty()) {
+      const uint32_t* only = dense_set(sc.dense_inside_sets[0]);
+      std::copy(only, only + rt.words, words);
     } else {
       std::fill(words, words + rt.words, 0u);
     }
@@ -1352,18 +1358,17 @@ void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread
       return;
     }
   }
-  // A new combination (many lexemes expected at once): OR only the large sets (a C-like
-  // statement start ORed ~30 whole bitsets, 20 us, where two of them are large).
-  auto merged = std::make_unique<std::vector<uint32_t>>(rt.words, 0);
-  for (int32_t state : sc.thread_states) {
-    if (!rt.inside_sparse[rt.inside_index[state]]) {
-      or_words(merged->data(), inside(state), rt.words);
-    }
+  // A new combination (many lexemes expected at once): OR only the distinct large sets (a
+  // C-like statement start ORed ~30 whole bitsets, 20 us, where two of them are large).
+  const uint32_t* first = dense_set(sc.dense_inside_sets[0]);
+  std::copy(first, first + rt.words, words);
+  for (size_t i = 1; i < sc.dense_inside_sets.size(); ++i) {
+    or_words(words, dense_set(sc.dense_inside_sets[i]), rt.words);
   }
-  set_sparse_sets(merged->data());
-  std::copy(merged->begin(), merged->end(), words);
+  set_sparse_sets(words);
   const size_t size = 4 * static_cast<size_t>(rt.words) + 64;
   if (cache.used.load(std::memory_order_relaxed) + size > GroupCache::kBudgetBytes) return;
+  GroupCache::StoredMask merged = GroupCache::MaskPool::copy(cache.mask_pool, words, rt.words);
   std::lock_guard<std::mutex> lock(cache.inside_mutex);
   if (cache.inside_unions.emplace(sc.thread_states, std::move(merged)).second) {
     cache.used.fetch_add(size, std::memory_order_relaxed);

@@ -211,8 +211,6 @@ struct GroupCache {
   std::vector<std::unique_ptr<ExitGroup>> owned;
   std::unordered_map<uint64_t, std::vector<ExitGroup*>> by_content;  // guarded by top_mutex
   std::atomic<size_t> used{0};
-  std::mutex inside_mutex;  // guards `inside_unions`
-  std::map<std::vector<int32_t>, std::unique_ptr<std::vector<uint32_t>>> inside_unions;
   // Walk results are cleared when they outgrow kMaskBudgetBytes; each mask table keeps within
   // mask_budget_bytes (default the same) in two generations (see MaskTable).
   static constexpr size_t kMaskBudgetBytes = size_t{64} << 20;
@@ -252,6 +250,11 @@ struct GroupCache {
     std::vector<uint32_t*> free_;
   };
   const std::shared_ptr<MaskPool> mask_pool = std::make_shared<MaskPool>();
+  // Unions of inside sets by sorted thread states (see assign_inside_sets), in mask slots: a
+  // new union is stored in a slot the prewarm left resident, not a fresh 16 KB allocation
+  // (whose page faults were ~40% of building a C-like union).
+  std::mutex inside_mutex;  // guards `inside_unions`
+  std::map<std::vector<int32_t>, StoredMask> inside_unions;
   // Masks in two generations, so that a full table does not start every decode cold: when the
   // current one would pass half the budget it becomes the previous one (the one before is
   // dropped), and a hit in the previous generation is stored again in the current one. What is
@@ -583,6 +586,7 @@ struct Scratch {
   }
   std::vector<uint32_t> sorted_lexemes;
   std::vector<int32_t> thread_states;
+  std::vector<uint32_t> dense_inside_sets;  // see assign_inside_sets
   // What the current computed fill ORed together (see GroupCache::composed_masks): ids of the
   // top-level walk results and the frontier's token sets; `composition_known` is false once a
   // walk's result had no id (computed and not stored).
