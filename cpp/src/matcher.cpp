@@ -1061,38 +1061,59 @@ void put_walk_locked(GroupCache& cache, KeyMap<WalkResultPtr>& table,
   if (table.emplace(key, std::move(result))) cache.walk_bytes += size;
 }
 
+uint64_t walk_digest(const Scratch::WalkFrame& frame) {
+  return frame.dense
+             ? sampled_digest(frame.bits.data(), frame.bits.size())
+             : content_digest(frame.tokens.data(), frame.tokens.size(), 0x3c6ef372fe94f82bull);
+}
+
+// The shared copy of a walk frame's tokens (a token list, in walk order, for a sparse frame, the
+// bitset for a dense one): an equal earlier result, or a new one with a new id, whose size
+// `added` receives (else 0). Call with walk_mutex held.
+WalkResultPtr intern_walk_locked(GroupCache& cache, const Scratch::WalkFrame& frame,
+                                 uint64_t digest, size_t* added) {
+  const std::vector<uint32_t>& data = frame.dense ? frame.bits : frame.tokens;
+  *added = 0;
+  auto& same_digest = cache.walk_contents[digest];
+  for (const auto& candidate : same_digest) {
+    if (candidate->dense == frame.dense && candidate->data == data) return candidate;
+  }
+  auto result = std::make_shared<GroupCache::WalkResult>();
+  result->dense = frame.dense;
+  result->data = data;
+  result->id = cache.next_walk_id++;
+  *added = 4 * result->data.size() + 64;
+  same_digest.push_back(result);
+  return result;
+}
+
 // Store a walk's tokens under `key` in `table`, sharing the stored copy with equal earlier
-// results (a token list, in walk order, for a sparse frame, the bitset for a dense one).
-// Returns the stored result (the one already there if `key` was taken).
+// results. Returns the stored result (the one already there if `key` was taken).
 WalkResultPtr store_walk(const Runtime& rt, KeyMap<WalkResultPtr>& table,
                          const std::pair<uint64_t, uint64_t>& key,
                          const Scratch::WalkFrame& frame) {
-  const std::vector<uint32_t>& data = frame.dense ? frame.bits : frame.tokens;
-  const uint64_t digest = frame.dense
-                              ? sampled_digest(data.data(), data.size())
-                              : content_digest(data.data(), data.size(), 0x3c6ef372fe94f82bull);
+  const uint64_t digest = walk_digest(frame);
   GroupCache& cache = *rt.groups;
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
   if (const WalkResultPtr* found = table.find(key)) return *found;
-  WalkResultPtr shared;
-  auto& same_digest = cache.walk_contents[digest];
-  for (const auto& candidate : same_digest) {
-    if (candidate->dense == frame.dense && candidate->data == data) {
-      shared = candidate;
-      break;
-    }
-  }
-  size_t size = 96;
-  if (!shared) {
-    auto result = std::make_shared<GroupCache::WalkResult>();
-    result->dense = frame.dense;
-    result->data = data;
-    result->id = cache.next_walk_id++;
-    size += 4 * result->data.size() + 64;
-    shared = result;
-    same_digest.push_back(shared);
-  }
-  put_walk_locked(cache, table, key, shared, size);
+  size_t added;
+  WalkResultPtr shared = intern_walk_locked(cache, frame, digest, &added);
+  put_walk_locked(cache, table, key, shared, 96 + added);
+  return shared;
+}
+
+// The shared copy of a top-level walk's tokens that no table keeps (its dependencies were too
+// wide to key): its id still names the content in a mask's composition (see
+// GroupCache::composed_masks). Null past the walk budget (the composition is then unknown).
+WalkResultPtr intern_walk(const Runtime& rt, const Scratch::WalkFrame& frame) {
+  const uint64_t digest = walk_digest(frame);
+  GroupCache& cache = *rt.groups;
+  std::lock_guard<std::mutex> lock(cache.walk_mutex);
+  const size_t words = frame.dense ? frame.bits.size() : frame.tokens.size();
+  if (cache.walk_bytes + 4 * words + 64 > GroupCache::kMaskBudgetBytes) return nullptr;
+  size_t added;
+  WalkResultPtr shared = intern_walk_locked(cache, frame, digest, &added);
+  cache.walk_bytes += added;
   return shared;
 }
 
@@ -1284,6 +1305,7 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
       put_walk_locked(cache, cache.future_walks, *future_key, result, 96);
     }
   }
+  if (result_id && !result) result = intern_walk(rt, frame);
   if (result_id && result) *result_id = result->id;
   if (parent) {
     parent->built.insert(parent->built.end(), frame.built.begin(), frame.built.end());
