@@ -101,6 +101,21 @@ def check_string(ir: GrammarIR, text: bytes, compiled=None) -> None:
     assert (whole.accept_string(text) and whole.is_accepting()) == oracle.accepts(text)
 
 
+def test_a_thread_in_dfa_state_zero_is_part_of_the_mask_key() -> None:
+    """Found by a stress run (random grammars, several strings through one runtime): after
+    `aa` the mask was stored under the bounded-depth key of depth 0, which hashes only the
+    thread states; `,,a` has the same thread plus one in DFA state 0, whose term in the key
+    was zero, so it took `aa`'s mask and lost the `a` that starts `"a,a"` after `T0`."""
+    ir = grammar(
+        'term T0 = ",,a"\nterm T1 = "," ","\n'
+        'rule start = r2 T0* "a,a" r1 | start\nrule r1 [lazy] = "a" | "a"\n'
+        "rule r2 = [a] | () | T1*\n"
+    )
+    compiled = compile_grammar(ir, VOCAB)
+    check_string(ir, b"aa", compiled)
+    check_string(ir, b",,a", compiled)
+
+
 @st.composite
 def grammar_and_string(draw: st.DrawFn) -> tuple[GrammarIR, str]:
     ir = draw(grammars(subgrammars=True))  # may embed one sub-grammar with its own ignore

@@ -1406,7 +1406,10 @@ template <typename HashOf>
 MaskKey configuration_key(MaskKey key, const std::vector<Thread>& threads, bool frontier,
                           uint32_t last_set, HashOf hash_of) {
   for (const Thread& th : threads) {
-    const uint64_t state = static_cast<uint64_t>(th.state) * 0x9e3779b97f4a7c15ull;
+    // Never zero (mix64(0) is 0): a thread in DFA state 0 over the depth-0 origin hash (zero)
+    // added nothing to the sum, so `{0, s}` and `{s}` shared a key and a mask (found by a
+    // stress run: `aa` and `,,a` in test_a_thread_in_dfa_state_zero_is_part_of_the_mask_key).
+    const uint64_t state = (static_cast<uint64_t>(th.state) + 1) * 0x9e3779b97f4a7c15ull;
     const MaskKey origin = hash_of(th.origin);
     key.first += mix64(state ^ origin.first);
     key.second += mix64(state + origin.second * 0xd6e8feb86659fd93ull);
