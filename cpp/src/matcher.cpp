@@ -1325,15 +1325,16 @@ void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread
   std::sort(sc.thread_states.begin(), sc.thread_states.end());
   sc.thread_states.erase(std::unique(sc.thread_states.begin(), sc.thread_states.end()),
                          sc.thread_states.end());
-  auto inside = [&](int32_t state) {
-    return &rt.inside_bits[static_cast<size_t>(rt.inside_index[state]) * rt.words];
+  auto dense_set = [&](uint32_t set) {
+    return &rt.inside_bits[static_cast<size_t>(set) * rt.words];
   };
   if (sc.thread_states.empty()) {
     std::fill(words, words + rt.words, 0u);
     return;
   }
   if (sc.thread_states.size() == 1) {
-    std::copy(inside(sc.thread_states[0]), inside(sc.thread_states[0]) + rt.words, words);
+    const uint32_t* only = dense_set(rt.inside_index[sc.thread_states[0]]);
+    std::copy(only, only + rt.words, words);
     return;
   }
   // Small inside sets (a keyword a few bytes in admits few tokens) are set bit by bit; with at
@@ -1349,9 +1350,6 @@ void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread
   std::sort(sc.dense_inside_sets.begin(), sc.dense_inside_sets.end());
   sc.dense_inside_sets.erase(std::unique(sc.dense_inside_sets.begin(), sc.dense_inside_sets.end()),
                              sc.dense_inside_sets.end());
-  auto dense_set = [&](uint32_t set) {
-    return &rt.inside_bits[static_cast<size_t>(set) * rt.words];
-  };
   auto set_sparse_sets = [&](uint32_t* out) {
     for (int32_t state : sc.thread_states) {
       const uint32_t set = rt.inside_index[state];
@@ -2049,23 +2047,24 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
   std::sort(sc.composition.begin(), sc.composition.end());
   sc.composition.erase(std::unique(sc.composition.begin(), sc.composition.end()),
                        sc.composition.end());
-  const bool composed = sc.composition_known;
-  const MaskKey plain_parts = composed ? composition_key(sc, false) : MaskKey{0, 0};
+  // The stored copy of `words`, found by the fill's composition where it is known.
+  auto intern_composed = [&](bool with_end_tokens) {
+    if (!sc.composition_known) return intern_mask(cache, words, rt.words);
+    const MaskKey parts = composition_key(sc, with_end_tokens);
+    return intern_mask(cache, words, rt.words, &parts);
+  };
   GroupCache::StoredMask without_ends;
   if (dependency >= 0) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
-    without_ends = intern_mask(cache, words, rt.words, composed ? &plain_parts : nullptr);
+    without_ends = intern_composed(false);
     store_mask(cache, cache.depth_masks, depth_mask_key(depth), without_ends);
     cache.mask_depths.fetch_or(1u << depth, std::memory_order_relaxed);
   }
   const bool accepting = accepting_now();
   if (accepting) or_words(words, rt.end_bits.data(), rt.words);
   // Without end tokens to add, the whole-stack entry shares the bounded-depth one's copy.
-  const MaskKey all_parts = composed ? composition_key(sc, accepting) : MaskKey{0, 0};
   const GroupCache::StoredMask stored =
-      without_ends && !accepting
-          ? without_ends
-          : intern_mask(cache, words, rt.words, composed ? &all_parts : nullptr);
+      without_ends && !accepting ? without_ends : intern_composed(accepting);
   store_mask(cache, cache.masks, key, stored);
   if (uses_futures()) {
     store_mask(cache, cache.future_masks, known ? keys->future : future_mask_key(), stored);
