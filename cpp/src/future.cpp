@@ -364,15 +364,15 @@ bool take_budget() {
 
 uint32_t language_id(const Runtime& rt, FutureLanguages& fl, uint32_t start, uint32_t x) {
   const uint64_t key = (static_cast<uint64_t>(start) << 32) | x;
-  const auto found = fl.ids.find(key);
-  if (found != fl.ids.end()) return found->second;
+  if (const uint32_t* found = fl.ids.find(key)) return *found;
   // Past the budget, a provisional id that names this language only (a later computation with
   // budget left gives the canonical one). A large grammar's automaton can cost 100 k+
   // instructions, too much inside a fill.
   if (!take_budget()) {
-    const auto [it, added] = fl.provisional.emplace(key, 0);
-    if (added) it->second = unique_id(fl);
-    return it->second;
+    if (const uint32_t* found = fl.provisional.find(key)) return *found;
+    const uint32_t id = unique_id(fl);
+    fl.provisional.emplace(key, id);
+    return id;
   }
   const uint32_t id = compute_language_id(rt, fl, start, x);
   fl.ids.emplace(key, id);
@@ -389,11 +389,9 @@ bool combinable(const FutureLanguages& fl, uint32_t a, uint32_t b) {
 // The id `build` gives the language it makes of a and b, memoised in `memo` by (a, b); 0 when
 // the two are too large to combine, or (not memoised) when the budget is spent.
 template <typename Build>
-uint32_t combine(FutureLanguages& fl, std::unordered_map<uint64_t, uint32_t>& memo, uint32_t a,
-                 uint32_t b, Build build) {
+uint32_t combine(FutureLanguages& fl, IdMap& memo, uint32_t a, uint32_t b, Build build) {
   const uint64_t key = (static_cast<uint64_t>(a) << 32) | b;
-  const auto found = memo.find(key);
-  if (found != memo.end()) return found->second;
+  if (const uint32_t* found = memo.find(key)) return *found;
   const bool can = combinable(fl, a, b);
   if (can && !take_budget()) return 0;
   const uint32_t id = can ? build() : 0;
