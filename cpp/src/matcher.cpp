@@ -928,6 +928,34 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
 
 }  // namespace
 
+namespace {
+
+// Room in the key tables for as many entries again as the prewarm left in them, so that the
+// decode that follows does not grow one inside a fill: a table doubles by rehashing every
+// entry, and the C-like walk table passing its initial 8,192 entries early in the bench decode
+// made one fill ~220 us. Off the fill path, with each table's lock.
+void leave_table_headroom(const Runtime& rt) {
+  GroupCache& cache = *rt.groups;
+  auto headroom = [](size_t entries) { return 2 * entries + 1024; };
+  {
+    std::lock_guard<std::mutex> lock(cache.walk_mutex);
+    cache.walks.reserve(headroom(cache.walks.size()));
+    cache.future_walks.reserve(headroom(cache.future_walks.size()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(cache.mask_mutex);
+    for (GroupCache::MaskTable* table : {&cache.masks, &cache.depth_masks, &cache.future_masks}) {
+      table->current.reserve(headroom(table->current.size()));
+    }
+    cache.composed_masks.reserve(headroom(cache.composed_masks.size()));
+  }
+  FutureLanguages& fl = *rt.futures;
+  std::lock_guard<std::mutex> lock(fl.mutex);
+  fl.reserve_headroom(headroom);
+}
+
+}  // namespace
+
 PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
                              const std::atomic<bool>* stop) {
   // Typical grammars finish in 5-90 ms on one core; this only bounds the pathological ones.
@@ -954,6 +982,7 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   if (budget.spent()) stats.complete = false;
   constexpr size_t kResidentFreeMasks = 32;  // two slabs: 512 KB at 128K tokens
   runtime->groups->mask_pool->keep_free(runtime->words, kResidentFreeMasks);
+  leave_table_headroom(*runtime);
   // Matchers created from now on use future keys only where they pay (see future_keys_pay),
   // judged here when the prewarm ended before its own judgement. Not judged again over the
   // whole prewarm: where they pay, its exploration after the judgement skips configurations

@@ -353,6 +353,15 @@ struct FutureLanguages {
   // (start node << 32 | X) -> language id (0: empty). Start nodes are dotted ids, or
   // dotted count + symbol for "symbol just completed".
   IdMap ids;
+  // Reserve, in each memo, room for `entries(size)` entries (see leave_table_headroom).
+  template <typename Entries>
+  void reserve_headroom(Entries entries) {
+    futures.reserve(entries(futures.size()));
+    ids.reserve(entries(ids.size()));
+    concatenations.reserve(entries(concatenations.size()));
+    unions.reserve(entries(unions.size()));
+    provisional.reserve(entries(provisional.size()));
+  }
   // Concatenations and unions of two ids, by (a << 32 | b).
   IdMap concatenations, unions;
   // GRAMKILN_FUTURE_KEYS, read at load: "on" (always use future keys), "off" (never), else
@@ -361,9 +370,6 @@ struct FutureLanguages {
   Mode mode = Mode::kAuto;
   FutureLanguages() {
     futures.reserve(1024);
-    ids.reserve(1024);
-    concatenations.reserve(1024);
-    unions.reserve(1024);
     if (const char* env = std::getenv("GRAMKILN_FUTURE_KEYS")) {
       const std::string value(env);
       if (value == "on") mode = Mode::kOn;
