@@ -930,13 +930,14 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
 
 namespace {
 
-// Room in the key tables for as many entries again as the prewarm left in them, so that the
-// decode that follows does not grow one inside a fill: a table doubles by rehashing every
-// entry, and the C-like walk table passing its initial 8,192 entries early in the bench decode
-// made one fill ~220 us. Off the fill path, with each table's lock.
+// Room in the key tables for as many entries again as the prewarm left in them (at most 64K
+// more), so that the decode that follows does not grow one inside a fill: a table doubles by
+// rehashing every entry (measured: a C-like walk table passing 8,192 entries during a decode
+// made that fill ~220 us). Off the fill path, with each table's lock.
 void leave_table_headroom(const Runtime& rt) {
   GroupCache& cache = *rt.groups;
-  auto headroom = [](size_t entries) { return 2 * entries + 1024; };
+  // At most 64K entries more: a table the prewarm filled that far is not doubled again.
+  auto headroom = [](size_t entries) { return entries + std::min<size_t>(entries, 65536) + 1024; };
   {
     std::lock_guard<std::mutex> lock(cache.walk_mutex);
     cache.walks.reserve(headroom(cache.walks.size()));
