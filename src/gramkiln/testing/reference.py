@@ -20,6 +20,7 @@ input is a viable prefix exactly when the last position holds an item or a runni
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -638,7 +639,7 @@ class ReferenceMatcher:
         ``special_ids`` have no text; tokens with empty bytes are only allowed through a
         token element; ids in ``eos_ids`` are allowed iff the prefix itself is accepted.
         """
-        vocabulary = _MaskVocabulary(vocab_tokens, special_ids, eos_ids)
+        vocabulary = _prepared_vocabulary(vocab_tokens, special_ids, eos_ids)
         run = self._run(_as_units(prefix_units))
         if run is None:
             return [False] * len(vocab_tokens)
@@ -657,7 +658,7 @@ class ReferenceMatcher:
         about as much as one brute-force mask per step. Once the input stops being a viable
         prefix, the remaining masks allow nothing.
         """
-        vocabulary = _MaskVocabulary(vocab_tokens, special_ids, eos_ids)
+        vocabulary = _prepared_vocabulary(vocab_tokens, special_ids, eos_ids)
         sequence = _as_units(units)
         nothing = [False] * len(vocab_tokens)
         if self._cfg.empty_language:
@@ -727,6 +728,29 @@ class _MaskVocabulary:
                 raise TypeError(f"vocabulary token {token_id} is not bytes: {data!r}")
             if token_id not in specials and token_id not in self.eos and data:
                 self.trie.insert(bytes(data), token_id)
+
+
+def _prepared_vocabulary(
+    vocab_tokens: Sequence[bytes], special_ids: Iterable[int], eos_ids: Iterable[int]
+) -> _MaskVocabulary:
+    """The prepared form of a vocabulary, shared by calls with equal tokens and ids.
+
+    Building the trie of a real vocabulary (128K tokens) takes over a second, while a mask from
+    it takes milliseconds; tests ask for masks of many prefixes with one vocabulary.
+    """
+    tokens, specials, eos = tuple(vocab_tokens), frozenset(special_ids), frozenset(eos_ids)
+    try:
+        return _cached_vocabulary(tokens, specials, eos)
+    except TypeError:  # an unhashable token: prepared without the cache (and rejected there)
+        return _MaskVocabulary(tokens, specials, eos)
+
+
+# Two at most: a prepared 128K-token vocabulary holds ~60 MB.
+@functools.lru_cache(maxsize=2)
+def _cached_vocabulary(
+    tokens: tuple[bytes, ...], special_ids: frozenset[int], eos_ids: frozenset[int]
+) -> _MaskVocabulary:
+    return _MaskVocabulary(tokens, special_ids, eos_ids)
 
 
 class _TokenTrie:
