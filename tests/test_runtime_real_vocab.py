@@ -12,7 +12,7 @@ import pytest
 from gramkiln.runtime.compile import compile_grammar
 from gramkiln.runtime.compiled import allocate_token_bitmask, bitmask_to_ids
 from gramkiln.runtime.vocab import load_vocab
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gramkiln import Grammar
@@ -62,14 +62,31 @@ def test_seed_masks_with_llama3(llama3, source: str, prefixes: list[str]) -> Non
         assert bitmask_to_ids(bitmask[0], compiled.vocab_size) == expected, prefix
 
 
+def _admits_most_tokens(ir) -> bool:
+    """Whether a negated class or a wildcard or negated token set occurs: the oracle then steps
+    through most of the 128K tokens in Python at every position (minutes per string)."""
+    stack: list = [ir.model_dump()]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("negated") or node.get("wildcard"):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return False
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_random_grammars_decoded_with_llama3_tokens_equal_brute_force(llama3, data) -> None:
     """Random grammars, strings cut into real multi-byte tokens (longest match first) and decoded
     token by token through one runtime per grammar, prewarmed or not: at every token boundary the
     mask equals brute force over all 128,256 ids (tokens that span several lexemes and token-set
-    elements, which a byte vocabulary cannot show)."""
+    elements, which a byte vocabulary cannot show). Grammars that admit most tokens are left to
+    the byte-vocabulary tests: the oracle would take minutes on them."""
     ir = data.draw(grammars(subgrammars=True))
+    assume(not _admits_most_tokens(ir))
     texts = [data.draw(mutated_strings(ir)).encode() for _ in range(2)]
     compiled = compile_grammar(ir, llama3)
     if data.draw(st.booleans()):
