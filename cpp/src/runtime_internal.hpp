@@ -187,11 +187,11 @@ class KeyMap {
   size_t size_ = 0;
 };
 
+inline uint64_t mix64(uint64_t x);  // defined below
+
 // 64-bit keys to ids in a KeyMap: the future-language memos (see FutureLanguages) are looked up
 // for every anchor of every new set, on the fill path of future-key hits, where node-based map
 // lookups were about a quarter of the time.
-inline uint64_t mix64(uint64_t x);
-
 class IdMap {
  public:
   const uint32_t* find(uint64_t key) const { return map_.find(slot_key(key)); }
@@ -353,15 +353,6 @@ struct FutureLanguages {
   // (start node << 32 | X) -> language id (0: empty). Start nodes are dotted ids, or
   // dotted count + symbol for "symbol just completed".
   IdMap ids;
-  // Reserve, in each memo, room for `entries(size)` entries (see leave_table_headroom).
-  template <typename Entries>
-  void reserve_headroom(Entries entries) {
-    futures.reserve(entries(futures.size()));
-    ids.reserve(entries(ids.size()));
-    concatenations.reserve(entries(concatenations.size()));
-    unions.reserve(entries(unions.size()));
-    provisional.reserve(entries(provisional.size()));
-  }
   // Concatenations and unions of two ids, by (a << 32 | b).
   IdMap concatenations, unions;
   // GRAMKILN_FUTURE_KEYS, read at load: "on" (always use future keys), "off" (never), else
@@ -399,6 +390,15 @@ struct FutureLanguages {
   uint32_t next_unique = 0;
   // Provisional ids of (start, X) languages not yet canonicalised (see language_id).
   IdMap provisional;
+  // Reserve, in each memo, room for `entries(size)` entries (see leave_table_headroom).
+  template <typename Entries>
+  void reserve_headroom(Entries entries) {
+    futures.reserve(entries(futures.size()));
+    ids.reserve(entries(ids.size()));
+    concatenations.reserve(entries(concatenations.size()));
+    unions.reserve(entries(unions.size()));
+    provisional.reserve(entries(provisional.size()));
+  }
   // Set (for good) if unique ids ever run short: future keys are then no longer used, so an
   // id can never be reused for another language.
   std::atomic<bool> exhausted{false};
