@@ -115,6 +115,7 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   out["hits_future"] = stats.hits_future;
   out["hits_depth"] = stats.hits_depth;
   out["fills_computed"] = stats.fills_computed;
+  out["fills_searched"] = stats.fills_searched;
   out["walk_hits_future"] = stats.walk_hits_future;
   out["interned_by_parts"] = stats.interned_by_parts;
   out["future_languages"] = stats.future_languages;

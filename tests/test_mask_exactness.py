@@ -7,7 +7,10 @@ special token and EOS. Plus the non-greedy, ignore, lazy and special-token cases
 
 from __future__ import annotations
 
+import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -201,6 +204,49 @@ def test_walk_cache_reused_under_different_stacks() -> None:
         "(((a))),a(((a),b)),a",
     ]:
         check_string(ir, text.encode("utf-8"), compiled)
+
+
+@contextmanager
+def fill_walk_budget(walks: int) -> Iterator[None]:
+    """Grammars loaded inside get `walks` as the exit walks a computed fill may compute before
+    it falls back to the trie search (GRAMKILN_FILL_WALK_BUDGET, read at load; 0: every
+    computed fill with an exit walk to compute is searched)."""
+    saved = os.environ.get("GRAMKILN_FILL_WALK_BUDGET")
+    os.environ["GRAMKILN_FILL_WALK_BUDGET"] = str(walks)
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["GRAMKILN_FILL_WALK_BUDGET"]
+        else:
+            os.environ["GRAMKILN_FILL_WALK_BUDGET"] = saved
+
+
+@settings(max_examples=40)
+@given(st.data())
+def test_random_grammars_masks_equal_brute_force_by_trie_search(data: st.DataObject) -> None:
+    """With no walk budget every computed fill is the trie search (the fallback for tokens
+    with too many lexeme segmentations to walk one by one): it gives the brute-force masks
+    too, through shared caches (masks it computed are stored like any other)."""
+    ir = data.draw(grammars(subgrammars=True))
+    texts = [data.draw(mutated_strings(ir)).encode("utf-8") for _ in range(2)]
+    with fill_walk_budget(0):
+        compiled = compile_grammar(ir, VOCAB)
+    for text in texts + texts[:1]:
+        check_string(ir, text, compiled)
+
+
+@pytest.mark.parametrize("walks", [0, 1, 3])
+def test_trie_search_after_part_of_the_walks(walks: int) -> None:
+    """A fill that runs out of walks part-way has emitted some walk results into the mask
+    already (and stored none of the unfinished ones): the search completes it exactly, and
+    later fills that hit the walks stored before the budget ran out stay exact."""
+    ir = grammar(NESTED)
+    with fill_walk_budget(walks):
+        compiled = compile_grammar(ir, VOCAB)
+    for text in ["(a),((a)),(((a),a))", "a((a)),(a,(b)),ba", "((a,(a)),a),(a,a(a))"]:
+        check_string(ir, text.encode("utf-8"), compiled)
+    assert compiled.cache_stats()["fills_searched"] > 0
 
 
 CLOSERS_TOKENS = [b"a", b"x", b"y", b"(", b")", b",", b"ay", b"y)", b"y,", b"y))", b"y)),", b"))"]

@@ -1,17 +1,29 @@
-"""Seed-text examples with the real Llama 3 vocabulary: C++ masks equal the reference matcher,
-at a few chosen positions of each grammar: the start, mid-lexeme and after a complete sentence
-(where EOS must be allowed). The oracle prepares the 128,256-token vocabulary once (about two
-seconds) and then brute-forces a mask in milliseconds.
+"""C++ masks equal the reference matcher with the real Llama 3 vocabulary.
+
+The seed-text examples are checked at a few chosen positions (the start, mid-lexeme and after a
+complete sentence, where EOS must be allowed); random grammars at every token boundary of
+strings cut into real tokens; and grammars whose lexemes can be cut out of Llama 3's long
+tokens (up to 128 bytes) in very many ways. The oracle prepares the 128,256-token vocabulary
+once (about two seconds) and then brute-forces a mask in milliseconds, or in seconds when the
+grammar admits nearly every token.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from gramkiln.ir import GrammarIR, parse_grammar
+from gramkiln.runtime.compile import compile_grammar
 from gramkiln.runtime.compiled import allocate_token_bitmask, bitmask_to_ids
 from gramkiln.runtime.vocab import load_vocab
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from gramkiln import Grammar
 from gramkiln.testing import ReferenceMatcher
+from gramkiln.testing.strategies import grammars, mutated_strings
+from gramkiln.testing.vocabularies import greedy_tokens
 
 SEED_CASES = [
     (
@@ -53,3 +65,105 @@ def test_seed_masks_with_llama3(llama3, source: str, prefixes: list[str]) -> Non
         )
         expected = [i for i, ok in enumerate(allowed) if ok]
         assert bitmask_to_ids(bitmask[0], compiled.vocab_size) == expected, prefix
+
+
+def assert_masks_equal_oracle(llama3, ir: GrammarIR, prefixes: list[bytes]) -> Any:
+    """The mask after each prefix equals brute force; returns the compiled grammar."""
+    compiled = compile_grammar(ir, llama3)
+    oracle = ReferenceMatcher(ir)
+    bitmask = allocate_token_bitmask(1, compiled.vocab_size)
+    for prefix in prefixes:
+        matcher = compiled.matcher()
+        assert matcher.accept_string(prefix)
+        matcher.fill_next_token_bitmask(bitmask)
+        allowed = oracle.allowed_tokens(prefix, llama3.tokens, llama3.special_ids, llama3.eos_ids)
+        expected = [i for i, ok in enumerate(allowed) if ok]
+        assert bitmask_to_ids(bitmask[0], compiled.vocab_size) == expected, prefix
+    return compiled
+
+
+ANY_TEXT_WORDS = "%ir 1\n%start start\nrule start = r1*\nrule r1 = [^,]+\n"
+# The random grammar that found the bug (docs/design/repro/fill_memory_blowup.py).
+FOUND_BY_STRESS = """%ir 1
+%start start
+%ignore [\\u{20}]
+rule start = r1 | ()
+rule r1 = (() | @sub | @sub) (){2,}
+%subgrammar sub {
+  %ir 1
+  %start start
+  %options allow_initial_skip
+  %ignore [,]
+  rule start = r1{3,}
+  rule r1 = r1 (() [,]) | ([^),]* | ")"?)
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "source", [ANY_TEXT_WORDS, FOUND_BY_STRESS], ids=["any-text-words", "found-by-stress"]
+)
+def test_lexeme_ending_at_every_byte(llama3, source: str) -> None:
+    """A lexeme that can end after any byte and follow itself: a group's exits were kept with
+    repeats (one per way of reaching the node), each repeat walked again one level down, so a
+    long token cost 2^k walks and the first fill ran out of memory. Exits are now sets."""
+    assert_masks_equal_oracle(llama3, parse_grammar(source), [b""])
+
+
+def test_exponentially_many_segmentations_fall_back_to_the_trie_search(llama3) -> None:
+    """Llama 3 has a token of 80 '='; cut into "=" and "==" it has Fibonacci-many
+    segmentations, and each leaves a different parser stack here (palindromes), so exit walks,
+    which follow one segmentation at a time, could not finish. Past the fill's walk budget the
+    mask comes from the trie search, which merges segmentations per byte."""
+    ir = Grammar.from_lark('start: s\ns: A s A | B s B | C\nA: "="\nB: "=="\nC: "!"\n').ir
+    compiled = assert_masks_equal_oracle(llama3, ir, [b"", b"===", b"==!="])
+    assert compiled.cache_stats()["fills_searched"] >= 1
+
+
+def _admits_most_tokens(ir: GrammarIR) -> bool:
+    """Negated classes and wildcard or negated token sets admit most of a 128K vocabulary,
+    where the Python oracle takes seconds per mask: left to the small-vocabulary suites."""
+    stack: list[Any] = [ir.model_dump()]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("negated") or node.get("wildcard"):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return False
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_random_grammars_decoded_with_llama3_tokens_equal_brute_force(llama3, data) -> None:
+    """Random grammars, strings cut into real multi-byte tokens (longest match first) and decoded
+    token by token through one runtime per grammar, prewarmed or not: at every token boundary the
+    mask equals brute force over all 128,256 ids (tokens that span several lexemes and token-set
+    elements, which a byte vocabulary cannot show)."""
+    ir = data.draw(grammars(subgrammars=True))
+    assume(not _admits_most_tokens(ir))
+    texts = [data.draw(mutated_strings(ir)).encode() for _ in range(2)]
+    compiled = compile_grammar(ir, llama3)
+    if data.draw(st.booleans()):
+        compiled.prewarm()
+    oracle = ReferenceMatcher(ir)
+    bitmask = allocate_token_bitmask(1, compiled.vocab_size)
+    for text in texts + texts[:1]:
+        ids = greedy_tokens(llama3, text, longest=8)
+        assert b"".join(llama3.tokens[i] for i in ids) == text
+        masks = oracle.masks_along(text, llama3.tokens, llama3.special_ids, llama3.eos_ids)
+        matcher = compiled.matcher()
+        offset = 0
+        for k in range(len(ids) + 1):
+            expected = [i for i, ok in enumerate(masks[offset]) if ok]
+            matcher.fill_next_token_bitmask(bitmask)
+            assert bitmask_to_ids(bitmask[0], compiled.vocab_size) == expected, (text, ids[:k])
+            if k == len(ids):
+                break
+            accepted = matcher.accept_token(ids[k])
+            assert accepted == (ids[k] in set(expected)), (text, ids[: k + 1])
+            if not accepted:
+                break
+            offset += len(llama3.tokens[ids[k]])

@@ -168,8 +168,34 @@ uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t s
   return next;
 }
 
+// Drop the repeats of trie nodes from nodes[begin..), keeping first occurrences in order (a
+// stamp per node instead of a sort: exit lists of lexemes that end at every byte run to
+// hundreds of thousands of nodes, and sorting them was 13% of such a first fill).
+void erase_repeated_nodes(const Runtime& rt, std::vector<uint32_t>& nodes, size_t begin = 0) {
+  thread_local std::vector<uint32_t> stamp;
+  thread_local uint32_t epoch = 0;
+  if (stamp.size() < rt.trie_end.size()) stamp.assign(rt.trie_end.size(), 0);
+  if (++epoch == 0) {
+    std::fill(stamp.begin(), stamp.end(), 0);
+    epoch = 1;
+  }
+  size_t kept = begin;
+  for (size_t i = begin; i < nodes.size(); ++i) {
+    const uint32_t node = nodes[i];
+    if (stamp[node] == epoch) continue;
+    stamp[node] = epoch;
+    nodes[kept++] = node;
+  }
+  nodes.resize(kept);
+}
+
 // Finish a group from its collected exits: dense tokens when many, exit children by byte.
-void finish_group(const Runtime& rt, ExitGroup& group, const std::vector<uint32_t>& exits) {
+// The exits become a set first. Walks from several roots, or a walk past several exits of one
+// lexeme, can reach one exit node more than once; kept, each copy would be walked again at the
+// next level and copied again there, so a token with k lexeme boundaries cost 2^k walks (a
+// lexeme that accepts at every byte, as [^,]*, under a 128K vocabulary ran out of memory in
+// the first fill).
+void finish_group(const Runtime& rt, ExitGroup& group, std::vector<uint32_t>& exits) {
   if (group.tokens.size() > rt.words) {
     group.bits.assign(rt.words, 0);
     for (uint32_t token : group.tokens) set_bit(group.bits.data(), token);
@@ -177,6 +203,7 @@ void finish_group(const Runtime& rt, ExitGroup& group, const std::vector<uint32_
     group.tokens.shrink_to_fit();
   }
   if (exits.empty()) return;
+  erase_repeated_nodes(rt, exits);
   group.child_offsets.assign(257, 0);
   for (uint32_t node : exits) {
     for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
@@ -491,24 +518,21 @@ const LevelCache& level_of(const Runtime& rt, const ExitGroup& group, const Foll
     } else {
       auto merged = std::make_unique<ExitGroup>();
       merged->lexeme = with_exits[i]->lexeme;
+      // Per byte, the union of the parts' children (as a set: children entered in different
+      // states often end the lexeme at the same nodes, and copies would multiply level by
+      // level, as in finish_group).
       merged->child_offsets.assign(257, 0);
-      for (size_t k = i; k < j; ++k) {
-        const ExitGroup& part = *with_exits[k];
-        for (int b = 0; b < 256; ++b) {
-          merged->child_offsets[b + 1] += part.child_offsets[b + 1] - part.child_offsets[b];
-        }
-      }
-      for (int b = 0; b < 256; ++b) merged->child_offsets[b + 1] += merged->child_offsets[b];
-      merged->child_nodes.resize(merged->child_offsets[256]);
       for (int b = 0; b < 256; ++b) {
-        uint32_t out = merged->child_offsets[b];
+        const size_t begin = merged->child_nodes.size();
         for (size_t k = i; k < j; ++k) {
           const ExitGroup& part = *with_exits[k];
-          for (uint32_t e = part.child_offsets[b]; e < part.child_offsets[b + 1]; ++e) {
-            merged->child_nodes[out++] = part.child_nodes[e];
-          }
+          merged->child_nodes.insert(merged->child_nodes.end(),
+                                     part.child_nodes.begin() + part.child_offsets[b],
+                                     part.child_nodes.begin() + part.child_offsets[b + 1]);
         }
-        if (merged->child_offsets[b] < merged->child_offsets[b + 1]) {
+        erase_repeated_nodes(rt, merged->child_nodes, begin);
+        merged->child_offsets[b + 1] = static_cast<uint32_t>(merged->child_nodes.size());
+        if (merged->child_nodes.size() > begin) {
           merged->child_bytes.push_back(static_cast<uint8_t>(b));
         }
       }
@@ -1281,6 +1305,11 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
       return static_cast<int>(hit_depth);
     }
   }
+  if (sc.walks_left == 0) {
+    sc.walks_exhausted = true;
+    return -1;
+  }
+  --sc.walks_left;
   Scratch::WalkFrame& frame = frame_at(sc, level);
   const uint32_t after = advance_set(rt, view, sc, set, lexeme);
   const uint32_t after_local = after - view.base_sets;
@@ -1298,6 +1327,9 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
   }
   for (const ExitGroup* child : tokens.deeper) {
     walk_level(rt, view, sc, *child, child->lexeme, after, nullptr, level + 1, &frame);
+    // Incomplete from here on: neither emitted nor stored (the fill falls back to the trie
+    // search; see fill_mask_uncached).
+    if (sc.walks_exhausted) return -1;
   }
   // Sparse results stay unsorted, duplicates included: they are only ever ORed, and sorting
   // them was ~15% of a cold JSON pass.
@@ -1848,6 +1880,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   out.hits_future = cache.hits_future.load(std::memory_order_relaxed);
   out.hits_depth = cache.hits_depth.load(std::memory_order_relaxed);
   out.fills_computed = cache.fills_computed.load(std::memory_order_relaxed);
+  out.fills_searched = cache.fills_searched.load(std::memory_order_relaxed);
   out.walk_hits_future = cache.hits_future_walks.load(std::memory_order_relaxed);
   out.interned_by_parts = cache.interned_by_parts.load(std::memory_order_relaxed);
   {
@@ -2120,6 +2153,8 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   assign_inside_sets(rt, sc, threads_, words);
   sc.composition.clear();
   sc.composition_known = true;
+  sc.walks_left = rt.groups->fill_walk_budget;
+  sc.walks_exhausted = false;
   int dependency = 0;
   for (size_t i = 0; i < threads_.size(); ++i) {
     const Thread& th = threads_[i];
@@ -2134,6 +2169,14 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
       if (result_id != kNothingEmitted) sc.composition.push_back(result_id);
     }
   }
+  if (sc.walks_exhausted) {
+    // What the walks emitted before the budget ran out is right but incomplete; the search
+    // finds every text token (those inside a lexeme again, harmlessly).
+    rt.groups->fills_searched.fetch_add(1, std::memory_order_relaxed);
+    search_text_tokens(words);
+    sc.composition_known = false;
+    dependency = -1;
+  }
   if (frontier_) {
     const uint32_t last = chart_.num_sets() - 1;
     for (uint32_t j = chart_.set_begin[last]; j < chart_.set_begin[last + 1]; ++j) {
@@ -2146,6 +2189,38 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
     }
   }
   return dependency;
+}
+
+void Matcher::search_text_tokens(uint32_t* words) const {
+  // Depth-first over the trie, one byte step per node, as accept_token steps a token: all
+  // lexeme segmentations of the path so far share one Earley set per position, so the work is
+  // polynomial in the token length where the exit walks' is not. Only paths the matcher can
+  // still follow are entered, so its cost is the live part of the trie (all of it, ~10 us a
+  // node, for a grammar that admits any text).
+  const Runtime& rt = *runtime_;
+  Matcher probe(*this, ConfigurationCopy{});
+  struct Node {
+    uint32_t node;
+    uint32_t next_child;
+    Snapshot after;  // the probe after the node's bytes
+  };
+  std::vector<Node> stack;
+  stack.push_back(Node{0, 1, probe.snapshot()});
+  while (!stack.empty()) {
+    Node& top = stack.back();
+    const uint32_t child = top.next_child;
+    if (child >= rt.trie_end[top.node]) {
+      stack.pop_back();
+      continue;
+    }
+    top.next_child = rt.trie_end[child];
+    probe.restore(Snapshot(top.after));
+    if (!probe.step_byte(rt.trie_byte[child], nullptr)) continue;
+    for (uint32_t t = rt.trie_tok_offsets[child]; t < rt.trie_tok_offsets[child + 1]; ++t) {
+      set_bit(words, rt.trie_tokens[t]);
+    }
+    if (rt.trie_end[child] > child + 1) stack.push_back(Node{child, child + 1, probe.snapshot()});
+  }
 }
 
 std::vector<uint32_t> Matcher::lexemes_expected_here() const {

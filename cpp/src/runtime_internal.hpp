@@ -222,11 +222,23 @@ struct GroupCache {
       const unsigned long long bytes = std::strtoull(env, &end, 10);
       if (end != env && *end == '\0' && bytes > 0) mask_budget_bytes = bytes;
     }
+    // GRAMKILN_FILL_WALK_BUDGET overrides the walks a computed fill may compute before it
+    // falls back to the trie search (tests run the search on every fill with 0).
+    if (const char* env = std::getenv("GRAMKILN_FILL_WALK_BUDGET")) {
+      char* end = nullptr;
+      const unsigned long long limit = std::strtoull(env, &end, 10);
+      if (end != env && *end == '\0') fill_walk_budget = limit;
+    }
     walks.reserve(8192);
     future_walks.reserve(1024);
     walk_contents.reserve(8192);
   }
   static constexpr size_t kBudgetBytes = size_t{256} << 20;
+  // Exit walks one computed fill may compute before it gives up on walks (see
+  // Scratch::walks_left). The slowest fills of the benchmark grammars, cold, compute a few
+  // hundred.
+  static constexpr size_t kFillWalkBudget = 20000;
+  size_t fill_walk_budget = kFillWalkBudget;
   std::mutex top_mutex;                            // guards `owned`
   std::unique_ptr<std::atomic<ExitGroup*>[]> top;  // per DFA state, built on first use
   std::vector<std::unique_ptr<ExitGroup>> owned;
@@ -313,6 +325,8 @@ struct GroupCache {
   // differ but whose futures do not (`x = e`, `return e`, `int x = e` inside one block).
   MaskTable future_masks;
   std::atomic<size_t> hits_whole_stack{0}, hits_future{0}, hits_depth{0}, fills_computed{0};
+  // Computed fills whose exit walks ran past fill_walk_budget (and were searched instead).
+  std::atomic<size_t> fills_searched{0};
   std::atomic<uint32_t> mask_depths{0};
   // Exit walks by (group, lexeme, depth d, H_d of the set they start from); see walk_level.
   // Sparse token lists when short, else bitsets.
@@ -622,6 +636,13 @@ struct Scratch {
   // walk's result had no id (computed and not stored).
   std::vector<uint64_t> composition;
   bool composition_known = true;
+  // Exit walks a computed fill may still compute (cache hits are free). Walks follow one
+  // lexeme segmentation of the token bytes at a time, so a token that can be cut into lexemes
+  // in exponentially many ways (a run of 80 '=' under `s: "=" s "=" | "==" s "==" |`) costs
+  // exponentially many walks; past the budget the fill is recomputed by a trie search that
+  // merges segmentations per byte (see Matcher::search_text_tokens).
+  size_t walks_left = 0;
+  bool walks_exhausted = false;
 };
 
 Scratch& thread_scratch();

@@ -88,6 +88,9 @@ struct CacheStats {
   size_t group_bytes = 0;  // exit groups, levels, node walks, unions, follow tables
   // Fills answered by each mask table, and fills computed, since load.
   size_t hits_whole_stack = 0, hits_future = 0, hits_depth = 0, fills_computed = 0;
+  // Computed fills whose lexeme segmentations were too many to walk one by one, answered by
+  // the trie search instead (see Matcher::fill_mask_computed), since load.
+  size_t fills_searched = 0;
   // Top-level exit walks answered by their future key (inside computed fills), since load.
   size_t walk_hits_future = 0;
   // Masks of computed fills found stored under what they were ORed from (no compare), since
@@ -262,6 +265,17 @@ class Matcher {
   std::pair<uint64_t, uint64_t> future_mask_key() const;
   bool uses_futures() const;
   void restore(Snapshot&& snap);
+  // A copy of `from`'s configuration without its history (for search_text_tokens).
+  struct ConfigurationCopy {};
+  Matcher(const Matcher& from, ConfigurationCopy)
+      : runtime_(from.runtime_),
+        chart_(from.chart_),
+        threads_(from.threads_),
+        frontier_(from.frontier_),
+        terminated_(from.terminated_) {}
+  // OR into `words` every text token whose bytes the matcher can consume, found by stepping a
+  // copy of it through the vocabulary trie.
+  void search_text_tokens(uint32_t* words) const;
   bool step_byte(uint8_t byte, const std::vector<std::pair<uint32_t, uint32_t>>* extra_scans);
   void start_threads_for_last_set();
   // Drop threads whose DFA state and origin set's structural hash equal another's.
