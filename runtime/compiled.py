@@ -174,7 +174,9 @@ class CompiledGrammar:
         ``hits_depth``) and those computed (``fills_computed``), the top-level exit walks of
         computed fills answered by their thread's future (``walk_hits_future``), the masks of
         computed fills found stored under the parts they were ORed from
-        (``interned_by_parts``: no content compare); and
+        (``interned_by_parts``: no content compare), the computed fills whose exit walks ran
+        past the fill's walk budget and were answered by the trie search
+        (``fills_searched``, ``GRAMKILN_FILL_WALK_BUDGET``); and
         ``future_languages`` /
         ``future_memo_entries`` (the future-language automata behind the future key). For
         monitoring; masks never depend on it."""

@@ -272,7 +272,11 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
   close_set(rt, view, chart, begin, self, seen, reads);
   if (view.base == nullptr) {
     hash_new_set(rt, view, chart, self, begin);
-    hash_set_depths(rt, view, self, begin);
+    if (chart.depth_hashed) {
+      hash_set_depths(rt, view, self, begin);
+    } else {
+      chart.depth_hash.resize((static_cast<size_t>(self) + 1) * Chart::kDepthHashes * 2);
+    }
     anchor_new_set(rt, chart, self, begin);
   } else {
     // Hypothetical sets: nothing reads their whole-stack hash (mask keys are built from the

@@ -1305,11 +1305,15 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
       return static_cast<int>(hit_depth);
     }
   }
-  if (sc.walks_left == 0) {
+  // A walk over a group built for one use (past the group budget) builds its levels again
+  // and cannot be stored: it counts for 16 (a random grammar whose first fill filled the
+  // budget spent ~300 ms on such walks before each search).
+  const size_t cost = group.persistent ? 1 : 16;
+  if (sc.walks_left < cost) {
     sc.walks_exhausted = true;
     return -1;
   }
-  --sc.walks_left;
+  sc.walks_left -= cost;
   Scratch::WalkFrame& frame = frame_at(sc, level);
   const uint32_t after = advance_set(rt, view, sc, set, lexeme);
   const uint32_t after_local = after - view.base_sets;
@@ -1692,8 +1696,8 @@ void Matcher::merge_equivalent_threads() {
     }
     bool same_future(const Key& o) const { return state == o.state && lo == o.lo && hi == o.hi; }
   };
-  std::vector<Key> keys;
-  keys.reserve(threads_.size());
+  thread_local std::vector<Key> keys;  // reused: this runs at every byte a matcher steps
+  keys.clear();
   for (const Thread& th : threads_) {
     keys.push_back(Key{th.state, chart_.hash_lo[th.origin], chart_.hash_hi[th.origin], th.origin});
   }
@@ -1726,9 +1730,12 @@ bool Matcher::step_byte(uint8_t byte,
                         const std::vector<std::pair<uint32_t, uint32_t>>* extra_scans) {
   const Runtime& rt = *runtime_;
   Scratch& sc = thread_scratch();
-  std::vector<std::pair<uint32_t, uint32_t>> scans;
-  std::vector<Thread> next;
-  next.reserve(threads_.size());
+  // Reused buffers (`next` trades its buffer with threads_ below): this runs once per byte
+  // accepted, and once per trie node in search_text_tokens.
+  thread_local std::vector<std::pair<uint32_t, uint32_t>> scans;
+  thread_local std::vector<Thread> next;
+  scans.clear();
+  next.clear();
   for (const Thread& th : threads_) {
     const int32_t state = rt.dfa_table[static_cast<size_t>(th.state) * 256 + byte];
     if (state < 0) continue;
@@ -1756,6 +1763,20 @@ Matcher::Snapshot Matcher::snapshot() const {
 }
 
 void Matcher::restore(Snapshot&& snap) {
+  truncate_chart(snap);
+  threads_ = std::move(snap.threads);
+  frontier_ = snap.frontier;
+  terminated_ = snap.terminated;
+}
+
+void Matcher::restore_copy(const Snapshot& snap) {
+  truncate_chart(snap);
+  threads_.assign(snap.threads.begin(), snap.threads.end());  // into the buffer it has
+  frontier_ = snap.frontier;
+  terminated_ = snap.terminated;
+}
+
+void Matcher::truncate_chart(const Snapshot& snap) {
   chart_.set_begin.resize(snap.num_sets + 1);
   chart_.hash_lo.resize(snap.num_sets);
   chart_.hash_hi.resize(snap.num_sets);
@@ -1768,9 +1789,6 @@ void Matcher::restore(Snapshot&& snap) {
   chart_.future_chain.resize(chart_.future_begin.back());
   chart_.anchors_hash.resize(static_cast<size_t>(snap.num_sets) * 2);
   chart_.future_hash.resize(static_cast<size_t>(chart_.future_begin.back()) * 2);
-  threads_ = std::move(snap.threads);
-  frontier_ = snap.frontier;
-  terminated_ = snap.terminated;
 }
 
 bool Matcher::accept_token(int64_t token_id) {
@@ -2199,6 +2217,10 @@ void Matcher::search_text_tokens(uint32_t* words) const {
   // node, for a grammar that admits any text).
   const Runtime& rt = *runtime_;
   Matcher probe(*this, ConfigurationCopy{});
+  // Its sets are never part of a cache key: only the whole-stack hash, which
+  // merge_equivalent_threads reads, is needed (depth hashes and anchors were ~15% of a search).
+  probe.chart_.depth_hashed = false;
+  probe.chart_.anchored = false;
   struct Node {
     uint32_t node;
     uint32_t next_child;
@@ -2214,7 +2236,7 @@ void Matcher::search_text_tokens(uint32_t* words) const {
       continue;
     }
     top.next_child = rt.trie_end[child];
-    probe.restore(Snapshot(top.after));
+    probe.restore_copy(top.after);
     if (!probe.step_byte(rt.trie_byte[child], nullptr)) continue;
     for (uint32_t t = rt.trie_tok_offsets[child]; t < rt.trie_tok_offsets[child + 1]; ++t) {
       set_bit(words, rt.trie_tokens[t]);

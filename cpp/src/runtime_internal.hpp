@@ -235,8 +235,8 @@ struct GroupCache {
   }
   static constexpr size_t kBudgetBytes = size_t{256} << 20;
   // Exit walks one computed fill may compute before it gives up on walks (see
-  // Scratch::walks_left). The slowest fills of the benchmark grammars, cold, compute a few
-  // hundred.
+  // Scratch::walks_left; a walk over a group built for one use counts for 16). The slowest
+  // fills of the benchmark grammars, cold, compute a few hundred.
   static constexpr size_t kFillWalkBudget = 20000;
   size_t fill_walk_budget = kFillWalkBudget;
   std::mutex top_mutex;                            // guards `owned`

@@ -199,6 +199,9 @@ struct Chart {
   // anchors are complete whenever a key reads them); when false, sets get empty anchor lists
   // (never read), which saves the commit its future computations.
   bool anchored = true;
+  // Whether new sets get their depth hashes (false only in the throwaway copy that
+  // Matcher::search_text_tokens steps, whose sets no cache key reads; they get zeros).
+  bool depth_hashed = true;
   uint32_t num_sets() const { return static_cast<uint32_t>(set_begin.size() - 1); }
 };
 
@@ -265,6 +268,8 @@ class Matcher {
   std::pair<uint64_t, uint64_t> future_mask_key() const;
   bool uses_futures() const;
   void restore(Snapshot&& snap);
+  void restore_copy(const Snapshot& snap);
+  void truncate_chart(const Snapshot& snap);  // the chart part of restore
   // A copy of `from`'s configuration without its history (for search_text_tokens).
   struct ConfigurationCopy {};
   Matcher(const Matcher& from, ConfigurationCopy)

@@ -1,11 +1,13 @@
 """Reproduction of the session-16 memory blow-up (docs/design/runtime.md, Open problems 0).
 
-The first mask of a fresh matcher for this random grammar, compiled against the Llama 3
-vocabulary, allocates without bound (24 GB before the OOM killer; MemoryError under the 3 GB
-address-space limit set here). The same grammar with the byte-level vocabulary gives its first
-mask at once, so it takes tokens that span several lexemes. Run: python
-docs/design/repro/fill_memory_blowup.py (needs the Llama 3 vocabulary package of the test
-extras).
+Fixed in session 17: this prints "not reproduced" now; the test
+`test_lexeme_ending_at_every_byte[found-by-stress]` checks the grammar's first mask against
+brute force. Before the fix the first mask of a fresh matcher for this random grammar,
+compiled against the Llama 3 vocabulary, allocated without bound (24 GB before the OOM
+killer; MemoryError under the 3 GB address-space limit set here): repeated exit nodes were
+walked once per copy, and the copies doubled at every lexeme boundary inside a long token.
+Run: python docs/design/repro/fill_memory_blowup.py (needs the Llama 3 vocabulary package of
+the test extras).
 """
 
 import resource
