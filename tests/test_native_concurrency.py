@@ -62,10 +62,13 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return binary
 
 
+@pytest.mark.parametrize("search", [False, True], ids=["walks", "trie-search"])
 @pytest.mark.parametrize("name", ["json", "clike", "toolcall"])
 def test_concurrent_decodes_with_a_background_prewarm_are_race_free_and_exact(
-    harness: Path, name: str, tmp_path: Path
+    harness: Path, name: str, search: bool, tmp_path: Path
 ) -> None:
+    """`trie-search`: no walk budget, so every computed fill is the trie search (the fallback
+    for tokens with too many lexeme segmentations), from all threads at once."""
     grammar = (ROOT / "bench" / "grammars" / f"{name}.lark").read_text(encoding="utf-8")
     paths = sorted((ROOT / "bench" / "instances" / name).glob("*.txt"))
     instances = [path.read_bytes().removesuffix(b"\n") for path in paths]
@@ -76,6 +79,8 @@ def test_concurrent_decodes_with_a_background_prewarm_are_race_free_and_exact(
     lines = [" ".join(map(str, greedy_tokens(vocab, text))) for text in instances]
     (tmp_path / "tokens.txt").write_text("\n".join(lines) + "\n")
     env = {**os.environ, "TSAN_OPTIONS": "halt_on_error=1 exitcode=66"}
+    if search:
+        env["GRAMKILN_FILL_WALK_BUDGET"] = "0"  # read when the harness loads the runtime
     done = _run(
         [str(harness), str(tmp_path / "runtime.bin"), str(tmp_path / "tokens.txt")],
         env=env,
