@@ -2209,39 +2209,144 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   return dependency;
 }
 
+namespace {
+
+// The sets a search step appended to a chart past its starting size (see search_text_tokens):
+// a configuration reached along one byte path, to be put back on the same starting chart.
+struct ChartTail {
+  std::vector<Item> items;
+  std::vector<uint32_t> set_begin, wait_begin, future_begin, future_symbol, future_chain;
+  std::vector<uint64_t> hash_lo, hash_hi, waits, depth_hash, future_hash, anchors_hash;
+};
+
+template <typename T>
+void copy_tail(const std::vector<T>& from, size_t base, std::vector<T>& to) {
+  to.assign(from.begin() + static_cast<std::ptrdiff_t>(base), from.end());
+}
+
+template <typename T>
+void append_tail(const std::vector<T>& tail, std::vector<T>& to) {
+  to.insert(to.end(), tail.begin(), tail.end());
+}
+
+// `chart` past its first `sets` sets (whose indexed tables end where set `sets` begins).
+void take_tail(const Chart& chart, uint32_t sets, ChartTail& tail) {
+  const size_t s = sets;
+  copy_tail(chart.items, chart.set_begin[s], tail.items);
+  copy_tail(chart.set_begin, s + 1, tail.set_begin);
+  copy_tail(chart.wait_begin, s + 1, tail.wait_begin);
+  copy_tail(chart.future_begin, s + 1, tail.future_begin);
+  copy_tail(chart.future_symbol, chart.future_begin[s], tail.future_symbol);
+  copy_tail(chart.future_chain, chart.future_begin[s], tail.future_chain);
+  copy_tail(chart.hash_lo, s, tail.hash_lo);
+  copy_tail(chart.hash_hi, s, tail.hash_hi);
+  copy_tail(chart.waits, chart.wait_begin[s], tail.waits);
+  copy_tail(chart.depth_hash, s * Chart::kDepthHashes * 2, tail.depth_hash);
+  copy_tail(chart.future_hash, static_cast<size_t>(chart.future_begin[s]) * 2, tail.future_hash);
+  copy_tail(chart.anchors_hash, s * 2, tail.anchors_hash);
+}
+
+struct ConfigurationKeyHash {
+  size_t operator()(const std::pair<uint64_t, uint64_t>& key) const {
+    return static_cast<size_t>(key.first ^ (key.second * 0x9e3779b97f4a7c15ull));
+  }
+};
+
+// Append `tail` to a chart that has exactly the sets it was taken past.
+void put_tail(const ChartTail& tail, Chart& chart) {
+  append_tail(tail.items, chart.items);
+  append_tail(tail.set_begin, chart.set_begin);
+  append_tail(tail.wait_begin, chart.wait_begin);
+  append_tail(tail.future_begin, chart.future_begin);
+  append_tail(tail.future_symbol, chart.future_symbol);
+  append_tail(tail.future_chain, chart.future_chain);
+  append_tail(tail.hash_lo, chart.hash_lo);
+  append_tail(tail.hash_hi, chart.hash_hi);
+  append_tail(tail.waits, chart.waits);
+  append_tail(tail.depth_hash, chart.depth_hash);
+  append_tail(tail.future_hash, chart.future_hash);
+  append_tail(tail.anchors_hash, chart.anchors_hash);
+}
+
+}  // namespace
+
 void Matcher::search_text_tokens(uint32_t* words) const {
-  // Depth-first over the trie, one byte step per node, as accept_token steps a token: all
-  // lexeme segmentations of the path so far share one Earley set per position, so the work is
-  // polynomial in the token length where the exit walks' is not. Only paths the matcher can
-  // still follow are entered, so its cost is the live part of the trie (all of it, ~10 us a
-  // node, for a grammar that admits any text).
+  // Breadth-first over the trie, one byte step at a time as accept_token steps a token: all
+  // lexeme segmentations of a byte path share one Earley set per position, so the work is
+  // polynomial in the token length where the exit walks' is not. Trie nodes at one depth whose
+  // paths lead to configurations with equal structural keys (equal futures, as in the mask
+  // cache) are stepped together: under a lexeme that takes any byte, every path of a depth
+  // reaches one configuration, and a level costs one step per byte, not one per trie node.
+  // Only paths the matcher can still follow are entered.
   const Runtime& rt = *runtime_;
   Matcher probe(*this, ConfigurationCopy{});
-  // Its sets are never part of a cache key: only the whole-stack hash, which
-  // merge_equivalent_threads reads, is needed (depth hashes and anchors were ~15% of a search).
+  // Its sets are never part of a cache key: only the whole-stack hash, which the
+  // configuration key and merge_equivalent_threads read, is needed (depth hashes and anchors
+  // were ~15% of a search).
   probe.chart_.depth_hashed = false;
   probe.chart_.anchored = false;
-  struct Node {
-    uint32_t node;
-    uint32_t next_child;
-    Snapshot after;  // the probe after the node's bytes
+  const Snapshot start = probe.snapshot();
+  struct Configuration {
+    ChartTail tail;  // what the path appended to the chart
+    std::vector<Thread> threads;
+    bool frontier;
+    std::vector<uint32_t> nodes;  // trie nodes with children reached in this configuration
   };
-  std::vector<Node> stack;
-  stack.push_back(Node{0, 1, probe.snapshot()});
-  while (!stack.empty()) {
-    Node& top = stack.back();
-    const uint32_t child = top.next_child;
-    if (child >= rt.trie_end[top.node]) {
-      stack.pop_back();
-      continue;
+  std::vector<Configuration> level(1), next;
+  level[0].threads = threads_;
+  level[0].frontier = frontier_;
+  level[0].nodes.assign(1, 0);
+  std::unordered_map<std::pair<uint64_t, uint64_t>, size_t, ConfigurationKeyHash> merged;
+  std::vector<std::vector<uint32_t>> by_byte(256);
+  std::vector<uint8_t> bytes;
+  while (!level.empty()) {
+    next.clear();
+    merged.clear();
+    for (Configuration& from : level) {
+      bytes.clear();
+      for (const uint32_t node : from.nodes) {
+        for (uint32_t child = node + 1; child < rt.trie_end[node]; child = rt.trie_end[child]) {
+          std::vector<uint32_t>& same = by_byte[rt.trie_byte[child]];
+          if (same.empty()) bytes.push_back(rt.trie_byte[child]);
+          same.push_back(child);
+        }
+      }
+      probe.truncate_chart(start);
+      put_tail(from.tail, probe.chart_);
+      probe.threads_ = std::move(from.threads);
+      probe.frontier_ = from.frontier;
+      const Snapshot here = probe.snapshot();
+      for (const uint8_t byte : bytes) {
+        std::vector<uint32_t>& children = by_byte[byte];
+        probe.restore_copy(here);
+        if (probe.step_byte(byte, nullptr)) {
+          size_t inner = 0;
+          for (const uint32_t child : children) {
+            for (uint32_t t = rt.trie_tok_offsets[child]; t < rt.trie_tok_offsets[child + 1]; ++t) {
+              set_bit(words, rt.trie_tokens[t]);
+            }
+            if (rt.trie_end[child] > child + 1) children[inner++] = child;
+          }
+          children.resize(inner);
+          if (!children.empty()) {
+            const auto [found, added] = merged.emplace(probe.whole_mask_key(), next.size());
+            if (added) {
+              next.emplace_back();
+              Configuration& to = next.back();
+              take_tail(probe.chart_, start.num_sets, to.tail);
+              to.threads = probe.threads_;
+              to.frontier = probe.frontier_;
+              to.nodes.swap(children);
+            } else {
+              std::vector<uint32_t>& nodes = next[found->second].nodes;
+              nodes.insert(nodes.end(), children.begin(), children.end());
+            }
+          }
+        }
+        children.clear();
+      }
     }
-    top.next_child = rt.trie_end[child];
-    probe.restore_copy(top.after);
-    if (!probe.step_byte(rt.trie_byte[child], nullptr)) continue;
-    for (uint32_t t = rt.trie_tok_offsets[child]; t < rt.trie_tok_offsets[child + 1]; ++t) {
-      set_bit(words, rt.trie_tokens[t]);
-    }
-    if (rt.trie_end[child] > child + 1) stack.push_back(Node{child, child + 1, probe.snapshot()});
+    level.swap(next);
   }
 }
 
