@@ -107,7 +107,11 @@ def test_lexeme_ending_at_every_byte(llama3, source: str) -> None:
     """A lexeme that can end after any byte and follow itself: a group's exits were kept with
     repeats (one per way of reaching the node), each repeat walked again one level down, so a
     long token cost 2^k walks and the first fill ran out of memory. Exits are now sets."""
-    assert_masks_equal_oracle(llama3, parse_grammar(source), [b""])
+    compiled = assert_masks_equal_oracle(llama3, parse_grammar(source), [b""])
+    if source == ANY_TEXT_WORDS:
+        # Its first fill would build groups over 8.4M trie nodes; it stops at the fill's trie
+        # node budget and the search completes the mask.
+        assert compiled.cache_stats()["fills_searched"] >= 1
 
 
 def test_exponentially_many_segmentations_fall_back_to_the_trie_search(llama3) -> None:

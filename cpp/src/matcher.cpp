@@ -238,9 +238,11 @@ void walk_trie(const Runtime& rt, const uint32_t* roots, size_t count,
     std::vector<std::pair<uint32_t, int32_t>> stack;
     for (size_t i = 0; i < count; ++i) stack.emplace_back(roots[i], states[0]);
     NodeWalk& walk = walks[0];
+    size_t& walked = thread_scratch().trie_nodes_walked;
     while (!stack.empty()) {
       const auto [node, state] = stack.back();
       stack.pop_back();
+      ++walked;
       walk.tokens.insert(walk.tokens.end(), rt.trie_tokens.begin() + rt.trie_tok_offsets[node],
                          rt.trie_tokens.begin() + rt.trie_tok_offsets[node + 1]);
       const uint32_t end = rt.trie_end[node];
@@ -261,9 +263,11 @@ void walk_trie(const Runtime& rt, const uint32_t* roots, size_t count,
     stack.push_back(roots[i]);
     pool.insert(pool.end(), states.begin(), states.end());
   }
+  size_t& walked = thread_scratch().trie_nodes_walked;
   while (!stack.empty()) {
     const uint32_t node = stack.back();
     stack.pop_back();
+    ++walked;
     std::copy(pool.end() - m, pool.end(), current.begin());
     pool.resize(pool.size() - m);
     const bool leaf = rt.trie_end[node] == node + 1;
@@ -1309,7 +1313,7 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
   // and cannot be stored: it counts for 16 (a random grammar whose first fill filled the
   // budget spent ~300 ms on such walks before each search).
   const size_t cost = group.persistent ? 1 : 16;
-  if (sc.walks_left < cost) {
+  if (sc.walks_left < cost || sc.trie_nodes_walked > sc.trie_nodes_limit) {
     sc.walks_exhausted = true;
     return -1;
   }
@@ -2173,6 +2177,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   sc.composition_known = true;
   sc.walks_left = rt.groups->fill_walk_budget;
   sc.walks_exhausted = false;
+  sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
   int dependency = 0;
   for (size_t i = 0; i < threads_.size(); ++i) {
     const Thread& th = threads_[i];

@@ -239,6 +239,11 @@ struct GroupCache {
   // fills of the benchmark grammars, cold, compute a few hundred.
   static constexpr size_t kFillWalkBudget = 20000;
   size_t fill_walk_budget = kFillWalkBudget;
+  // Trie nodes one computed fill may visit building exit groups before it computes no more
+  // walks. Cold fills of the bench grammars and of 300 MaskBench schemas (no prewarm) visit up
+  // to 246K; a lexeme that takes any byte and follows itself visits 8.4M in its first fill,
+  // and past the group budget (groups built for one use) every fill does.
+  static constexpr size_t kFillTrieNodes = 2000000;
   std::mutex top_mutex;                            // guards `owned`
   std::unique_ptr<std::atomic<ExitGroup*>[]> top;  // per DFA state, built on first use
   std::vector<std::unique_ptr<ExitGroup>> owned;
@@ -643,6 +648,10 @@ struct Scratch {
   // merges segmentations per byte (see Matcher::search_text_tokens).
   size_t walks_left = 0;
   bool walks_exhausted = false;
+  // Trie nodes visited by walk_trie on this OS thread (building exit groups), ever, and the
+  // count past which the current fill computes no more walks (GroupCache::fill_trie_nodes).
+  size_t trie_nodes_walked = 0;
+  size_t trie_nodes_limit = 0;
 };
 
 Scratch& thread_scratch();
