@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from gramkiln import Grammar
 from gramkiln.testing import ReferenceMatcher
-from gramkiln.testing.strategies import grammars, mutated_strings
+from gramkiln.testing.strategies import admits_most_tokens, grammars, mutated_strings
 from gramkiln.testing.vocabularies import greedy_tokens
 
 SEED_CASES = [
@@ -124,21 +124,6 @@ def test_exponentially_many_segmentations_fall_back_to_the_trie_search(llama3) -
     assert compiled.cache_stats()["fills_searched"] >= 1
 
 
-def _admits_most_tokens(ir: GrammarIR) -> bool:
-    """Negated classes and wildcard or negated token sets admit most of a 128K vocabulary,
-    where the Python oracle takes seconds per mask: left to the small-vocabulary suites."""
-    stack: list[Any] = [ir.model_dump()]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("negated") or node.get("wildcard"):
-                return True
-            stack.extend(node.values())
-        elif isinstance(node, (list, tuple)):
-            stack.extend(node)
-    return False
-
-
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_random_grammars_decoded_with_llama3_tokens_equal_brute_force(llama3, data) -> None:
@@ -147,7 +132,7 @@ def test_random_grammars_decoded_with_llama3_tokens_equal_brute_force(llama3, da
     mask equals brute force over all 128,256 ids (tokens that span several lexemes and token-set
     elements, which a byte vocabulary cannot show)."""
     ir = data.draw(grammars(subgrammars=True))
-    assume(not _admits_most_tokens(ir))
+    assume(not admits_most_tokens(ir))  # the oracle is slow there
     texts = [data.draw(mutated_strings(ir)).encode() for _ in range(2)]
     compiled = compile_grammar(ir, llama3)
     if data.draw(st.booleans()):

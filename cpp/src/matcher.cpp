@@ -2224,31 +2224,31 @@ struct ChartTail {
   std::vector<uint64_t> hash_lo, hash_hi, waits, depth_hash, future_hash, anchors_hash;
 };
 
-template <typename T>
-void copy_tail(const std::vector<T>& from, size_t base, std::vector<T>& to) {
-  to.assign(from.begin() + static_cast<std::ptrdiff_t>(base), from.end());
-}
-
-template <typename T>
-void append_tail(const std::vector<T>& tail, std::vector<T>& to) {
-  to.insert(to.end(), tail.begin(), tail.end());
-}
-
-// `chart` past its first `sets` sets (whose indexed tables end where set `sets` begins).
-void take_tail(const Chart& chart, uint32_t sets, ChartTail& tail) {
+// Call f(tail field, chart field, where the tail starts in the chart field) for every field
+// of a chart past its first `sets` sets: taking and putting back share this one list, so a
+// field cannot be taken and then forgotten.
+template <typename Tail, typename ChartLike, typename F>
+void for_each_tail_field(Tail& tail, ChartLike& chart, uint32_t sets, F&& f) {
   const size_t s = sets;
-  copy_tail(chart.items, chart.set_begin[s], tail.items);
-  copy_tail(chart.set_begin, s + 1, tail.set_begin);
-  copy_tail(chart.wait_begin, s + 1, tail.wait_begin);
-  copy_tail(chart.future_begin, s + 1, tail.future_begin);
-  copy_tail(chart.future_symbol, chart.future_begin[s], tail.future_symbol);
-  copy_tail(chart.future_chain, chart.future_begin[s], tail.future_chain);
-  copy_tail(chart.hash_lo, s, tail.hash_lo);
-  copy_tail(chart.hash_hi, s, tail.hash_hi);
-  copy_tail(chart.waits, chart.wait_begin[s], tail.waits);
-  copy_tail(chart.depth_hash, s * Chart::kDepthHashes * 2, tail.depth_hash);
-  copy_tail(chart.future_hash, static_cast<size_t>(chart.future_begin[s]) * 2, tail.future_hash);
-  copy_tail(chart.anchors_hash, s * 2, tail.anchors_hash);
+  f(tail.items, chart.items, chart.set_begin[s]);
+  f(tail.set_begin, chart.set_begin, s + 1);
+  f(tail.wait_begin, chart.wait_begin, s + 1);
+  f(tail.future_begin, chart.future_begin, s + 1);
+  f(tail.future_symbol, chart.future_symbol, chart.future_begin[s]);
+  f(tail.future_chain, chart.future_chain, chart.future_begin[s]);
+  f(tail.hash_lo, chart.hash_lo, s);
+  f(tail.hash_hi, chart.hash_hi, s);
+  f(tail.waits, chart.waits, chart.wait_begin[s]);
+  f(tail.depth_hash, chart.depth_hash, s * Chart::kDepthHashes * 2);
+  f(tail.future_hash, chart.future_hash, static_cast<size_t>(chart.future_begin[s]) * 2);
+  f(tail.anchors_hash, chart.anchors_hash, s * 2);
+}
+
+// `chart` past its first `sets` sets.
+void take_tail(const Chart& chart, uint32_t sets, ChartTail& tail) {
+  for_each_tail_field(tail, chart, sets, [](auto& to, const auto& from, size_t base) {
+    to.assign(from.begin() + static_cast<std::ptrdiff_t>(base), from.end());
+  });
 }
 
 struct ConfigurationKeyHash {
@@ -2257,20 +2257,11 @@ struct ConfigurationKeyHash {
   }
 };
 
-// Append `tail` to a chart that has exactly the sets it was taken past.
-void put_tail(const ChartTail& tail, Chart& chart) {
-  append_tail(tail.items, chart.items);
-  append_tail(tail.set_begin, chart.set_begin);
-  append_tail(tail.wait_begin, chart.wait_begin);
-  append_tail(tail.future_begin, chart.future_begin);
-  append_tail(tail.future_symbol, chart.future_symbol);
-  append_tail(tail.future_chain, chart.future_chain);
-  append_tail(tail.hash_lo, chart.hash_lo);
-  append_tail(tail.hash_hi, chart.hash_hi);
-  append_tail(tail.waits, chart.waits);
-  append_tail(tail.depth_hash, chart.depth_hash);
-  append_tail(tail.future_hash, chart.future_hash);
-  append_tail(tail.anchors_hash, chart.anchors_hash);
+// Append `tail` to a chart of exactly the `sets` sets it was taken past.
+void put_tail(const ChartTail& tail, uint32_t sets, Chart& chart) {
+  for_each_tail_field(tail, chart, sets, [](const auto& from, auto& to, size_t) {
+    to.insert(to.end(), from.begin(), from.end());
+  });
 }
 
 }  // namespace
@@ -2317,7 +2308,7 @@ void Matcher::search_text_tokens(uint32_t* words) const {
         }
       }
       probe.truncate_chart(start);
-      put_tail(from.tail, probe.chart_);
+      put_tail(from.tail, start.num_sets, probe.chart_);
       probe.threads_ = std::move(from.threads);
       probe.frontier_ = from.frontier;
       const Snapshot here = probe.snapshot();

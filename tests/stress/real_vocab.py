@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import resource
 import time
-from typing import Any
 
-from gramkiln.ir import GrammarIR
 from gramkiln.runtime.compile import compile_grammar
 from gramkiln.runtime.compiled import allocate_token_bitmask, bitmask_to_ids
 from gramkiln.runtime.vocab import load_vocab
@@ -29,22 +27,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gramkiln.testing import ReferenceMatcher
-from gramkiln.testing.strategies import grammars, mutated_strings
+from gramkiln.testing.strategies import admits_most_tokens, grammars, mutated_strings
 from gramkiln.testing.vocabularies import greedy_tokens
-
-
-def admits_most_tokens(ir: GrammarIR) -> bool:
-    """Whether the grammar has a negated class or a wildcard/negated token set."""
-    stack: list[Any] = [ir.model_dump()]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("negated") or node.get("wildcard"):
-                return True
-            stack.extend(node.values())
-        elif isinstance(node, (list, tuple)):
-            stack.extend(node)
-    return False
 
 
 def main() -> None:

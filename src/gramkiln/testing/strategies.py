@@ -248,6 +248,23 @@ def grammars(
     ).verify()
 
 
+def admits_most_tokens(grammar: GrammarIR) -> bool:
+    """Whether `grammar` has a negated class or a wildcard or negated token set anywhere
+    (sub-grammars included): such grammars admit most of a real vocabulary at most positions,
+    where the reference matcher's brute force takes seconds per mask, so real-vocabulary runs
+    against it leave them to the small-vocabulary suites."""
+    stack: list[object] = [grammar.model_dump()]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("negated") or node.get("wildcard"):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return False
+
+
 @st.composite
 def _lexeme_like_rule(
     draw: st.DrawFn,
