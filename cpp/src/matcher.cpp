@@ -2175,7 +2175,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   assign_inside_sets(rt, sc, threads_, words);
   sc.composition.clear();
   sc.composition_known = true;
-  sc.walks_left = rt.groups->fill_walk_budget;
+  sc.walks_left = rt.groups->fill_walk_budget.load(std::memory_order_relaxed);
   sc.walks_exhausted = false;
   sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
   int dependency = 0;
@@ -2195,7 +2195,13 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   if (sc.walks_exhausted) {
     // What the walks emitted before the budget ran out is right but incomplete; the search
     // finds every text token (those inside a lexeme again, harmlessly).
-    rt.groups->fills_searched.fetch_add(1, std::memory_order_relaxed);
+    GroupCache& cache = *rt.groups;
+    cache.fills_searched.fetch_add(1, std::memory_order_relaxed);
+    const size_t budget = cache.fill_walk_budget.load(std::memory_order_relaxed);
+    if (budget > GroupCache::kFillWalkFloor) {
+      cache.fill_walk_budget.store(std::max(GroupCache::kFillWalkFloor, budget / 4),
+                                   std::memory_order_relaxed);
+    }
     search_text_tokens(words);
     sc.composition_known = false;
     dependency = -1;
