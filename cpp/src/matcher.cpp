@@ -2291,7 +2291,7 @@ void Matcher::search_text_tokens(uint32_t* words) const {
   struct Configuration {
     ChartTail tail;  // what the path appended to the chart
     std::vector<Thread> threads;
-    bool frontier;
+    bool frontier = false;
     std::vector<uint32_t> nodes;  // trie nodes with children reached in this configuration
   };
   std::vector<Configuration> level(1), next;

@@ -334,7 +334,7 @@ struct GroupCache {
   // differ but whose futures do not (`x = e`, `return e`, `int x = e` inside one block).
   MaskTable future_masks;
   std::atomic<size_t> hits_whole_stack{0}, hits_future{0}, hits_depth{0}, fills_computed{0};
-  // Computed fills whose exit walks ran past fill_walk_budget (and were searched instead).
+  // Computed fills that ran past fill_walk_budget or kFillTrieNodes (and were searched).
   std::atomic<size_t> fills_searched{0};
   std::atomic<uint32_t> mask_depths{0};
   // Exit walks by (group, lexeme, depth d, H_d of the set they start from); see walk_level.
@@ -653,7 +653,7 @@ struct Scratch {
   size_t walks_left = 0;
   bool walks_exhausted = false;
   // Trie nodes visited by walk_trie on this OS thread (building exit groups), ever, and the
-  // count past which the current fill computes no more walks (GroupCache::fill_trie_nodes).
+  // count past which the current fill computes no more walks (GroupCache::kFillTrieNodes).
   size_t trie_nodes_walked = 0;
   size_t trie_nodes_limit = 0;
 };

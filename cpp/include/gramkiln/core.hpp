@@ -88,8 +88,8 @@ struct CacheStats {
   size_t group_bytes = 0;  // exit groups, levels, node walks, unions, follow tables
   // Fills answered by each mask table, and fills computed, since load.
   size_t hits_whole_stack = 0, hits_future = 0, hits_depth = 0, fills_computed = 0;
-  // Computed fills whose lexeme segmentations were too many to walk one by one, answered by
-  // the trie search instead (see Matcher::fill_mask_computed), since load.
+  // Computed fills whose exit walks ran past the fill's bounds, answered by the trie search
+  // instead (see Matcher::search_text_tokens), since load.
   size_t fills_searched = 0;
   // Top-level exit walks answered by their future key (inside computed fills), since load.
   size_t walk_hits_future = 0;
