@@ -277,6 +277,7 @@ class PyMatcher {
   }
   uint32_t vocab_size() const { return gramkiln::runtime_vocab_size(matcher_.runtime()); }
   uint32_t history_size() const { return matcher_.history_size(); }
+  size_t chart_items() const { return matcher_.chart_items(); }
   const Matcher& matcher() const { return matcher_; }
 
  private:
@@ -445,7 +446,11 @@ PYBIND11_MODULE(_core, m) {
       .def("find_jump_forward_string", &PyMatcher::jump_forward,
            "The text every continuation must start with (possibly empty).")
       .def_property_readonly("vocab_size", &PyMatcher::vocab_size)
-      .def_property_readonly("num_steps", &PyMatcher::history_size);
+      .def_property_readonly("num_steps", &PyMatcher::history_size)
+      .def_property_readonly(
+          "chart_items", &PyMatcher::chart_items,
+          "Earley items the matcher holds over all its steps (kept for rollback); memory "
+          "diagnostics.");
 
   m.def(
       "fill_next_token_bitmask_batch",

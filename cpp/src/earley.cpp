@@ -2,6 +2,9 @@
 // symbols (a nullable symbol is stepped over at prediction time, so completions never need to
 // revisit the set being built).
 #include <algorithm>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -38,6 +41,17 @@ void KeySet::grow() {
   for (size_t i = 0; i < old_keys.size(); ++i) {
     if (old_stamps[i] == live) insert(old_keys[i]);
   }
+}
+
+bool KeySet::contains(uint64_t key) const {
+  if (keys_.empty()) return false;
+  const size_t mask = keys_.size() - 1;
+  size_t slot = static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+  while (stamps_[slot] == generation_) {
+    if (keys_[slot] == key) return true;
+    slot = (slot + 1) & mask;
+  }
+  return false;
 }
 
 bool KeySet::insert(uint64_t key) {
@@ -117,6 +131,157 @@ inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
   return (static_cast<uint64_t>(dotted) << 32) | origin;
 }
 
+// Adds items to the set being built (index `self`), keeping items that behave alike once.
+//
+// An item's future is the rest of its production, then whatever follows its left-hand side at
+// its origin. Items of one dotted id whose futures are equal can be kept once: the mask, the
+// acceptance of every continuation and every later set depend only on the futures. Without
+// this, nested ambiguous repeats keep one item per earlier position that waits at it (each
+// origin differing from the last by one more such item), and sets, commits and fills grow
+// with the text. Two tests, cheapest first:
+// * origins with equal structural hashes have equal futures (the mask caches key on exactly
+//   that): a hash per item;
+// * otherwise, only when a dotted id arrives a second time with another origin (rare outside
+//   ambiguous grammars), the future languages of both (future.cpp), compared exactly, from
+//   the origins' anchors. This needs the chart's anchors (not in hypothetical sets or the
+//   trie search's copy) and the future lock, taken at the first such arrival and held until
+//   the set is closed.
+// An item is never dropped for one it descends from in this set: the kept item may reach its
+// future only through it. In `R -> x R | y` (right recursion), completing R at the innermost
+// level derives `R -> x R .` at every level below, all with one future, each the way on for
+// the one before. Each item added notes the item whose processing added it (its parent).
+// Only sets of the matcher's own chart merge: a hypothetical set has no whole hash.
+class ItemAdder {
+ public:
+  ItemAdder(const Runtime& rt, const ChartView& view, Chart& chart, uint32_t self, KeySet& seen)
+      : rt_(rt), chart_(chart), self_(self), seen_(seen), begin_(chart.items.size()) {
+    hashed_ = view.base == nullptr;
+    by_future_ =
+        hashed_ && chart.future_mergeable && !rt.futures->exhausted.load(std::memory_order_relaxed);
+    if (by_future_) {
+      if (++generation_ == 0) {
+        std::fill(first_stamp_.begin(), first_stamp_.end(), 0);
+        generation_ = 1;
+      }
+      if (first_stamp_.size() < rt.dotted_next.size()) {
+        first_stamp_.resize(rt.dotted_next.size(), 0);
+        first_index_.resize(rt.dotted_next.size(), 0);
+      }
+      parents_.clear();
+    }
+  }
+  ItemAdder(const ItemAdder&) = delete;
+  ItemAdder& operator=(const ItemAdder&) = delete;
+
+  // Items added from now on are derived from item `index` of the chart (close_set's loop).
+  void processing(size_t index) { current_ = index; }
+  void add(uint32_t dotted, uint32_t origin) {
+    const uint64_t k = key(dotted, origin);
+    if (seen_.contains(k)) return;
+    if (by_future_ && origin != self_) {
+      const size_t index = chart_.items.size();
+      if (!first_of(dotted, index) && repeats_a_future(dotted, origin)) return;
+      if (current_ != kNone) {
+        if (parents_.size() <= local(index)) parents_.resize(local(index) + 1, kNone);
+        parents_[local(index)] = static_cast<uint32_t>(current_);
+      }
+    }
+    seen_.insert(k);
+    chart_.items.push_back(Item{dotted, origin});
+  }
+  KeySet& seen() { return seen_; }
+
+ private:
+  uint64_t key(uint32_t dotted, uint32_t origin) const {
+    if (hashed_ && origin != self_) {
+      return mix64(chart_.hash_lo[origin] ^ mix64(chart_.hash_hi[origin] + dotted)) |
+             (uint64_t{1} << 63);
+    }
+    return item_key(dotted, origin);
+  }
+  uint32_t local(size_t index) const { return static_cast<uint32_t>(index - begin_); }
+  // The item whose processing added item `index` of this set, or kNone (scanned items, and
+  // predictions, which the adder does not add).
+  uint32_t parent_of(size_t index) const {
+    const uint32_t at = local(index);
+    return at < parents_.size() ? parents_[at] : kNone;
+  }
+  // Whether the item about to be added descends from item `ancestor` (chart index).
+  bool descends_from(uint32_t ancestor) const {
+    for (size_t at = current_; at != kNone; at = parent_of(at)) {
+      if (at == ancestor) return true;
+    }
+    return false;
+  }
+  // True (and the item noted) when no item of this dotted id with another origin came yet.
+  bool first_of(uint32_t dotted, size_t index) {
+    if (first_stamp_[dotted] == generation_) return false;
+    first_stamp_[dotted] = generation_;
+    first_index_[dotted] = static_cast<uint32_t>(index);
+    return true;
+  }
+  bool anchored(uint32_t set) const {
+    return chart_.anchors_hash[2 * set] != 0 || chart_.anchors_hash[2 * set + 1] != 0;
+  }
+  // Whether an item of this dotted id with the same future as (dotted, origin) is in the set,
+  // and the item about to be added does not descend from it; notes the future (and the item
+  // that has it) when no item has it yet. The first item of the dotted id is compared lazily.
+  bool repeats_a_future(uint32_t dotted, uint32_t origin) {
+    FutureLanguages& fl = *rt_.futures;
+    if (!lock_.owns_lock()) {
+      if (!anchors_complete(rt_, chart_)) {  // from here on every set keeps its anchors
+        anchor_earlier_sets(rt_, chart_, self_);
+        chart_.merge_anchored = true;
+      }
+      lock_ = std::unique_lock<std::mutex>(fl.mutex);
+      budget_.emplace(kMergeLanguages);
+      futures_seen_.clear();
+    }
+    const uint32_t first = first_index_[dotted];
+    if (first != kNone) {
+      const uint32_t first_origin = chart_.items[first].origin;
+      if (anchored(first_origin)) {
+        futures_seen_.emplace(
+            future_key(dotted, future_after(rt_, fl, chart_, dotted, first_origin)), first);
+      }
+      first_index_[dotted] = kNone;  // compared from here on through futures_seen_
+    }
+    if (!anchored(origin)) return false;
+    const auto [seen, added] =
+        futures_seen_.emplace(future_key(dotted, future_after(rt_, fl, chart_, dotted, origin)),
+                              static_cast<uint32_t>(chart_.items.size()));
+    return !added && !descends_from(seen->second);
+  }
+  static uint64_t future_key(uint32_t dotted, const Future& future) {
+    const uint64_t tag = mix64((static_cast<uint64_t>(dotted) << 32 | future.chain) + 0x51ed27);
+    return mix64(tag ^ future.lo) ^ mix64(tag + future.hi);
+  }
+  // New languages the future comparisons of one set may canonicalise; what is left
+  // uncombined only merges less. More than a commit's anchors may (kLanguagesPerStep in
+  // future.cpp): this runs only where ambiguity multiplies items, and each language is
+  // canonicalised once per runtime.
+  static constexpr uint32_t kMergeLanguages = 64;
+  static constexpr uint32_t kNone = 0xffffffffu;
+  const Runtime& rt_;
+  Chart& chart_;
+  uint32_t self_;
+  KeySet& seen_;
+  size_t begin_;
+  size_t current_ = kNone;
+  bool hashed_ = false, by_future_ = false;
+  std::unique_lock<std::mutex> lock_;
+  std::optional<FutureBudget> budget_;  // released before lock_ (declared after it)
+  static thread_local uint32_t generation_;
+  static thread_local std::vector<uint32_t> first_stamp_, first_index_, parents_;
+  // Futures of this set's items (by dotted id and future) -> the item kept with it.
+  static thread_local std::unordered_map<uint64_t, uint32_t> futures_seen_;
+};
+
+thread_local uint32_t ItemAdder::generation_ = 0;
+thread_local std::vector<uint32_t> ItemAdder::first_stamp_, ItemAdder::first_index_,
+    ItemAdder::parents_;
+thread_local std::unordered_map<uint64_t, uint32_t> ItemAdder::futures_seen_;
+
 // Add to the set being built (index `self`) the items that predicting `nt` adds, from its
 // precomputed closure: they are complete with respect to prediction and nullable steps.
 void predict_closure(const Runtime& rt, Chart& chart, uint32_t self, KeySet& seen, uint32_t nt) {
@@ -150,15 +315,15 @@ void predict(const Runtime& rt, Chart& chart, uint32_t self, KeySet& seen, uint3
 // closures' items (scans and completions carry earlier origins), which need no processing:
 // predicting copies whole closures, deduplicated by per-set marks instead of hashed keys.
 // Predicted items were ~2/3 of a C-like set, each hashed, looked up and visited again.
-void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t begin,
-               uint32_t self, KeySet& seen, std::vector<uint32_t>* reads) {
-  auto add = [&](uint32_t dotted, uint32_t origin) {
-    if (seen.insert(item_key(dotted, origin))) chart.items.push_back(Item{dotted, origin});
-  };
+void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t begin, uint32_t self,
+               ItemAdder& adder, std::vector<uint32_t>* reads) {
+  KeySet& seen = adder.seen();
+  auto add = [&](uint32_t dotted, uint32_t origin) { adder.add(dotted, origin); };
   const bool closures = !rt.closure_offsets.empty();
   for (size_t i = begin; i < chart.items.size(); ++i) {
     const Item item = chart.items[i];
     if (closures && item.origin == self) continue;
+    adder.processing(i);
     const uint32_t next = rt.dotted_next[item.dotted];
     if (next == kComplete) {
       if (item.origin == self) continue;  // covered by the nullable step at prediction time
@@ -259,17 +424,17 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
   const size_t begin = chart.items.size();
   seen.clear();
   seen.reserve_marks(rt.dotted_next.size(), rt.num_nonterminals);
-  for (const auto& [origin, symbol] : scans) {
-    uint32_t local;
-    const Chart& origin_chart = view.chart_of(origin, &local);
-    if (reads) reads->push_back(origin);
-    for_waiting(origin_chart, local, symbol, [&](const Item waiting) {
-      if (seen.insert(item_key(waiting.dotted + 1, waiting.origin))) {
-        chart.items.push_back(Item{waiting.dotted + 1, waiting.origin});
-      }
-    });
+  {
+    ItemAdder adder(rt, view, chart, self, seen);  // holds the future lock until closed
+    for (const auto& [origin, symbol] : scans) {
+      uint32_t local;
+      const Chart& origin_chart = view.chart_of(origin, &local);
+      if (reads) reads->push_back(origin);
+      for_waiting(origin_chart, local, symbol,
+                  [&](const Item waiting) { adder.add(waiting.dotted + 1, waiting.origin); });
+    }
+    close_set(rt, view, chart, begin, self, adder, reads);
   }
-  close_set(rt, view, chart, begin, self, seen, reads);
   if (view.base == nullptr) {
     hash_new_set(rt, view, chart, self, begin);
     if (chart.depth_hashed) {
@@ -308,7 +473,10 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   predict(rt, chart, 0, seen, rt.start);
   ChartView view{nullptr, &chart, 0};
   chart.depth_hash.clear();
-  close_set(rt, view, chart, 0, 0, seen, nullptr);
+  {
+    ItemAdder adder(rt, view, chart, 0, seen);
+    close_set(rt, view, chart, 0, 0, adder, nullptr);
+  }
   hash_new_set(rt, view, chart, 0, 0);
   hash_set_depths(rt, view, 0, 0);
   anchor_new_set(rt, chart, 0, 0);

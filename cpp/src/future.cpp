@@ -521,14 +521,10 @@ thread_local bool FutureWork::prewarming = false;
 thread_local uint32_t FutureWork::left = 0xffffffffu;
 thread_local bool FutureWork::short_of_budget = false;
 
-void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin) {
-  // Once the runtime has switched future keys off (for good), no key reads anchors again.
-  if (!chart.anchored || rt.futures->off()) {
-    chart.anchors_hash.push_back(0);
-    chart.anchors_hash.push_back(0);
-    chart.future_begin.push_back(static_cast<uint32_t>(chart.future_symbol.size()));
-    return;
-  }
+namespace {
+
+// Append the anchors of set `self`, items [begin, end) of `chart`.
+void anchor_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin, size_t end) {
   FutureBudget budget(kLanguagesPerStep);
   FutureLanguages& fl = *rt.futures;
   std::lock_guard<std::mutex> lock(fl.mutex);
@@ -540,7 +536,7 @@ void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin
   } else {
     thread_local std::vector<std::pair<uint64_t, Future>> memo;  // (dotted, origin) -> future
     memo.clear();
-    for (size_t i = begin; i < chart.items.size(); ++i) {
+    for (size_t i = begin; i < end; ++i) {
       const Item item = chart.items[i];
       const uint32_t next = rt.dotted_next[item.dotted];
       if (next == kComplete || item.origin == self) continue;
@@ -583,6 +579,31 @@ void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin
   chart.anchors_hash.push_back(lo);
   chart.anchors_hash.push_back(hi ^ entries.size());
   chart.future_begin.push_back(static_cast<uint32_t>(chart.future_symbol.size()));
+}
+
+}  // namespace
+
+void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin) {
+  // Once the runtime has switched future keys off (for good), no key reads anchors again; item
+  // merging may still want them.
+  if (!anchors_complete(rt, chart)) {
+    chart.anchors_hash.push_back(0);
+    chart.anchors_hash.push_back(0);
+    chart.future_begin.push_back(static_cast<uint32_t>(chart.future_symbol.size()));
+    return;
+  }
+  anchor_set(rt, chart, self, begin, chart.items.size());
+}
+
+void anchor_earlier_sets(const Runtime& rt, Chart& chart, uint32_t sets) {
+  chart.future_begin.assign(1, 0);
+  chart.future_symbol.clear();
+  chart.future_chain.clear();
+  chart.future_hash.clear();
+  chart.anchors_hash.clear();
+  for (uint32_t set = 0; set < sets; ++set) {
+    anchor_set(rt, chart, set, chart.set_begin[set], chart.set_begin[set + 1]);
+  }
 }
 
 }  // namespace gramkiln

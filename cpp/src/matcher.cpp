@@ -1664,6 +1664,7 @@ void Matcher::reset() {
   const int state = runtime_->futures->state.load(std::memory_order_relaxed);
   chart_.anchored = state == FutureLanguages::kOn ||
                     (state == FutureLanguages::kUndecided && FutureWork::prewarming);
+  chart_.merge_anchored = false;
   build_initial_set(*runtime_, chart_, thread_scratch().seen);
   start_threads_for_last_set();
 }
@@ -2287,6 +2288,8 @@ void Matcher::search_text_tokens(uint32_t* words) const {
   // were ~15% of a search).
   probe.chart_.depth_hashed = false;
   probe.chart_.anchored = false;
+  probe.chart_.merge_anchored = false;
+  probe.chart_.future_mergeable = false;
   const Snapshot start = probe.snapshot();
   struct Configuration {
     ChartTail tail;  // what the path appended to the chart

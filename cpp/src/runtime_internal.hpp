@@ -543,6 +543,7 @@ class KeySet {
  public:
   void clear();
   bool insert(uint64_t key);  // true if newly inserted
+  bool contains(uint64_t key) const;
   // Per-set marks by index (dotted items and nonterminals predicted with the set itself as
   // origin), cleared by the same generation bump. reserve_marks before marking.
   void reserve_marks(size_t dotted, size_t nonterminals);
@@ -692,8 +693,17 @@ constexpr uint64_t kEndOfInputLo = 0x82efa98ec4e6c894ull, kEndOfInputHi = 0xa409
 // rt.futures->mutex held.
 Future future_after(const Runtime& rt, FutureLanguages& fl, const Chart& chart, uint32_t start,
                     uint32_t set);
-// Append the anchors of set `self` (items [begin, end) of `chart`, the matcher's own chart).
+// Append the anchors of set `self` (items [begin, end) of `chart`, the matcher's own chart),
+// or an empty list when the chart does not keep anchors (see anchors_complete).
 void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin);
+// Whether every set of `chart` so far has its anchors and new sets get them: while the
+// chart's matcher uses future keys, or once item merging needed them (Chart::merge_anchored).
+inline bool anchors_complete(const Runtime& rt, const Chart& chart) {
+  return chart.merge_anchored || (chart.anchored && !rt.futures->off());
+}
+// Compute the anchors of sets [0, sets) of `chart` anew (the sets from `sets` on are dropped
+// from the anchor lists): for a chart that starts keeping anchors mid-text.
+void anchor_earlier_sets(const Runtime& rt, Chart& chart, uint32_t sets);
 // How many new languages future computations on this thread may still canonicalise (set for a
 // scope by FutureBudget; see kLanguagesPerStep in future.cpp); unlimited while `prewarming` is
 // set (the prewarm thread).

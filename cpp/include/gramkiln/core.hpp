@@ -199,6 +199,12 @@ struct Chart {
   // anchors are complete whenever a key reads them); when false, sets get empty anchor lists
   // (never read), which saves the commit its future computations.
   bool anchored = true;
+  // Whether sets keep anchors for merging items by their futures (see ItemAdder in
+  // earley.cpp), whatever `anchored` says: switched on, with every earlier set anchored then,
+  // at the first set where items of one dotted id arrive from origins that hash differently.
+  bool merge_anchored = false;
+  // Whether items may be merged by their futures at all (false in the trie search's copy).
+  bool future_mergeable = true;
   // Whether new sets get their depth hashes (false only in the throwaway copy that
   // Matcher::search_text_tokens steps, whose sets no cache key reads; they get zeros).
   bool depth_hashed = true;
@@ -238,6 +244,8 @@ class Matcher {
   // Bytes every continuation must start with (stops at an accepting point or a choice).
   std::string jump_forward_bytes(uint32_t limit = 4096) const;
   uint32_t history_size() const { return static_cast<uint32_t>(history_.size()); }
+  // Earley items held (every set, so rollback can return to any step): memory diagnostics.
+  size_t chart_items() const { return chart_.items.size(); }
   // The lexemes the last Earley set expects when one ends at the current position (else
   // none), and the configuration's structural key (equal keys: equal masks). For the prewarm's
   // exploration of the grammar's first configurations.
