@@ -131,6 +131,16 @@ inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
   return (static_cast<uint64_t>(dotted) << 32) | origin;
 }
 
+// Per-thread buffers of ItemAdder, reached once per set: a thread_local of a shared library
+// costs a call per access, and ItemAdder::add runs for every item of every set.
+struct MergeScratch {
+  uint32_t generation = 0;
+  std::vector<uint32_t> first_stamp, first_index, parents;
+  // Futures of this set's items (by dotted id and future) -> the item kept with it.
+  std::unordered_map<uint64_t, uint32_t> futures_seen;
+  KeySet dropped_keys, revived_keys;
+};
+
 // Adds items to the set being built (index `self`), keeping items that behave alike once.
 //
 // An item's future is the rest of its production, then whatever follows its left-hand side at
@@ -141,11 +151,11 @@ inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
 // with the text. Two tests, cheapest first:
 // * origins with equal structural hashes have equal futures (the mask caches key on exactly
 //   that): a hash per item;
-// * otherwise, only when a dotted id arrives a second time with another origin (rare outside
-//   ambiguous grammars), the future languages of both (future.cpp), compared exactly, from
-//   the origins' anchors. This needs the chart's anchors (not in hypothetical sets or the
-//   trie search's copy) and the future lock, taken at the first such arrival and held until
-//   the set is closed.
+// * otherwise, when a dotted id arrives again with another origin, and only once the chart
+//   has seen enough such arrivals in one set (see compares_futures), the future languages of
+//   both (future.cpp), compared exactly, from the origins' anchors. This needs the chart's
+//   anchors (not in hypothetical sets or the trie search's copy) and the future lock, taken
+//   at the first comparison and held until the set is closed.
 // An item is never dropped for one it descends from in this set: the kept item may reach its
 // future only through it. In `R -> x R | y` (right recursion), completing R at the innermost
 // level derives `R -> x R .` at every level below, all with one future, each the way on for
@@ -154,20 +164,28 @@ inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
 class ItemAdder {
  public:
   ItemAdder(const Runtime& rt, const ChartView& view, Chart& chart, uint32_t self, KeySet& seen)
-      : rt_(rt), chart_(chart), self_(self), seen_(seen), begin_(chart.items.size()) {
+      : rt_(rt),
+        chart_(chart),
+        self_(self),
+        seen_(seen),
+        begin_(chart.items.size()),
+        scratch_(merge_scratch()) {
     hashed_ = view.base == nullptr;
     by_future_ =
         hashed_ && chart.future_mergeable && !rt.futures->exhausted.load(std::memory_order_relaxed);
     if (by_future_) {
-      if (++generation_ == 0) {
-        std::fill(first_stamp_.begin(), first_stamp_.end(), 0);
-        generation_ = 1;
+      if (++scratch_.generation == 0) {
+        std::fill(scratch_.first_stamp.begin(), scratch_.first_stamp.end(), 0);
+        scratch_.generation = 1;
       }
-      if (first_stamp_.size() < rt.dotted_next.size()) {
-        first_stamp_.resize(rt.dotted_next.size(), 0);
-        first_index_.resize(rt.dotted_next.size(), 0);
+      generation_ = scratch_.generation;
+      if (scratch_.first_stamp.size() < rt.dotted_next.size()) {
+        scratch_.first_stamp.resize(rt.dotted_next.size(), 0);
+        scratch_.first_index.resize(rt.dotted_next.size(), 0);
       }
-      parents_.clear();
+      first_stamp_ = scratch_.first_stamp.data();
+      first_index_ = scratch_.first_index.data();
+      scratch_.parents.clear();
     }
   }
   ItemAdder(const ItemAdder&) = delete;
@@ -177,16 +195,33 @@ class ItemAdder {
   void processing(size_t index) { current_ = index; }
   void add(uint32_t dotted, uint32_t origin) {
     const uint64_t k = key(dotted, origin);
-    if (seen_.contains(k)) return;
+    // A dropped item stays in `seen` (one probe per add). It may arrive again through a
+    // descendant of the item kept instead, and must then be added after all (once).
+    bool again = false;
+    if (!seen_.insert(k)) {
+      if (dropped_ == 0 || !scratch_.dropped_keys.contains(k) ||
+          scratch_.revived_keys.contains(k)) {
+        return;
+      }
+      again = true;
+    }
     if (by_future_ && origin != self_) {
       const size_t index = chart_.items.size();
-      if (!first_of(dotted, index) && repeats_a_future(dotted, origin)) return;
+      if (!first_of(dotted, index) && compares_futures() && repeats_a_future(dotted, origin)) {
+        if (dropped_++ == 0) {
+          scratch_.dropped_keys.clear();
+          scratch_.revived_keys.clear();
+        }
+        scratch_.dropped_keys.insert(k);
+        return;
+      }
+      if (again) scratch_.revived_keys.insert(k);
       if (current_ != kNone) {
-        if (parents_.size() <= local(index)) parents_.resize(local(index) + 1, kNone);
-        parents_[local(index)] = static_cast<uint32_t>(current_);
+        std::vector<uint32_t>& parents = scratch_.parents;
+        if (parents.size() <= local(index)) parents.resize(local(index) + 1, kNone);
+        parents[local(index)] = static_cast<uint32_t>(current_);
       }
     }
-    seen_.insert(k);
     chart_.items.push_back(Item{dotted, origin});
   }
   KeySet& seen() { return seen_; }
@@ -194,8 +229,8 @@ class ItemAdder {
  private:
   uint64_t key(uint32_t dotted, uint32_t origin) const {
     if (hashed_ && origin != self_) {
-      return mix64(chart_.hash_lo[origin] ^ mix64(chart_.hash_hi[origin] + dotted)) |
-             (uint64_t{1} << 63);
+      // The hash is well mixed already; the top bit keeps these apart from item_key's.
+      return (chart_.hash_lo[origin] ^ (dotted * 0x9e3779b97f4a7c15ull)) | (uint64_t{1} << 63);
     }
     return item_key(dotted, origin);
   }
@@ -204,7 +239,7 @@ class ItemAdder {
   // predictions, which the adder does not add).
   uint32_t parent_of(size_t index) const {
     const uint32_t at = local(index);
-    return at < parents_.size() ? parents_[at] : kNone;
+    return at < scratch_.parents.size() ? scratch_.parents[at] : kNone;
   }
   // Whether the item about to be added descends from item `ancestor` (chart index).
   bool descends_from(uint32_t ancestor) const {
@@ -220,6 +255,18 @@ class ItemAdder {
     first_index_[dotted] = static_cast<uint32_t>(index);
     return true;
   }
+  // Whether a dotted id that arrived again with another origin is compared by futures: once
+  // the chart merges by futures, or when this set has had kArrivalsBeforeMerging such
+  // arrivals (then the chart merges by futures from here on, with anchors for every set).
+  // Unambiguous grammars see a few per set (C-like's unit rules: up to ~5) and so never pay
+  // for anchors and comparisons; nested ambiguous repeats see one per earlier position.
+  bool compares_futures() {
+    if (chart_.merge_anchored) return true;
+    if (++arrivals_again_ < kArrivalsBeforeMerging) return false;
+    if (!anchors_complete(rt_, chart_)) anchor_earlier_sets(rt_, chart_, self_);
+    chart_.merge_anchored = true;
+    return true;
+  }
   bool anchored(uint32_t set) const {
     return chart_.anchors_hash[2 * set] != 0 || chart_.anchors_hash[2 * set + 1] != 0;
   }
@@ -229,58 +276,56 @@ class ItemAdder {
   bool repeats_a_future(uint32_t dotted, uint32_t origin) {
     FutureLanguages& fl = *rt_.futures;
     if (!lock_.owns_lock()) {
-      if (!anchors_complete(rt_, chart_)) {  // from here on every set keeps its anchors
-        anchor_earlier_sets(rt_, chart_, self_);
-        chart_.merge_anchored = true;
-      }
       lock_ = std::unique_lock<std::mutex>(fl.mutex);
       budget_.emplace(kMergeLanguages);
-      futures_seen_.clear();
+      scratch_.futures_seen.clear();
     }
     const uint32_t first = first_index_[dotted];
     if (first != kNone) {
       const uint32_t first_origin = chart_.items[first].origin;
       if (anchored(first_origin)) {
-        futures_seen_.emplace(
+        scratch_.futures_seen.emplace(
             future_key(dotted, future_after(rt_, fl, chart_, dotted, first_origin)), first);
       }
-      first_index_[dotted] = kNone;  // compared from here on through futures_seen_
+      first_index_[dotted] = kNone;  // compared from here on through futures_seen
     }
     if (!anchored(origin)) return false;
-    const auto [seen, added] =
-        futures_seen_.emplace(future_key(dotted, future_after(rt_, fl, chart_, dotted, origin)),
-                              static_cast<uint32_t>(chart_.items.size()));
+    const auto [seen, added] = scratch_.futures_seen.emplace(
+        future_key(dotted, future_after(rt_, fl, chart_, dotted, origin)),
+        static_cast<uint32_t>(chart_.items.size()));
     return !added && !descends_from(seen->second);
   }
   static uint64_t future_key(uint32_t dotted, const Future& future) {
     const uint64_t tag = mix64((static_cast<uint64_t>(dotted) << 32 | future.chain) + 0x51ed27);
     return mix64(tag ^ future.lo) ^ mix64(tag + future.hi);
   }
+  static MergeScratch& merge_scratch() {
+    thread_local MergeScratch scratch;
+    return scratch;
+  }
   // New languages the future comparisons of one set may canonicalise; what is left
   // uncombined only merges less. More than a commit's anchors may (kLanguagesPerStep in
   // future.cpp): this runs only where ambiguity multiplies items, and each language is
   // canonicalised once per runtime.
   static constexpr uint32_t kMergeLanguages = 64;
+  static constexpr uint32_t kArrivalsBeforeMerging = 16;
   static constexpr uint32_t kNone = 0xffffffffu;
   const Runtime& rt_;
   Chart& chart_;
   uint32_t self_;
   KeySet& seen_;
   size_t begin_;
+  MergeScratch& scratch_;
   size_t current_ = kNone;
+  uint32_t dropped_ = 0;         // items dropped in this set (their keys in dropped_keys)
+  uint32_t arrivals_again_ = 0;  // dotted ids that arrived again with another origin
+  uint32_t generation_ = 0;
+  uint32_t* first_stamp_ = nullptr;
+  uint32_t* first_index_ = nullptr;
   bool hashed_ = false, by_future_ = false;
   std::unique_lock<std::mutex> lock_;
   std::optional<FutureBudget> budget_;  // released before lock_ (declared after it)
-  static thread_local uint32_t generation_;
-  static thread_local std::vector<uint32_t> first_stamp_, first_index_, parents_;
-  // Futures of this set's items (by dotted id and future) -> the item kept with it.
-  static thread_local std::unordered_map<uint64_t, uint32_t> futures_seen_;
 };
-
-thread_local uint32_t ItemAdder::generation_ = 0;
-thread_local std::vector<uint32_t> ItemAdder::first_stamp_, ItemAdder::first_index_,
-    ItemAdder::parents_;
-thread_local std::unordered_map<uint64_t, uint32_t> ItemAdder::futures_seen_;
 
 // Add to the set being built (index `self`) the items that predicting `nt` adds, from its
 // precomputed closure: they are complete with respect to prediction and nullable steps.
