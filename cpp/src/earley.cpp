@@ -256,13 +256,13 @@ class ItemAdder {
     return true;
   }
   // Whether a dotted id that arrived again with another origin is compared by futures: once
-  // the chart merges by futures, or when this set has had kArrivalsBeforeMerging such
+  // the chart merges by futures, or when this set has had FutureLanguages::merge_after such
   // arrivals (then the chart merges by futures from here on, with anchors for every set).
   // Unambiguous grammars see a few per set (C-like's unit rules: up to ~5) and so never pay
   // for anchors and comparisons; nested ambiguous repeats see one per earlier position.
   bool compares_futures() {
     if (chart_.merge_anchored) return true;
-    if (++arrivals_again_ < kArrivalsBeforeMerging) return false;
+    if (++arrivals_again_ < rt_.futures->merge_after) return false;
     if (!anchors_complete(rt_, chart_)) anchor_earlier_sets(rt_, chart_, self_);
     chart_.merge_anchored = true;
     return true;
@@ -308,7 +308,6 @@ class ItemAdder {
   // future.cpp): this runs only where ambiguity multiplies items, and each language is
   // canonicalised once per runtime.
   static constexpr uint32_t kMergeLanguages = 64;
-  static constexpr uint32_t kArrivalsBeforeMerging = 16;
   static constexpr uint32_t kNone = 0xffffffffu;
   const Runtime& rt_;
   Chart& chart_;

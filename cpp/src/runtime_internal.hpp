@@ -382,12 +382,18 @@ struct FutureLanguages {
   // the prewarm decides (see future_keys_pay in matcher.cpp).
   enum class Mode { kAuto, kOn, kOff };
   Mode mode = Mode::kAuto;
+  // Repeated dotted ids in one Earley set after which a chart merges items by their futures
+  // (see ItemAdder in earley.cpp); GRAMKILN_MERGE_AFTER overrides it (tests: 1, every repeat).
+  uint32_t merge_after = 16;
   FutureLanguages() {
     futures.reserve(1024);
     if (const char* env = std::getenv("GRAMKILN_FUTURE_KEYS")) {
       const std::string value(env);
       if (value == "on") mode = Mode::kOn;
       if (value == "off") mode = Mode::kOff;
+    }
+    if (const char* env = std::getenv("GRAMKILN_MERGE_AFTER")) {
+      merge_after = static_cast<uint32_t>(std::strtoul(env, nullptr, 10));
     }
     state.store(mode == Mode::kOn    ? kOn
                 : mode == Mode::kOff ? kOff
