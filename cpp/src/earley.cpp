@@ -3,7 +3,6 @@
 // revisit the set being built).
 #include <algorithm>
 #include <mutex>
-#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -131,98 +130,16 @@ inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
   return (static_cast<uint64_t>(dotted) << 32) | origin;
 }
 
-// Per-thread buffers of ItemAdder, reached once per set: a thread_local of a shared library
-// costs a call per access, and ItemAdder::add runs for every item of every set.
-struct MergeScratch {
-  uint32_t generation = 0;
-  std::vector<uint32_t> first_stamp, first_index, parents;
-  // Futures of this set's items (by dotted id and future) -> the item kept with it.
-  std::unordered_map<uint64_t, uint32_t> futures_seen;
-  KeySet dropped_keys, revived_keys;
-};
-
-// Adds items to the set being built (index `self`), keeping items that behave alike once.
-//
-// An item's future is the rest of its production, then whatever follows its left-hand side at
-// its origin. Items of one dotted id whose futures are equal can be kept once: the mask, the
-// acceptance of every continuation and every later set depend only on the futures. Without
-// this, nested ambiguous repeats keep one item per earlier position that waits at it (each
-// origin differing from the last by one more such item), and sets, commits and fills grow
-// with the text. Two tests, cheapest first:
-// * origins with equal structural hashes have equal futures (the mask caches key on exactly
-//   that): a hash per item;
-// * otherwise, when a dotted id arrives again with another origin, and only once the chart
-//   has seen enough such arrivals in one set (see compares_futures), the future languages of
-//   both (future.cpp), compared exactly, from the origins' anchors. This needs the chart's
-//   anchors (not in hypothetical sets or the trie search's copy) and the future lock, taken
-//   at the first comparison and held until the set is closed.
-// An item is never dropped for one it descends from in this set: the kept item may reach its
-// future only through it. In `R -> x R | y` (right recursion), completing R at the innermost
-// level derives `R -> x R .` at every level below, all with one future, each the way on for
-// the one before. Each item added notes the item whose processing added it (its parent).
-// Only sets of the matcher's own chart merge: a hypothetical set has no whole hash.
+// Adds items to the set being built (index `self`), keeping once the items of one dotted id
+// whose origin sets have equal structural hashes: equal hashes mean isomorphic stacks, hence
+// equal futures (the mask caches key on exactly that). A hash per item, in the key of the
+// set's dedup table. Only sets of a hashed chart (the matcher's own, not hypothetical sets).
 class ItemAdder {
  public:
-  ItemAdder(const Runtime& rt, const ChartView& view, Chart& chart, uint32_t self, KeySet& seen)
-      : rt_(rt),
-        chart_(chart),
-        self_(self),
-        seen_(seen),
-        begin_(chart.items.size()),
-        scratch_(merge_scratch()) {
-    hashed_ = view.base == nullptr;
-    by_future_ =
-        hashed_ && chart.future_mergeable && !rt.futures->exhausted.load(std::memory_order_relaxed);
-    if (by_future_) {
-      if (++scratch_.generation == 0) {
-        std::fill(scratch_.first_stamp.begin(), scratch_.first_stamp.end(), 0);
-        scratch_.generation = 1;
-      }
-      generation_ = scratch_.generation;
-      if (scratch_.first_stamp.size() < rt.dotted_next.size()) {
-        scratch_.first_stamp.resize(rt.dotted_next.size(), 0);
-        scratch_.first_index.resize(rt.dotted_next.size(), 0);
-      }
-      first_stamp_ = scratch_.first_stamp.data();
-      first_index_ = scratch_.first_index.data();
-      scratch_.parents.clear();
-    }
-  }
-  ItemAdder(const ItemAdder&) = delete;
-  ItemAdder& operator=(const ItemAdder&) = delete;
-
-  // Items added from now on are derived from item `index` of the chart (close_set's loop).
-  void processing(size_t index) { current_ = index; }
+  ItemAdder(const ChartView& view, Chart& chart, uint32_t self, KeySet& seen)
+      : chart_(chart), self_(self), seen_(seen), hashed_(view.base == nullptr) {}
   void add(uint32_t dotted, uint32_t origin) {
-    const uint64_t k = key(dotted, origin);
-    // A dropped item stays in `seen` (one probe per add). It may arrive again through a
-    // descendant of the item kept instead, and must then be added after all (once).
-    bool again = false;
-    if (!seen_.insert(k)) {
-      if (dropped_ == 0 || !scratch_.dropped_keys.contains(k) ||
-          scratch_.revived_keys.contains(k)) {
-        return;
-      }
-      again = true;
-    }
-    if (by_future_ && origin != self_) {
-      const size_t index = chart_.items.size();
-      if (!first_of(dotted, index) && compares_futures() && repeats_a_future(dotted, origin)) {
-        if (dropped_++ == 0) {
-          scratch_.dropped_keys.clear();
-          scratch_.revived_keys.clear();
-        }
-        scratch_.dropped_keys.insert(k);
-        return;
-      }
-      if (again) scratch_.revived_keys.insert(k);
-      if (current_ != kNone) {
-        std::vector<uint32_t>& parents = scratch_.parents;
-        if (parents.size() <= local(index)) parents.resize(local(index) + 1, kNone);
-        parents[local(index)] = static_cast<uint32_t>(current_);
-      }
-    }
-    chart_.items.push_back(Item{dotted, origin});
+    if (seen_.insert(key(dotted, origin))) chart_.items.push_back(Item{dotted, origin});
   }
   KeySet& seen() { return seen_; }
 
@@ -234,97 +151,127 @@ class ItemAdder {
     }
     return item_key(dotted, origin);
   }
-  uint32_t local(size_t index) const { return static_cast<uint32_t>(index - begin_); }
-  // The item whose processing added item `index` of this set, or kNone (scanned items, and
-  // predictions, which the adder does not add).
-  uint32_t parent_of(size_t index) const {
-    const uint32_t at = local(index);
-    return at < scratch_.parents.size() ? scratch_.parents[at] : kNone;
-  }
-  // Whether the item about to be added descends from item `ancestor` (chart index).
-  bool descends_from(uint32_t ancestor) const {
-    for (size_t at = current_; at != kNone; at = parent_of(at)) {
-      if (at == ancestor) return true;
-    }
-    return false;
-  }
-  // True (and the item noted) when no item of this dotted id with another origin came yet.
-  bool first_of(uint32_t dotted, size_t index) {
-    if (first_stamp_[dotted] == generation_) return false;
-    first_stamp_[dotted] = generation_;
-    first_index_[dotted] = static_cast<uint32_t>(index);
-    return true;
-  }
-  // Whether a dotted id that arrived again with another origin is compared by futures: once
-  // the chart merges by futures, or when this set has had FutureLanguages::merge_after such
-  // arrivals (then the chart merges by futures from here on, with anchors for every set).
-  // Unambiguous grammars see a few per set (C-like's unit rules: up to ~5) and so never pay
-  // for anchors and comparisons; nested ambiguous repeats see one per earlier position.
-  bool compares_futures() {
-    if (chart_.merge_anchored) return true;
-    if (++arrivals_again_ < rt_.futures->merge_after) return false;
-    if (!anchors_complete(rt_, chart_)) anchor_earlier_sets(rt_, chart_, self_);
-    chart_.merge_anchored = true;
-    return true;
-  }
-  bool anchored(uint32_t set) const {
-    return chart_.anchors_hash[2 * set] != 0 || chart_.anchors_hash[2 * set + 1] != 0;
-  }
-  // Whether an item of this dotted id with the same future as (dotted, origin) is in the set,
-  // and the item about to be added does not descend from it; notes the future (and the item
-  // that has it) when no item has it yet. The first item of the dotted id is compared lazily.
-  bool repeats_a_future(uint32_t dotted, uint32_t origin) {
-    FutureLanguages& fl = *rt_.futures;
-    if (!lock_.owns_lock()) {
-      lock_ = std::unique_lock<std::mutex>(fl.mutex);
-      budget_.emplace(kMergeLanguages);
-      scratch_.futures_seen.clear();
-    }
-    const uint32_t first = first_index_[dotted];
-    if (first != kNone) {
-      const uint32_t first_origin = chart_.items[first].origin;
-      if (anchored(first_origin)) {
-        scratch_.futures_seen.emplace(
-            future_key(dotted, future_after(rt_, fl, chart_, dotted, first_origin)), first);
-      }
-      first_index_[dotted] = kNone;  // compared from here on through futures_seen
-    }
-    if (!anchored(origin)) return false;
-    const auto [seen, added] = scratch_.futures_seen.emplace(
-        future_key(dotted, future_after(rt_, fl, chart_, dotted, origin)),
-        static_cast<uint32_t>(chart_.items.size()));
-    return !added && !descends_from(seen->second);
-  }
-  static uint64_t future_key(uint32_t dotted, const Future& future) {
-    const uint64_t tag = mix64((static_cast<uint64_t>(dotted) << 32 | future.chain) + 0x51ed27);
-    return mix64(tag ^ future.lo) ^ mix64(tag + future.hi);
-  }
-  static MergeScratch& merge_scratch() {
-    thread_local MergeScratch scratch;
-    return scratch;
-  }
-  // New languages the future comparisons of one set may canonicalise; what is left
-  // uncombined only merges less. More than a commit's anchors may (kLanguagesPerStep in
-  // future.cpp): this runs only where ambiguity multiplies items, and each language is
-  // canonicalised once per runtime.
-  static constexpr uint32_t kMergeLanguages = 64;
-  static constexpr uint32_t kNone = 0xffffffffu;
-  const Runtime& rt_;
   Chart& chart_;
   uint32_t self_;
   KeySet& seen_;
-  size_t begin_;
-  MergeScratch& scratch_;
-  size_t current_ = kNone;
-  uint32_t dropped_ = 0;         // items dropped in this set (their keys in dropped_keys)
-  uint32_t arrivals_again_ = 0;  // dotted ids that arrived again with another origin
-  uint32_t generation_ = 0;
-  uint32_t* first_stamp_ = nullptr;
-  uint32_t* first_index_ = nullptr;
-  bool hashed_ = false, by_future_ = false;
-  std::unique_lock<std::mutex> lock_;
-  std::optional<FutureBudget> budget_;  // released before lock_ (declared after it)
+  bool hashed_;
 };
+
+// Per-thread buffers of merge_equal_futures.
+struct MergeScratch {
+  uint32_t generation = 0;
+  std::vector<uint32_t> stamp, first;           // per dotted id: set generation, first item's index
+  std::vector<uint32_t> repeated;               // dotted ids met again with another origin
+  std::unordered_map<uint64_t, uint32_t> kept;  // (dotted id, future) keys of kept items
+  std::vector<uint8_t> drop;
+};
+
+MergeScratch& merge_scratch() {
+  thread_local MergeScratch scratch;
+  return scratch;
+}
+
+uint64_t future_item_key(uint32_t dotted, const Future& future) {
+  const uint64_t tag = mix64((static_cast<uint64_t>(dotted) << 32 | future.chain) + 0x51ed27);
+  return mix64(tag ^ future.lo) ^ mix64(tag + future.hi);
+}
+
+bool has_anchors(const Chart& chart, uint32_t set) {
+  return chart.anchors_hash[2 * set] != 0 || chart.anchors_hash[2 * set + 1] != 0;
+}
+
+// After the set `self` (items [begin, end) of the matcher's own chart) is closed: of its
+// pending items of one dotted id whose futures are equal, keep the first.
+//
+// An item's future is the rest of its production, then whatever follows its left-hand side at
+// its origin (future_after; canonical automata, so equality is exact). A later set reads this
+// one only through its pending items, advancing those that wait for a symbol completed or
+// scanned here; two of one dotted id with equal futures accept the same continuations, so one
+// does for both. Without this, nested ambiguous repeats keep one item per earlier position
+// that waits at it (each origin differing from the last by one more such item: no structural
+// hash matches), and sets, commits and fills grow with the text.
+//
+// Only after the closure, and only pending items: during the closure a complete item (or one
+// before nullable symbols) completes its left-hand side in this set, and an item with the same
+// future may reach that future only through it. In `R -> x R | y` (right recursion),
+// completing R at the innermost level derives `R -> x R .` at every level below, all with one
+// future, each the way on for the one before; dropping them at arrival lost documents (found
+// by test_keys_of_objects_with_many_properties_are_one_lexeme), and so did a rule that kept
+// an item's derivation ancestors (an item may reach its future through one derived before it
+// by another path).
+//
+// Comparing futures needs anchors for the origins, which a chart keeps only while its matcher
+// uses future keys. So a chart merges only once one of its sets has repeated pending dotted
+// ids with other origins FutureLanguages::merge_after times (16: unambiguous grammars repeat a
+// few per set, nested ambiguous repeats one per earlier position); it then computes the
+// anchors of every earlier set and keeps them from then on (Chart::merge_anchored).
+void merge_equal_futures(const Runtime& rt, Chart& chart, uint32_t self, size_t begin) {
+  // New languages the comparisons of one set may canonicalise; what is left uncombined only
+  // merges less. More than a commit's anchors may (kLanguagesPerStep in future.cpp): this
+  // runs only where ambiguity multiplies items, and each language is canonicalised once per
+  // runtime (with 1, the slowest stress example kept 4x the items and ran 4x longer).
+  constexpr uint32_t kMergeLanguages = 64;
+  constexpr uint32_t kNoItem = 0xffffffffu;
+  if (!chart.future_mergeable || rt.futures->exhausted.load(std::memory_order_relaxed)) return;
+  MergeScratch& sc = merge_scratch();
+  if (++sc.generation == 0) {
+    std::fill(sc.stamp.begin(), sc.stamp.end(), 0);
+    sc.generation = 1;
+  }
+  if (sc.stamp.size() < rt.dotted_next.size()) {
+    sc.stamp.resize(rt.dotted_next.size(), 0);
+    sc.first.resize(rt.dotted_next.size(), 0);
+  }
+  sc.repeated.clear();
+  const size_t end = chart.items.size();
+  for (size_t i = begin; i < end; ++i) {
+    const Item item = chart.items[i];
+    if (item.origin == self || rt.dotted_next[item.dotted] == kComplete) continue;
+    if (sc.stamp[item.dotted] != sc.generation) {
+      sc.stamp[item.dotted] = sc.generation;
+      sc.first[item.dotted] = static_cast<uint32_t>(i);
+    } else if (sc.first[item.dotted] != kNoItem) {
+      sc.repeated.push_back(item.dotted);
+      sc.first[item.dotted] = kNoItem;  // listed once
+    }
+  }
+  if (sc.repeated.empty()) return;
+  // Pending items (of other origins) whose dotted id some other such item shares.
+  auto repeated = [&](const Item& item) {
+    return item.origin != self && sc.stamp[item.dotted] == sc.generation &&
+           sc.first[item.dotted] == kNoItem && rt.dotted_next[item.dotted] != kComplete;
+  };
+  if (!chart.merge_anchored) {
+    uint32_t repeats = 0;
+    for (size_t i = begin; i < end; ++i) repeats += repeated(chart.items[i]) ? 1 : 0;
+    if (repeats <= rt.futures->merge_after) return;
+    if (!anchors_complete(rt, chart)) anchor_earlier_sets(rt, chart, self);
+    chart.merge_anchored = true;
+  }
+  FutureLanguages& fl = *rt.futures;
+  sc.kept.clear();
+  sc.drop.assign(end - begin, 0);
+  size_t dropped = 0;
+  {
+    FutureBudget budget(kMergeLanguages);
+    std::lock_guard<std::mutex> lock(fl.mutex);
+    for (size_t i = begin; i < end; ++i) {
+      const Item item = chart.items[i];
+      if (!repeated(item) || !has_anchors(chart, item.origin)) continue;
+      const Future future = future_after(rt, fl, chart, item.dotted, item.origin);
+      if (!sc.kept.emplace(future_item_key(item.dotted, future), 0).second) {
+        sc.drop[i - begin] = 1;
+        ++dropped;
+      }
+    }
+  }
+  if (dropped == 0) return;
+  size_t out = begin;
+  for (size_t i = begin; i < end; ++i) {
+    if (!sc.drop[i - begin]) chart.items[out++] = chart.items[i];
+  }
+  chart.items.resize(out);
+}
 
 // Add to the set being built (index `self`) the items that predicting `nt` adds, from its
 // precomputed closure: they are complete with respect to prediction and nullable steps.
@@ -367,7 +314,6 @@ void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t be
   for (size_t i = begin; i < chart.items.size(); ++i) {
     const Item item = chart.items[i];
     if (closures && item.origin == self) continue;
-    adder.processing(i);
     const uint32_t next = rt.dotted_next[item.dotted];
     if (next == kComplete) {
       if (item.origin == self) continue;  // covered by the nullable step at prediction time
@@ -469,7 +415,7 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
   seen.clear();
   seen.reserve_marks(rt.dotted_next.size(), rt.num_nonterminals);
   {
-    ItemAdder adder(rt, view, chart, self, seen);  // holds the future lock until closed
+    ItemAdder adder(view, chart, self, seen);
     for (const auto& [origin, symbol] : scans) {
       uint32_t local;
       const Chart& origin_chart = view.chart_of(origin, &local);
@@ -480,6 +426,7 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
     close_set(rt, view, chart, begin, self, adder, reads);
   }
   if (view.base == nullptr) {
+    merge_equal_futures(rt, chart, self, begin);
     hash_new_set(rt, view, chart, self, begin);
     if (chart.depth_hashed) {
       hash_set_depths(rt, view, self, begin);
@@ -518,7 +465,7 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   ChartView view{nullptr, &chart, 0};
   chart.depth_hash.clear();
   {
-    ItemAdder adder(rt, view, chart, 0, seen);
+    ItemAdder adder(view, chart, 0, seen);
     close_set(rt, view, chart, 0, 0, adder, nullptr);
   }
   hash_new_set(rt, view, chart, 0, 0);
