@@ -2288,8 +2288,9 @@ void Matcher::search_text_tokens(uint32_t* words) const {
   // were ~15% of a search).
   probe.chart_.depth_hashed = false;
   probe.chart_.anchored = false;
-  probe.chart_.merge_anchored = false;
-  probe.chart_.future_mergeable = false;
+  // A chart that merges items by their futures (ambiguous repeats) keeps doing so in the copy,
+  // whose sets otherwise grow as the matcher's did; the others need no anchors here.
+  probe.chart_.future_mergeable = chart_.merge_anchored;
   const Snapshot start = probe.snapshot();
   struct Configuration {
     ChartTail tail;  // what the path appended to the chart
