@@ -304,7 +304,7 @@ GROWING_SETS = {
 def test_ambiguous_repeats_keep_sets_from_growing(name: str) -> None:
     """The items added per byte stop growing (before: one more every few bytes, without
     bound, and fills and commits grew with them; the slowest of 1,500 random grammars took
-    70 s for three strings, now 19 s), and the masks stay exact."""
+    70 s for three strings, now 5 s), and the masks stay exact."""
     ir = grammar(GROWING_SETS[name])
     unit = b"a"
     check_string(ir, unit * 40)
