@@ -42,17 +42,6 @@ void KeySet::grow() {
   }
 }
 
-bool KeySet::contains(uint64_t key) const {
-  if (keys_.empty()) return false;
-  const size_t mask = keys_.size() - 1;
-  size_t slot = static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
-  while (stamps_[slot] == generation_) {
-    if (keys_[slot] == key) return true;
-    slot = (slot + 1) & mask;
-  }
-  return false;
-}
-
 bool KeySet::insert(uint64_t key) {
   if ((size_ + 1) * 2 > keys_.size()) grow();
   const size_t mask = keys_.size() - 1;
@@ -161,7 +150,6 @@ class ItemAdder {
 struct MergeScratch {
   uint32_t generation = 0;
   std::vector<uint32_t> stamp, first;           // per dotted id: set generation, first item's index
-  std::vector<uint32_t> repeated;               // dotted ids met again with another origin
   std::unordered_map<uint64_t, uint32_t> kept;  // (dotted id, future) keys of kept items
   std::vector<uint8_t> drop;
 };
@@ -201,10 +189,11 @@ bool has_anchors(const Chart& chart, uint32_t set) {
 // by another path).
 //
 // Comparing futures needs anchors for the origins, which a chart keeps only while its matcher
-// uses future keys. So a chart merges only once one of its sets has repeated pending dotted
-// ids with other origins FutureLanguages::merge_after times (16: unambiguous grammars repeat a
-// few per set, nested ambiguous repeats one per earlier position); it then computes the
-// anchors of every earlier set and keeps them from then on (Chart::merge_anchored).
+// uses future keys. So a chart merges only once one of its sets has more than
+// FutureLanguages::merge_after pending items (of other origins) whose dotted id another such
+// item shares (16: unambiguous grammars have a few per set, nested ambiguous repeats one per
+// earlier position); it then computes the anchors of every earlier set and keeps them from
+// then on (Chart::merge_anchored).
 void merge_equal_futures(const Runtime& rt, Chart& chart, uint32_t self, size_t begin) {
   // New languages the comparisons of one set may canonicalise; what is left uncombined only
   // merges less. More than a commit's anchors may (kLanguagesPerStep in future.cpp): this
@@ -222,7 +211,7 @@ void merge_equal_futures(const Runtime& rt, Chart& chart, uint32_t self, size_t 
     sc.stamp.resize(rt.dotted_next.size(), 0);
     sc.first.resize(rt.dotted_next.size(), 0);
   }
-  sc.repeated.clear();
+  bool any_repeated = false;
   const size_t end = chart.items.size();
   for (size_t i = begin; i < end; ++i) {
     const Item item = chart.items[i];
@@ -230,16 +219,17 @@ void merge_equal_futures(const Runtime& rt, Chart& chart, uint32_t self, size_t 
     if (sc.stamp[item.dotted] != sc.generation) {
       sc.stamp[item.dotted] = sc.generation;
       sc.first[item.dotted] = static_cast<uint32_t>(i);
-    } else if (sc.first[item.dotted] != kNoItem) {
-      sc.repeated.push_back(item.dotted);
-      sc.first[item.dotted] = kNoItem;  // listed once
+    } else {
+      sc.first[item.dotted] = kNoItem;  // met again
+      any_repeated = true;
     }
   }
-  if (sc.repeated.empty()) return;
-  // Pending items (of other origins) whose dotted id some other such item shares.
+  if (!any_repeated) return;
+  // Pending items (of other origins) whose dotted id some other such item shares: only those
+  // were stamped in this generation.
   auto repeated = [&](const Item& item) {
     return item.origin != self && sc.stamp[item.dotted] == sc.generation &&
-           sc.first[item.dotted] == kNoItem && rt.dotted_next[item.dotted] != kComplete;
+           sc.first[item.dotted] == kNoItem;
   };
   if (!chart.merge_anchored) {
     uint32_t repeats = 0;
@@ -309,7 +299,6 @@ void predict(const Runtime& rt, Chart& chart, uint32_t self, KeySet& seen, uint3
 void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t begin, uint32_t self,
                ItemAdder& adder, std::vector<uint32_t>* reads) {
   KeySet& seen = adder.seen();
-  auto add = [&](uint32_t dotted, uint32_t origin) { adder.add(dotted, origin); };
   const bool closures = !rt.closure_offsets.empty();
   for (size_t i = begin; i < chart.items.size(); ++i) {
     const Item item = chart.items[i];
@@ -323,14 +312,13 @@ void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t be
       if (reads) reads->push_back(item.origin);
       // The origin set is closed and indexed; `chart` may be the same object and grow, so
       // items are copied out before adding.
-      for_waiting(origin_chart, local, lhs, [&](const Item waiting) {
-        add(waiting.dotted + 1, waiting.origin);
-      });
+      for_waiting(origin_chart, local, lhs,
+                  [&](const Item waiting) { adder.add(waiting.dotted + 1, waiting.origin); });
       continue;
     }
     if (next < rt.num_nonterminals) predict(rt, chart, self, seen, next);
     if (next < rt.symbol_nullable.size() && rt.symbol_nullable[next]) {
-      add(item.dotted + 1, item.origin);
+      adder.add(item.dotted + 1, item.origin);
     }
   }
 }

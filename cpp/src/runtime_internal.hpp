@@ -382,8 +382,9 @@ struct FutureLanguages {
   // the prewarm decides (see future_keys_pay in matcher.cpp).
   enum class Mode { kAuto, kOn, kOff };
   Mode mode = Mode::kAuto;
-  // Repeated dotted ids in one Earley set after which a chart merges items by their futures
-  // (see ItemAdder in earley.cpp); GRAMKILN_MERGE_AFTER overrides it (tests: 1, every repeat).
+  // Pending items sharing their dotted id in one Earley set past which a chart merges items by
+  // their futures (see merge_equal_futures in earley.cpp); GRAMKILN_MERGE_AFTER overrides it
+  // (tests: 1, from the first repeat).
   uint32_t merge_after = 16;
   FutureLanguages() {
     futures.reserve(1024);
@@ -549,7 +550,6 @@ class KeySet {
  public:
   void clear();
   bool insert(uint64_t key);  // true if newly inserted
-  bool contains(uint64_t key) const;
   // Per-set marks by index (dotted items and nonterminals predicted with the set itself as
   // origin), cleared by the same generation bump. reserve_marks before marking.
   void reserve_marks(size_t dotted, size_t nonterminals);

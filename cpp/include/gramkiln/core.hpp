@@ -199,11 +199,12 @@ struct Chart {
   // anchors are complete whenever a key reads them); when false, sets get empty anchor lists
   // (never read), which saves the commit its future computations.
   bool anchored = true;
-  // Whether sets keep anchors for merging items by their futures (see ItemAdder in
+  // Whether sets keep anchors for merging items by their futures (see merge_equal_futures in
   // earley.cpp), whatever `anchored` says: switched on, with every earlier set anchored then,
-  // at the first set where items of one dotted id arrive from origins that hash differently.
+  // at the first set with enough pending items of repeated dotted ids.
   bool merge_anchored = false;
-  // Whether items may be merged by their futures at all (false in the trie search's copy).
+  // Whether items may be merged by their futures at all (false in the trie search's copy of
+  // a chart that does not merge).
   bool future_mergeable = true;
   // Whether new sets get their depth hashes (false only in the throwaway copy that
   // Matcher::search_text_tokens steps, whose sets no cache key reads; they get zeros).
