@@ -297,6 +297,11 @@ GROWING_SETS = {
     "rule r = R\n",
     "optional repeats of it": "term R = [^x]{3,}\nrule start = s s? s?\nrule s = r r r+\n"
     "rule r = R\n",
+    # Growth inside a set's closure: completing `s` cascaded through every earlier set, each
+    # holding the `s -> s . s` item of the set before it, until merging kept the earliest
+    # origin and its anchors were computed with the merge budget.
+    "binary recursion": 'rule start = s\nrule s = s s | "a"\n',
+    "binary and ternary recursion": 'rule start = s\nrule s = s s s | s s | "a"\n',
 }
 
 

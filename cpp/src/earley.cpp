@@ -150,7 +150,7 @@ class ItemAdder {
 struct MergeScratch {
   uint32_t generation = 0;
   std::vector<uint32_t> stamp, first;           // per dotted id: set generation, first item's index
-  std::unordered_map<uint64_t, uint32_t> kept;  // (dotted id, future) keys of kept items
+  std::unordered_map<uint64_t, uint32_t> kept;  // (dotted id, future) -> index of the item kept
   std::vector<uint8_t> drop;
 };
 
@@ -169,7 +169,7 @@ bool has_anchors(const Chart& chart, uint32_t set) {
 }
 
 // After the set `self` (items [begin, end) of the matcher's own chart) is closed: of its
-// pending items of one dotted id whose futures are equal, keep the first.
+// pending items of one dotted id whose futures are equal, keep the one of the earliest origin.
 //
 // An item's future is the rest of its production, then whatever follows its left-hand side at
 // its origin (future_after; canonical automata, so equality is exact). A later set reads this
@@ -195,11 +195,6 @@ bool has_anchors(const Chart& chart, uint32_t set) {
 // earlier position); it then computes the anchors of every earlier set and keeps them from
 // then on (Chart::merge_anchored).
 void merge_equal_futures(const Runtime& rt, Chart& chart, uint32_t self, size_t begin) {
-  // New languages the comparisons of one set may canonicalise; what is left uncombined only
-  // merges less. More than a commit's anchors may (kLanguagesPerStep in future.cpp): this
-  // runs only where ambiguity multiplies items, and each language is canonicalised once per
-  // runtime (with 1, the slowest stress example kept 4x the items and ran 4x longer).
-  constexpr uint32_t kMergeLanguages = 64;
   constexpr uint32_t kNoItem = 0xffffffffu;
   if (!chart.future_mergeable || rt.futures->exhausted.load(std::memory_order_relaxed)) return;
   MergeScratch& sc = merge_scratch();
@@ -235,7 +230,9 @@ void merge_equal_futures(const Runtime& rt, Chart& chart, uint32_t self, size_t 
     uint32_t repeats = 0;
     for (size_t i = begin; i < end; ++i) repeats += repeated(chart.items[i]) ? 1 : 0;
     if (repeats <= rt.futures->merge_after) return;
-    if (!anchors_complete(rt, chart)) anchor_earlier_sets(rt, chart, self);
+    // Anchors computed before (for future keys) may be short of the merge budget; all are
+    // computed again with it.
+    anchor_earlier_sets(rt, chart, self);
     chart.merge_anchored = true;
   }
   FutureLanguages& fl = *rt.futures;
@@ -243,16 +240,27 @@ void merge_equal_futures(const Runtime& rt, Chart& chart, uint32_t self, size_t 
   sc.drop.assign(end - begin, 0);
   size_t dropped = 0;
   {
-    FutureBudget budget(kMergeLanguages);
+    FutureBudget budget(FutureLanguages::kMergeLanguages);
     std::lock_guard<std::mutex> lock(fl.mutex);
     for (size_t i = begin; i < end; ++i) {
       const Item item = chart.items[i];
       if (!repeated(item) || !has_anchors(chart, item.origin)) continue;
       const Future future = future_after(rt, fl, chart, item.dotted, item.origin);
-      if (!sc.kept.emplace(future_item_key(item.dotted, future), 0).second) {
+      const auto placed =
+          sc.kept.emplace(future_item_key(item.dotted, future), static_cast<uint32_t>(i));
+      if (placed.second) continue;
+      // Of equal items, the one of the earliest origin is kept: a later set that completes
+      // its left-hand side then cascades down to that origin directly, instead of through
+      // every set in between (each holding the item of the set before it, in `s: s s | "a"`
+      // every set completed the item at every earlier position).
+      uint32_t& kept = placed.first->second;
+      if (item.origin < chart.items[kept].origin) {
+        sc.drop[kept - begin] = 1;
+        kept = static_cast<uint32_t>(i);
+      } else {
         sc.drop[i - begin] = 1;
-        ++dropped;
       }
+      ++dropped;
     }
   }
   if (dropped == 0) return;

@@ -524,8 +524,9 @@ thread_local bool FutureWork::short_of_budget = false;
 namespace {
 
 // Append the anchors of set `self`, items [begin, end) of `chart`.
-void anchor_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin, size_t end) {
-  FutureBudget budget(kLanguagesPerStep);
+void anchor_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin, size_t end,
+                uint32_t languages) {
+  FutureBudget budget(languages);
   FutureLanguages& fl = *rt.futures;
   std::lock_guard<std::mutex> lock(fl.mutex);
   if (!fl.ready) initialise(rt, fl);
@@ -592,7 +593,8 @@ void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin
     chart.future_begin.push_back(static_cast<uint32_t>(chart.future_symbol.size()));
     return;
   }
-  anchor_set(rt, chart, self, begin, chart.items.size());
+  anchor_set(rt, chart, self, begin, chart.items.size(),
+             chart.merge_anchored ? FutureLanguages::kMergeLanguages : kLanguagesPerStep);
 }
 
 void anchor_earlier_sets(const Runtime& rt, Chart& chart, uint32_t sets) {
@@ -602,7 +604,8 @@ void anchor_earlier_sets(const Runtime& rt, Chart& chart, uint32_t sets) {
   chart.future_hash.clear();
   chart.anchors_hash.clear();
   for (uint32_t set = 0; set < sets; ++set) {
-    anchor_set(rt, chart, set, chart.set_begin[set], chart.set_begin[set + 1]);
+    anchor_set(rt, chart, set, chart.set_begin[set], chart.set_begin[set + 1],
+               FutureLanguages::kMergeLanguages);
   }
 }
 

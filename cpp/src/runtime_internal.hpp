@@ -386,6 +386,13 @@ struct FutureLanguages {
   // their futures (see merge_equal_futures in earley.cpp); GRAMKILN_MERGE_AFTER overrides it
   // (tests: 1, from the first repeat).
   uint32_t merge_after = 16;
+  // New languages one merge, or the anchors of one set of a merging chart, may canonicalise.
+  // More than a commit's anchors may (kLanguagesPerStep in future.cpp): this is spent only
+  // where ambiguity multiplies items, and each language is canonicalised once per runtime. An
+  // anchor built short of it is not canonical, nor is any future built on it later, so equal
+  // futures stop comparing equal and sets grow again (`s: s s | "a"` kept one pending item
+  // per earlier position with 1).
+  static constexpr uint32_t kMergeLanguages = 64;
   FutureLanguages() {
     futures.reserve(1024);
     if (const char* env = std::getenv("GRAMKILN_FUTURE_KEYS")) {
