@@ -288,20 +288,41 @@ def test_items_of_one_dotted_id_with_different_futures_are_both_kept(future_keys
         check_string(ir, text, compiled)
 
 
-# Ambiguous grammars whose Earley sets grew with the text before items were merged: each set
-# held one item per earlier position that a nested repeat could have started at.
+# Grammars whose Earley sets grew with the text: ambiguous ones (each set held one item per
+# earlier position that a nested repeat could have started at) until items were merged, and
+# right-recursive ones (each set completed an item at every level of the recursion) until
+# completions took Leo's transitive items. Grammar, and the unit the text repeats.
 GROWING_SETS = {
-    "nested repeats": 'term T = "a"\nrule start = g g g+\nrule g = sub sub? sub?\n'
-    "rule sub = r*\nrule r = T T T+\n",
-    "repeats of a lexeme that ends anywhere": "term R = [^x]{3,}\nrule start = r r r+\n"
-    "rule r = R\n",
-    "optional repeats of it": "term R = [^x]{3,}\nrule start = s s? s?\nrule s = r r r+\n"
-    "rule r = R\n",
+    "nested repeats": (
+        'term T = "a"\nrule start = g g g+\nrule g = sub sub? sub?\nrule sub = r*\n'
+        "rule r = T T T+\n",
+        b"a",
+    ),
+    "repeats of a lexeme that ends anywhere": (
+        "term R = [^x]{3,}\nrule start = r r r+\nrule r = R\n",
+        b"a",
+    ),
+    "optional repeats of it": (
+        "term R = [^x]{3,}\nrule start = s s? s?\nrule s = r r r+\nrule r = R\n",
+        b"a",
+    ),
     # Growth inside a set's closure: completing `s` cascaded through every earlier set, each
     # holding the `s -> s . s` item of the set before it, until merging kept the earliest
     # origin and its anchors were computed with the merge budget.
-    "binary recursion": 'rule start = s\nrule s = s s | "a"\n',
-    "binary and ternary recursion": 'rule start = s\nrule s = s s s | s s | "a"\n',
+    "binary recursion": ('rule start = s\nrule s = s s | "a"\n', b"a"),
+    "binary and ternary recursion": ('rule start = s\nrule s = s s s | s s | "a"\n', b"a"),
+    "right recursion": (
+        'rule start = list\nrule list = item "," list | item\nrule item = "a"\n',
+        b"a,",
+    ),
+    "right recursion through a wrapper rule": (
+        'rule start = list\nrule list = item tail?\nrule tail = "," list\nrule item = "a"\n',
+        b"a,",
+    ),
+    "right recursion with a nullable tail": (
+        'rule start = s\nrule s = "a" s | "a" t\nrule t = "b"?\n',
+        b"a",
+    ),
 }
 
 
@@ -309,9 +330,10 @@ GROWING_SETS = {
 def test_ambiguous_repeats_keep_sets_from_growing(name: str) -> None:
     """The items added per byte stop growing (before: one more every few bytes, without
     bound, and fills and commits grew with them; the slowest of 1,500 random grammars took
-    70 s for three strings, now 5 s), and the masks stay exact."""
-    ir = grammar(GROWING_SETS[name])
-    unit = b"a"
+    70 s for three strings, now 5 s; a right-recursive list of 3,000 items held 9 million
+    items), and the masks stay exact."""
+    source, unit = GROWING_SETS[name]
+    ir = grammar(source)
     check_string(ir, unit * 40)
     matcher = compile_grammar(ir, VOCAB).matcher()
     added = []
@@ -320,6 +342,39 @@ def test_ambiguous_repeats_keep_sets_from_growing(name: str) -> None:
         assert matcher.accept_string(unit)
         added.append(matcher.chart_items - before)
     assert sum(added[120:]) <= sum(added[80:120]), added
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"a,a,a,a,a,a,a,a,a,a,a,a,a",
+        b"(a,(a,a,(a,a,a,a,a,a,a,a,a,(a,a)),a,a,a,a,a,a,a,a,a,a),a)",
+        b"((((((((((a))))))))),(a,a,a,a,a,a,a,a,a,a,(a)))",
+        b"a,a,a,a,a,a,a,a,a,a,a,a,a,a,(a,a,a,a,a,a,a,a,a,a))",
+    ],
+)
+def test_right_recursion_masks_equal_brute_force(text: bytes) -> None:
+    """Completions in right-recursive lists take Leo's transitive items: one step for a chain
+    through every level. Tokens such as `),` and `))` end a lexeme inside the token, so the
+    hypothetical sets of exit walks complete such chains too (past eight levels through the
+    transitive item, whose walk is then never stored under a depth key: it depends on every
+    set of the chain). Masks at every position against brute force, with rollback to every
+    position and forward again."""
+    ir = grammar(
+        'rule start = list\nrule list = item "," list | item\nrule item = "a" | "(" list ")"\n'
+    )
+    compiled = compile_grammar(ir, VOCAB)
+    check_string(ir, text, compiled)
+    oracle = oracle_for(ir)
+    matcher = compiled.matcher()
+    for end in range(1, len(text) + 1):
+        assert matcher.accept_string(text[end - 1 : end]) == oracle.is_prefix(text[:end])
+        if not oracle.is_prefix(text[:end]):
+            break
+        if end % 7 == 0:
+            matcher.rollback(3)
+            assert matcher.accept_string(text[end - 3 : end])
+            assert mask_ids(matcher, compiled.vocab_size) == expected_ids(oracle, text[:end])
 
 
 CLOSERS_TOKENS = [b"a", b"x", b"y", b"(", b")", b",", b"ay", b"y)", b"y,", b"y))", b"y)),", b"))"]

@@ -115,6 +115,80 @@ inline void for_waiting(const Chart& chart, uint32_t local, uint32_t symbol, F&&
   }
 }
 
+// The Leo item of set `local` of `chart` for `symbol`, or null.
+inline const LeoItem* find_leo(const Chart& chart, uint32_t local, uint32_t symbol) {
+  const LeoItem* lo = chart.leo.data() + chart.leo_begin[local];
+  const LeoItem* hi = chart.leo.data() + chart.leo_begin[local + 1];
+  const LeoItem* it = std::lower_bound(
+      lo, hi, symbol, [](const LeoItem& entry, uint32_t value) { return entry.symbol < value; });
+  return it != hi && it->symbol == symbol ? it : nullptr;
+}
+
+// Append the Leo items of the set just closed and indexed (`self`, of the matcher's own chart;
+// see Chart::leo). Its waits are sorted by symbol, so a symbol with one waiter is a run of one.
+// A waiter predicted in this set (origin `self`) continues the chain through this set's own
+// entry for its left-hand side (unit and wrapper rules between the recursive ones), so
+// entries are resolved in dependency order; a cycle of such waiters gets no entry.
+void add_leo_items(const Runtime& rt, Chart& chart, uint32_t self) {
+  struct Candidate {
+    uint32_t symbol;
+    Item waiter;
+    uint8_t state;  // 0 unresolved, 1 resolving, 2 resolved
+    bool has_entry;
+    LeoItem entry;
+  };
+  thread_local std::vector<Candidate> candidates;
+  candidates.clear();
+  const uint64_t* waits = chart.waits.data();
+  const uint32_t first = chart.wait_begin[self], last = chart.wait_begin[self + 1];
+  for (uint32_t w = first; w < last; ++w) {
+    const uint32_t symbol = static_cast<uint32_t>(waits[w] >> 32);
+    if (symbol >= rt.num_nonterminals) break;  // nonterminals sort first; only they complete
+    if ((w > first && (waits[w - 1] >> 32) == symbol) ||
+        (w + 1 < last && (waits[w + 1] >> 32) == symbol)) {
+      continue;
+    }
+    const Item waiter = chart.items[static_cast<uint32_t>(waits[w])];
+    if (rt.dotted_next[waiter.dotted + 1] != kComplete) continue;  // X must end the production
+    candidates.push_back(Candidate{symbol, waiter, 0, false, LeoItem{}});
+  }
+  auto find_candidate = [&](uint32_t symbol) -> Candidate* {
+    auto it = std::lower_bound(
+        candidates.begin(), candidates.end(), symbol,
+        [](const Candidate& candidate, uint32_t value) { return candidate.symbol < value; });
+    return it != candidates.end() && it->symbol == symbol ? &*it : nullptr;
+  };
+  // Resolves candidate c; chains through this set stay short (wrapper rules), so recursion is
+  // bounded by the number of candidates.
+  auto resolve = [&](auto&& self_ref, Candidate& c) -> void {
+    if (c.state != 0) return;
+    c.state = 1;
+    const Item waiter = c.waiter;
+    const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[waiter.dotted]];
+    if (waiter.origin == self) {
+      Candidate* below = find_candidate(lhs);
+      if (below) self_ref(self_ref, *below);
+      if (below && below->state == 2 && below->has_entry) {
+        c.has_entry = true;
+        c.entry = below->entry;
+        c.entry.symbol = c.symbol;
+      }
+    } else if (const LeoItem* below = find_leo(chart, waiter.origin, lhs)) {
+      c.has_entry = true;
+      c.entry = LeoItem{c.symbol, below->dotted, below->origin, below->hops + 1};
+    } else {
+      c.has_entry = true;
+      c.entry = LeoItem{c.symbol, waiter.dotted + 1, waiter.origin, 1};
+    }
+    c.state = 2;
+  };
+  for (Candidate& c : candidates) resolve(resolve, c);
+  for (const Candidate& c : candidates) {
+    if (c.has_entry) chart.leo.push_back(c.entry);
+  }
+  chart.leo_begin.push_back(static_cast<uint32_t>(chart.leo.size()));
+}
+
 inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
   return (static_cast<uint64_t>(dotted) << 32) | origin;
 }
@@ -317,6 +391,15 @@ void close_set(const Runtime& rt, const ChartView& view, Chart& chart, size_t be
       const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[item.dotted]];
       uint32_t local;
       const Chart& origin_chart = view.chart_of(item.origin, &local);
+      // A deterministic chain of completions is one step (see Chart::leo).
+      if (view.base == nullptr || item.origin < view.base_sets) {
+        const LeoItem* leo = find_leo(origin_chart, local, lhs);
+        if (leo && (view.base == nullptr || leo->hops >= Chart::kDepthHashes)) {
+          if (reads && view.base != nullptr) reads->push_back(kUnknownRead);
+          adder.add(leo->dotted, leo->origin);
+          continue;
+        }
+      }
       if (reads) reads->push_back(item.origin);
       // The origin set is closed and indexed; `chart` may be the same object and grow, so
       // items are copied out before adding.
@@ -439,6 +522,11 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
     chart.depth_hash.resize(sets * Chart::kDepthHashes * 2);
   }
   index_new_set(rt, chart, begin);
+  if (view.base == nullptr) {
+    add_leo_items(rt, chart, self);
+  } else {
+    chart.leo_begin.push_back(static_cast<uint32_t>(chart.leo.size()));
+  }
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
   return self;
 }
@@ -457,6 +545,8 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   chart.future_chain.clear();
   chart.future_hash.clear();
   chart.anchors_hash.clear();
+  chart.leo_begin.assign(1, 0);
+  chart.leo.clear();
   predict(rt, chart, 0, seen, rt.start);
   ChartView view{nullptr, &chart, 0};
   chart.depth_hash.clear();
@@ -468,6 +558,7 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   hash_set_depths(rt, view, 0, 0);
   anchor_new_set(rt, chart, 0, 0);
   index_new_set(rt, chart, 0);
+  add_leo_items(rt, chart, 0);
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
 }
 

@@ -1788,6 +1788,8 @@ void Matcher::truncate_chart(const Snapshot& snap) {
   chart_.depth_hash.resize(static_cast<size_t>(snap.num_sets) * Chart::kDepthHashes * 2);
   chart_.wait_begin.resize(snap.num_sets + 1);
   chart_.waits.resize(chart_.wait_begin.back());
+  chart_.leo_begin.resize(snap.num_sets + 1);
+  chart_.leo.resize(chart_.leo_begin.back());
   chart_.items.resize(snap.num_items);
   chart_.future_begin.resize(snap.num_sets + 1);
   chart_.future_symbol.resize(chart_.future_begin.back());
@@ -2166,6 +2168,8 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   sc.overlay.hash_hi.clear();
   sc.overlay.wait_begin.assign(1, 0);
   sc.overlay.waits.clear();
+  sc.overlay.leo_begin.assign(1, 0);
+  sc.overlay.leo.clear();
   sc.next_set.clear();
   sc.overlay_follow.clear();
   sc.overlay_depths_done.clear();
@@ -2229,6 +2233,8 @@ struct ChartTail {
   std::vector<Item> items;
   std::vector<uint32_t> set_begin, wait_begin, future_begin, future_symbol, future_chain;
   std::vector<uint64_t> hash_lo, hash_hi, waits, depth_hash, future_hash, anchors_hash;
+  std::vector<uint32_t> leo_begin;
+  std::vector<LeoItem> leo;
 };
 
 // Call f(tail field, chart field, where the tail starts in the chart field) for every field
@@ -2249,6 +2255,8 @@ void for_each_tail_field(Tail& tail, ChartLike& chart, uint32_t sets, F&& f) {
   f(tail.depth_hash, chart.depth_hash, s * Chart::kDepthHashes * 2);
   f(tail.future_hash, chart.future_hash, static_cast<size_t>(chart.future_begin[s]) * 2);
   f(tail.anchors_hash, chart.anchors_hash, s * 2);
+  f(tail.leo_begin, chart.leo_begin, s + 1);
+  f(tail.leo, chart.leo, chart.leo_begin[s]);
 }
 
 // `chart` past its first `sets` sets.

@@ -19,6 +19,9 @@ namespace gramkiln {
 constexpr uint32_t kBlobMagic = 0x54524b47;  // "GKRT" little-endian
 constexpr uint32_t kBlobVersion = 4;
 constexpr uint32_t kComplete = 0xffffffffu;  // dotted_next value of a completed production
+// A read (see build_earley_set) of sets that no depth hash pins down: a walk that made it is
+// never stored under a depth key (depth_needed never finds it among the sets it searches).
+constexpr uint32_t kUnknownRead = 0xffffffffu;
 
 // The context-free part of the mask work after a lexeme ends inside a token. A group is a set
 // of trie nodes entered in one DFA state of one lexeme: `tokens` are the tokens at or below

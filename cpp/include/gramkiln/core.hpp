@@ -155,6 +155,13 @@ struct Item {
   uint32_t origin;  // Earley set where the production was predicted
 };
 
+// A Leo item (see Chart::leo): completing `symbol` at the set that holds this entry ends, after
+// a deterministic chain of completions through `hops` earlier sets, in the complete item
+// (dotted, origin).
+struct LeoItem {
+  uint32_t symbol, dotted, origin, hops;
+};
+
 struct Thread {
   uint32_t origin;  // Earley set where the lexeme started
   int32_t state;    // global DFA state
@@ -177,6 +184,18 @@ struct Chart {
   // scanning the whole origin set. waits[wait_begin[i] .. wait_begin[i+1]) belong to set i.
   std::vector<uint32_t> wait_begin{0};
   std::vector<uint64_t> waits;
+  // Per set of the matcher's own chart, Leo's transitive items (Leo 1991), sorted by symbol: for
+  // a symbol X that exactly one item of the set waits for, (A -> a . X, r) with X last and r an
+  // earlier set, completing X here completes A at r, and so on down the chain while each such
+  // set has one waiter of that kind. The entry holds the complete item the chain ends in, so a
+  // completion adds that one item instead of one per level: right recursion (`list: item ","
+  // list | item`) otherwise completes an item at every earlier level in every set, quadratic
+  // in items and time. leo[leo_begin[i] .. leo_begin[i+1]) belong to set i; empty in
+  // hypothetical sets. A hypothetical set that completes at a set of the matcher's chart uses
+  // an entry only for a chain of kDepthHashes hops or more, and then records an unknown read
+  // (kUnknownRead): its walk depends on every set of the chain, more than a depth hash pins.
+  std::vector<uint32_t> leo_begin{0};
+  std::vector<LeoItem> leo;
   // Per set, kDepthHashes 128-bit hashes H_1..H_D of its pending kernel items (those whose
   // origin is an earlier set) with each origin replaced by the origin's H_{d-1} (H_0 is a
   // constant). The other pending items are predictions, a function of the kernel's dotted
