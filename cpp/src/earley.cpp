@@ -117,8 +117,10 @@ inline void for_waiting(const Chart& chart, uint32_t local, uint32_t symbol, F&&
 
 // The Leo item of set `local` of `chart` for `symbol`, or null.
 inline const LeoItem* find_leo(const Chart& chart, uint32_t local, uint32_t symbol) {
-  const LeoItem* lo = chart.leo.data() + chart.leo_begin[local];
-  const LeoItem* hi = chart.leo.data() + chart.leo_begin[local + 1];
+  const uint32_t begin = chart.leo_begin[local], end = chart.leo_begin[local + 1];
+  if (begin == end) return nullptr;
+  const LeoItem* lo = chart.leo.data() + begin;
+  const LeoItem* hi = chart.leo.data() + end;
   const LeoItem* it = std::lower_bound(
       lo, hi, symbol, [](const LeoItem& entry, uint32_t value) { return entry.symbol < value; });
   return it != hi && it->symbol == symbol ? it : nullptr;
@@ -137,11 +139,16 @@ void add_leo_items(const Runtime& rt, Chart& chart, uint32_t self) {
     bool has_entry;
     LeoItem entry;
   };
-  thread_local std::vector<Candidate> candidates;
-  candidates.clear();
+  // On the stack (this runs for every set a commit closes; a thread_local in a shared library
+  // costs a call per access). Symbols past the first kMaxCandidates get no entry: exact, their
+  // completions just take the chain step by step.
+  constexpr size_t kMaxCandidates = 32;
+  Candidate candidates[kMaxCandidates];
+  size_t count = 0;
+  bool any_from_earlier_set = false;  // without one, no chain leaves this set: no entries
   const uint64_t* waits = chart.waits.data();
   const uint32_t first = chart.wait_begin[self], last = chart.wait_begin[self + 1];
-  for (uint32_t w = first; w < last; ++w) {
+  for (uint32_t w = first; w < last && count < kMaxCandidates; ++w) {
     const uint32_t symbol = static_cast<uint32_t>(waits[w] >> 32);
     if (symbol >= rt.num_nonterminals) break;  // nonterminals sort first; only they complete
     if ((w > first && (waits[w - 1] >> 32) == symbol) ||
@@ -150,13 +157,16 @@ void add_leo_items(const Runtime& rt, Chart& chart, uint32_t self) {
     }
     const Item waiter = chart.items[static_cast<uint32_t>(waits[w])];
     if (rt.dotted_next[waiter.dotted + 1] != kComplete) continue;  // X must end the production
-    candidates.push_back(Candidate{symbol, waiter, 0, false, LeoItem{}});
+    candidates[count++] = Candidate{symbol, waiter, 0, false, LeoItem{}};
+    any_from_earlier_set = any_from_earlier_set || waiter.origin != self;
   }
+  if (!any_from_earlier_set) count = 0;
+  Candidate* const end = candidates + count;
   auto find_candidate = [&](uint32_t symbol) -> Candidate* {
-    auto it = std::lower_bound(
-        candidates.begin(), candidates.end(), symbol,
+    Candidate* it = std::lower_bound(
+        candidates, end, symbol,
         [](const Candidate& candidate, uint32_t value) { return candidate.symbol < value; });
-    return it != candidates.end() && it->symbol == symbol ? &*it : nullptr;
+    return it != end && it->symbol == symbol ? it : nullptr;
   };
   // Resolves candidate c; chains through this set stay short (wrapper rules), so recursion is
   // bounded by the number of candidates.
@@ -182,9 +192,9 @@ void add_leo_items(const Runtime& rt, Chart& chart, uint32_t self) {
     }
     c.state = 2;
   };
-  for (Candidate& c : candidates) resolve(resolve, c);
-  for (const Candidate& c : candidates) {
-    if (c.has_entry) chart.leo.push_back(c.entry);
+  for (Candidate* c = candidates; c != end; ++c) resolve(resolve, *c);
+  for (const Candidate* c = candidates; c != end; ++c) {
+    if (c->has_entry) chart.leo.push_back(c->entry);
   }
   chart.leo_begin.push_back(static_cast<uint32_t>(chart.leo.size()));
 }
