@@ -344,6 +344,39 @@ def test_ambiguous_repeats_keep_sets_from_growing(name: str) -> None:
     assert sum(added[120:]) <= sum(added[80:120]), added
 
 
+RIGHT_RECURSIVE_LISTS = [
+    "rule list = item {sep} list | item\n",
+    "rule list = item tail?\nrule tail = {sep} list\n",
+    "rule list = item | item {sep} more\nrule more = list\n",
+]
+RIGHT_RECURSIVE_ITEMS = ['"a"', '"a" | "(" list ")"', '"a" | "b" "a"? | "(" list ")"', '"ab" | "a"']
+
+
+@settings(max_examples=60)
+@given(
+    st.sampled_from(RIGHT_RECURSIVE_LISTS),
+    st.sampled_from(RIGHT_RECURSIVE_ITEMS),
+    st.sampled_from(['","', '", "', '","?']),
+    st.lists(st.sampled_from(["a", "b", "(", ")", ",", " ", "ab", "),", "))"]), max_size=24),
+)
+def test_random_right_recursive_lists_match_brute_force(
+    lists: str, items: str, sep: str, pieces: list[str]
+) -> None:
+    """Right recursion in several shapes (direct, through a wrapper rule, through a unit
+    rule), items that nest lists, separators that may be absent (then the lists are ambiguous
+    and no chain is deterministic): masks at every position equal brute force, with Leo's
+    transitive items in the matcher's chart and in the exit walks' hypothetical sets. Strings
+    are drawn from the grammar's alphabet, valid ones mostly by the nesting below."""
+    ir = grammar("rule start = list\n" + lists.format(sep=sep) + f"rule item = {items}\n")
+    text = "".join(pieces)
+    separator = ", " if sep == '", "' else ","
+    inner = separator.join(["a"] * 9 + ["(a)"]) if "(" in items else "a"
+    valid = separator.join(["a"] * 12 + [f"({inner})" if "(" in items else inner])
+    compiled = compile_grammar(ir, VOCAB)
+    for candidate in (text, valid):
+        check_string(ir, candidate.encode("utf-8"), compiled)
+
+
 @pytest.mark.parametrize(
     "text",
     [
