@@ -143,10 +143,10 @@ class CompiledGrammar:
         configurations reached lexeme by lexeme from the start (at most 32 lexemes in), each
         lexeme written as its shortest string (`{`, `{""`, `{"":` ... for JSON), so that the
         walks of the parser states real text passes through early are cached; from each of
-        those, up to 2,048 masks in all inside the expected lexemes, at the states where tokens
-        tend to end (before a byte that is not a letter or digit: `{"customer` of
-        `{"customer_name"`). The whole prewarm stops after about a second of wall time
-        (typical grammars take 5-90 ms; fills on highly ambiguous grammars grow with the text);
+        those, up to 16,384 masks in all inside the expected lexemes, at up to 64 inner DFA
+        states of each, nearest first (`{"c`, `{"cu` ... of `{"customer_name"`). The whole
+        prewarm stops after about a second of wall time (typical grammars take 10-210 ms;
+        fills on highly ambiguous grammars grow with the text);
         the environment variable ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a
         background thread that shares the caches with concurrent fills, which build whatever
         is missing themselves. Without `wait` it returns at once (a started prewarm is not started

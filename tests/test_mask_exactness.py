@@ -119,6 +119,27 @@ def test_a_thread_in_dfa_state_zero_is_part_of_the_mask_key() -> None:
     check_string(ir, b",,a", compiled)
 
 
+def test_mask_keys_share_a_class_of_states_but_not_across_lexemes() -> None:
+    """Mask keys hash each thread's lexeme and class of DFA states (states that agree on every
+    string up to the longest token), not its state: along a bounded run (one DFA state per
+    character) the positions more than a token from the bound share one key, so few fills
+    compute; and `(ab` and `xab`, whose states fall in one class of two lexemes (A, B) at the
+    same origin, keep their own masks (`),` may follow A only). The masks are also checked
+    against brute force at every position."""
+    ir = grammar(
+        'term A = "(" [ab]{1,30} ")"\nterm B = "x" [ab]{1,30} ")"\n'
+        'rule start = A tail_a | B tail_b\nrule tail_a = "," | "(" tail_a ")"\n'
+        'rule tail_b = " " | "(" tail_b ")"\n'
+    )
+    compiled = compile_grammar(ir, VOCAB)
+    check_string(ir, b"(" + b"ab" * 15 + b"),", compiled)
+    computed_along_the_run = compiled.cache_stats()["fills_computed"]
+    # 35 fills: the start, 31 in A (the last few near the bound each differ), the rest.
+    assert computed_along_the_run <= 14
+    check_string(ir, b"x" + b"ab" * 15 + b") ", compiled)
+    check_string(ir, b"(a)(,)", compiled)
+
+
 @st.composite
 def grammar_and_string(draw: st.DrawFn) -> tuple[GrammarIR, str]:
     ir = draw(grammars(subgrammars=True))  # may embed one sub-grammar with its own ignore

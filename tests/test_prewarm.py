@@ -313,6 +313,31 @@ def test_stored_masks_are_interned_by_content() -> None:
     assert after["distinct_masks"] < after["mask_entries"] // 4
 
 
+def test_the_prewarm_fills_every_inner_state_of_expected_lexemes() -> None:
+    """Subword tokens stop anywhere inside a lexeme (`(` `cu` `stomer` `na` `me` `)`); the
+    prewarm fills the masks at every inner DFA state of the lexemes it expects (up to 64 each),
+    so decoding those words computes no fill. Until session 20 only states before a byte that is
+    not a letter or digit were filled, and five of these fills were computed."""
+    tokens = [b"(", b"cu", b"stomer", b"na", b"me", b")", b"id", b"ent", b"ifier", b"</s>"]
+    vocab = Vocab(tokens, eos_ids=[len(tokens) - 1], special_ids=[len(tokens) - 1])
+    grammar = 'start: "(" WORD ")" start?\nWORD: "customername" | "identifier"\n'
+    compiled = CompiledGrammar.load(
+        compile_grammar(parse_lark(grammar), vocab).to_bytes(), vocab, prewarm=False
+    )
+    compiled.prewarm()
+    matcher = compiled.matcher()
+    bitmask = allocate_token_bitmask(1, vocab.vocab_size)
+    before = compiled.cache_stats()["fills_computed"]
+    for token in [0, 1, 2, 3, 4, 5, 0, 6, 7, 8, 5]:
+        matcher.fill_next_token_bitmask(bitmask)
+        assert matcher.accept_token(token)
+    matcher.fill_next_token_bitmask(bitmask)
+    assert compiled.cache_stats()["fills_computed"] == before
+    oracle = ReferenceMatcher(parse_lark(grammar))
+    assert oracle.accepts(b"(customername)(identifier)")
+    assert matcher.is_accepting()
+
+
 def test_concurrent_waits_for_one_prewarm_return_its_stats() -> None:
     """prewarm(wait=True) runs on the calling thread; another thread that waits meanwhile gets
     the same finished prewarm, and the masks are those of a grammar never prewarmed."""

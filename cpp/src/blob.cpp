@@ -1645,8 +1645,13 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   const uint32_t M = static_cast<uint32_t>(c.trie_byte.size());
   // Per-state tables through the classes of states.
   require(state_class.count == c.num_states, "bad state classes");
+  rt->state_key.resize(c.num_states);
   for (uint32_t s = 0; s < c.num_states; ++s) {
     require(state_class[s] < num_classes, "state class out of range");
+    // Never zero (see configuration_key).
+    rt->state_key[s] = mix64((static_cast<uint64_t>(rt->dfa_lexeme[s]) << 32 | state_class[s]) +
+                             0x3c6ef372fe94f82bull) |
+                       1u;
   }
   // Inside sets: decoded into the dense bitsets the matcher ORs into masks.
   const uint32_t num_sets = inside_kinds.count;

@@ -811,19 +811,17 @@ std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
   return out;
 }
 
-bool is_ascii_alnum(int byte) {
-  return (byte >= '0' && byte <= '9') || (byte >= 'a' && byte <= 'z') ||
-         (byte >= 'A' && byte <= 'Z');
-}
-
-// Per lexeme (computed on first use), a short string reaching each of its DFA states where a
-// token likely ends: states, other than the start, with a transition on a byte that is not a
-// letter or digit. Tokenizers split text at such bytes (`"customer` | `_name` | `":`), so
-// these are the states a decode most often stops inside a lexeme; a lexeme's inner states are
-// otherwise first seen, and their masks first computed, in the decode.
-class InsideBoundaries {
+// Per lexeme (computed on first use), a shortest string reaching each of its DFA states other
+// than the start, breadth-first (nearest first), at most 64 per lexeme: the states a decode
+// may stop at inside the lexeme, whose masks would otherwise be first computed in the decode.
+// Every state, not only those before a byte that is not a letter or digit (the rule until
+// session 20): subword tokens stop anywhere (`"g` | `overn` | `ance` | `Board`), numbers stop
+// after `102.` and `102.0`. Measured over the bench decodes after the prewarm (computed fills,
+// with the larger inside-mask budget below): JSON 76 -> 53, C-like 82 -> 64, tool-call 5 -> 2,
+// 40 MaskBench schemas of another sample than the bench's 1,009 -> 687 of 5,311.
+class InsideStates {
  public:
-  explicit InsideBoundaries(const Runtime& rt)
+  explicit InsideStates(const Runtime& rt)
       : rt_(rt), strings_(rt.num_lexemes), done_(rt.num_lexemes, false) {}
 
   const std::vector<std::string>& of(uint32_t lexeme) {
@@ -839,17 +837,15 @@ class InsideBoundaries {
       const int32_t state = queue.front();
       queue.pop_front();
       const int32_t* row = &rt_.dfa_table[static_cast<size_t>(state) * 256];
-      bool boundary = false;
       for (int byte = 0; byte < 256; ++byte) {
         const int32_t target = row[byte];
         if (target < 0) continue;
-        if (!is_ascii_alnum(byte)) boundary = true;
         if (parent.size() < kMaxVisited &&
             parent.emplace(target, std::make_pair(state, uint8_t(byte))).second) {
           queue.push_back(target);
         }
       }
-      if (boundary && state != start) out.push_back(path_bytes(parent, start, state));
+      if (state != start) out.push_back(path_bytes(parent, start, state));
     }
     return out;
   }
@@ -901,11 +897,15 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   // A grammar with one way on (`item+`) would otherwise be followed hundreds of lexemes deep,
   // far past the early structure this is for, with fills that grow with the text.
   constexpr uint32_t kMaxLexemes = 32;
-  // Fills inside lexemes (counted in stats.masks with the first masks).
-  constexpr uint32_t kMaxInsideMasks = 2048;
+  // Fills inside lexemes (counted in stats.masks with the first masks). 2,048 until session
+  // 20, when every inner state became a candidate (see InsideStates) and the budget ran out
+  // early in the exploration: 8,192 left JSON 54 and C-like 71 computed decode fills, 16,384
+  // 53 and 64, 30,000 53 and 64; prewarm JSON 11 -> 24 ms, C-like 128 -> 209 ms, MaskBench
+  // median 11 -> 25 ms (max 53).
+  constexpr uint32_t kMaxInsideMasks = 16384;
   uint32_t attempts = 0;
   const Runtime& rt = *runtime;
-  InsideBoundaries boundaries(rt);
+  InsideStates inside_states(rt);
   const std::vector<std::string> shortest = shortest_lexeme_strings(rt);
   std::vector<uint32_t> words(rt.words);
   std::deque<Matcher> queue;
@@ -933,10 +933,10 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
       if (++attempts > kMaxAttempts) return;
       const std::string& text = shortest[lexeme];
       if (text.empty()) continue;
-      // Masks inside the lexeme, at the states where tokens tend to end (see
-      // InsideBoundaries): a decode's first mask after `{"` `destination` is no miss.
+      // Masks inside the lexeme, at its inner states (see InsideStates): a decode's first
+      // mask after `{"` `destination` is no miss.
       if (stats.masks < kMaxInsideMasks) {
-        for (const std::string& inside : boundaries.of(lexeme)) {
+        for (const std::string& inside : inside_states.of(lexeme)) {
           if (stats.masks >= kMaxInsideMasks || budget.spent()) break;
           if (!matcher.accept_bytes(inside)) continue;
           matcher.fill_mask(words.data());
@@ -1471,13 +1471,14 @@ using MaskKey = std::pair<uint64_t, uint64_t>;
 // then the hash of the last set when a set ends at the current position. `hash_of(set)` gives
 // the {lo, hi} hash a key is built from (the whole-stack hash, or a bounded-depth one).
 template <typename HashOf>
-MaskKey configuration_key(MaskKey key, const std::vector<Thread>& threads, bool frontier,
-                          uint32_t last_set, HashOf hash_of) {
+MaskKey configuration_key(const Runtime& rt, MaskKey key, const std::vector<Thread>& threads,
+                          bool frontier, uint32_t last_set, HashOf hash_of) {
   for (const Thread& th : threads) {
-    // Never zero (mix64(0) is 0): a thread in DFA state 0 over the depth-0 origin hash (zero)
-    // added nothing to the sum, so `{0, s}` and `{s}` shared a key and a mask (found by a
-    // stress run: `aa` and `,,a` in test_a_thread_in_dfa_state_zero_is_part_of_the_mask_key).
-    const uint64_t state = (static_cast<uint64_t>(th.state) + 1) * 0x9e3779b97f4a7c15ull;
+    // Never zero (see Runtime::state_key): a thread whose term is zero over the depth-0 origin
+    // hash (zero) would add nothing to the sum, so `{0, s}` and `{s}` would share a key and a
+    // mask (found by a stress run when the term was the raw state id: `aa` and `,,a` in
+    // test_a_thread_in_dfa_state_zero_is_part_of_the_mask_key).
+    const uint64_t state = rt.state_key[th.state];
     const MaskKey origin = hash_of(th.origin);
     key.first += mix64(state ^ origin.first);
     key.second += mix64(state + origin.second * 0xd6e8feb86659fd93ull);
@@ -1962,12 +1963,13 @@ PrewarmStats BackgroundPrewarm::wait() {
 
 std::pair<uint64_t, uint64_t> Matcher::depth_mask_key(uint32_t depth) const {
   const MaskKey seed{mix64(0x243f6a8885a308d3ull + depth), mix64(0x13198a2e03707344ull ^ depth)};
-  return configuration_key(seed, threads_, frontier_, chart_.num_sets() - 1, [&](uint32_t set) {
-    if (depth == 0) return MaskKey{0, 0};  // H_0: nothing below the states
-    const uint64_t* hash =
-        &chart_.depth_hash[(static_cast<size_t>(set) * Chart::kDepthHashes + depth - 1) * 2];
-    return MaskKey{hash[0], hash[1]};
-  });
+  return configuration_key(
+      *runtime_, seed, threads_, frontier_, chart_.num_sets() - 1, [&](uint32_t set) {
+        if (depth == 0) return MaskKey{0, 0};  // H_0: nothing below the states
+        const uint64_t* hash =
+            &chart_.depth_hash[(static_cast<size_t>(set) * Chart::kDepthHashes + depth - 1) * 2];
+        return MaskKey{hash[0], hash[1]};
+      });
 }
 
 void Matcher::fill_mask(uint32_t* words) const {
@@ -1978,9 +1980,10 @@ void Matcher::fill_mask(uint32_t* words) const {
 std::pair<uint64_t, uint64_t> Matcher::whole_mask_key() const {
   // The mask is a function of the thread states, the structural hashes of their origin sets and
   // (when a set ends here) of the last set.
-  return configuration_key(
-      {0x51ed270b27a2b7d5ull, 0x6a09e667f3bcc909ull}, threads_, frontier_, chart_.num_sets() - 1,
-      [&](uint32_t set) { return MaskKey{chart_.hash_lo[set], chart_.hash_hi[set]}; });
+  return configuration_key(*runtime_, {0x51ed270b27a2b7d5ull, 0x6a09e667f3bcc909ull}, threads_,
+                           frontier_, chart_.num_sets() - 1, [&](uint32_t set) {
+                             return MaskKey{chart_.hash_lo[set], chart_.hash_hi[set]};
+                           });
 }
 
 bool Matcher::uses_futures() const {
@@ -2020,7 +2023,7 @@ std::pair<uint64_t, uint64_t> Matcher::future_mask_key() const {
         memo_symbol = symbol;
         memo_origin = th.origin;
       }
-      add_part(static_cast<uint64_t>(th.state) * 0x9e3779b97f4a7c15ull, memo);
+      add_part(rt.state_key[th.state], memo);
     }
     Scratch& sc = thread_scratch();
     sc.thread_futures.assign(parts.begin(), parts.end());  // one per thread, in order

@@ -528,6 +528,12 @@ class Runtime {
   // Children of the trie nodes where a lexeme can end mid-token ("exits"), per DFA state and
   // byte: state s, byte b -> exit_children[exit_child_offsets[s*256+b] .. [s*256+b+1]).
   std::vector<uint32_t> exit_child_offsets, exit_children;
+  // Per DFA state, what mask keys hash in its place: a mix of its lexeme and its class of
+  // states that agree on every byte string up to the longest token (the blob's state classes,
+  // which share inside sets and exit lists). A thread's share of the mask is a function of its
+  // lexeme, its class and its origin, so the positions of a long bounded string (`maxLength:
+  // 500`: one DFA state per character) share their keys until the bound is a token away.
+  std::vector<uint64_t> state_key;
 
   // Derived at load time (cheap, linear in the grammar size).
   std::vector<uint32_t> dotted_next;                // next symbol after the dot, or kComplete
