@@ -23,6 +23,7 @@ from gramkiln.runtime.vocab import Vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gramkiln import Grammar
 from gramkiln.testing import ReferenceMatcher
 from gramkiln.testing.strategies import grammars, mutated_strings
 from gramkiln.testing.vocabularies import greedy_tokens, substring_vocab
@@ -336,6 +337,32 @@ def test_the_prewarm_fills_every_inner_state_of_expected_lexemes() -> None:
     oracle = ReferenceMatcher(parse_lark(grammar))
     assert oracle.accepts(b"(customername)(identifier)")
     assert matcher.is_accepting()
+
+
+def test_the_prewarm_explores_past_lexemes_longer_than_32_bytes() -> None:
+    """A JSON Schema key with its separators is one lexeme (`"grocery_info.nutritional_info": `,
+    34 bytes). The exploration writes each lexeme as a shortest string; those were cut at 32
+    bytes, so such a key stopped it two configurations in (found on a BFCL schema)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "grocery_info.nutritional_info": {
+                "type": "object",
+                "properties": {"store": {"type": "string"}, "food": {"type": "string"}},
+                "required": ["store", "food"],
+                "additionalProperties": False,
+            }
+        },
+        "required": ["grocery_info.nutritional_info"],
+        "additionalProperties": False,
+    }
+    tokens = [bytes([b]) for b in range(256)] + [b"</s>"]
+    vocab = Vocab(tokens, eos_ids=[256], special_ids=[256])
+    compiled = CompiledGrammar.load(
+        Grammar.from_json_schema(schema).compile(vocab).to_bytes(), vocab, prewarm=False
+    )
+    stats = compiled.prewarm()
+    assert stats is not None and stats["explored"] > 10
 
 
 def test_concurrent_waits_for_one_prewarm_return_its_stats() -> None:

@@ -779,8 +779,12 @@ std::string path_bytes(const DfaParents& parent, int32_t start, int32_t state) {
   return text;
 }
 
+// Per lexeme, a shortest string it accepts (breadth-first over its DFA, smallest bytes first).
+// Each state is visited once, so a lexeme costs at most its states times 256 whatever the
+// length. (Until session 20 strings were cut at 32 bytes, and a lexeme with no shorter one got
+// none: a JSON Schema key such as `"grocery_info.nutritional_info": ` then stopped the
+// exploration of prewarm_structure there, two configurations in.)
 std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
-  constexpr uint32_t kMaxLength = 32;
   std::vector<std::string> out(rt.num_lexemes);
   DfaParents parent;
   std::vector<int32_t> layer, next;
@@ -790,7 +794,7 @@ std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
     parent.emplace(start, std::make_pair(-1, uint8_t{0}));
     layer.assign(1, start);
     int32_t found = -1;
-    for (uint32_t length = 0; length < kMaxLength && found < 0 && !layer.empty(); ++length) {
+    while (found < 0 && !layer.empty()) {
       next.clear();
       for (int32_t state : layer) {
         const int32_t* row = &rt.dfa_table[static_cast<size_t>(state) * 256];
