@@ -887,12 +887,19 @@ bool future_keys_pay(const Runtime& rt) {
 // decode needs them.
 void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
                        PrewarmStats& stats) {
-  // More where the future key answers many fills (see future_keys_pay): there the prewarm's
-  // fills are mostly cheap hits, and the walks its computed fills cache are what the decode's
-  // remaining computed fills need (C-like p99, min of five loads: 83-88 -> 68-77 us). Elsewhere
-  // a longer exploration measured slower decodes (MaskBench p99 +30%).
-  constexpr uint32_t kMaxConfigurations = 600, kMaxConfigurationsWithFutures = 1500;
-  uint32_t max_configurations = kMaxConfigurations;
+  // Configurations are told apart by the future key where it pays (see future_keys_pay):
+  // configurations with equal futures share their masks. Elsewhere by the stack within five
+  // origin hops (H_6, the neighbourhood key) rather than the whole stack (until session 20):
+  // a walk cached for one neighbourhood serves every stack below it, so the exploration goes
+  // on to new neighbourhoods (JSON: deeper nestings of objects and arrays) instead of the same
+  // ones under other stacks. Measured with 1,500 configurations against the whole-stack key
+  // and 600 (computed decode fills after the prewarm, Llama 3): JSON 53 -> 36, tool-call 2 ->
+  // 1, MaskBench samples (40 schemas) 605 -> 572 and 506 -> 488; prewarm JSON 19 -> 32 ms,
+  // MaskBench median +5 ms. (600 configurations by the whole-stack key had been the bound
+  // since session 8: more of them measured slower MaskBench decodes, p99 +30%.)
+  constexpr uint32_t kMaxConfigurations = 1500;
+  constexpr uint32_t kNeighbourhoodDepth = 6;
+  const uint32_t max_configurations = kMaxConfigurations;
   bool by_future = false;
   constexpr uint32_t kDecideAfter = 64;  // configurations explored before judging the key
   // Grammars with hundreds of lexemes expected at once (JSON Schema objects with many keys)
@@ -915,7 +922,7 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   std::deque<Matcher> queue;
   std::set<std::pair<uint64_t, uint64_t>> seen;
   queue.emplace_back(runtime);
-  seen.insert(queue.back().structural_key());
+  seen.insert(queue.back().neighbourhood_key(kNeighbourhoodDepth));
   while (!queue.empty() && stats.explored < max_configurations) {
     if (budget.spent()) return;
     if (stats.explored == kDecideAfter && !rt.futures->off()) {
@@ -923,10 +930,7 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
       // Off: from here on the prewarm's own fills compute (and cache the walks a decode
       // needs) instead of taking the key's answers.
       rt.futures->decide(pays);
-      if (pays) {
-        max_configurations = kMaxConfigurationsWithFutures;
-        by_future = true;  // configurations with equal futures share their masks: skip repeats
-      }
+      by_future = pays;
     }
     Matcher matcher = std::move(queue.front());
     queue.pop_front();
@@ -950,7 +954,9 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
       }
       if (budget.spent()) return;
       if (!matcher.accept_bytes(text)) continue;
-      if (seen.insert(by_future ? matcher.future_key() : matcher.structural_key()).second) {
+      const auto key =
+          by_future ? matcher.future_key() : matcher.neighbourhood_key(kNeighbourhoodDepth);
+      if (seen.insert(key).second) {
         queue.push_back(matcher);
       }
       matcher.rollback(1);

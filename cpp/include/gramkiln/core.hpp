@@ -267,11 +267,14 @@ class Matcher {
   // Earley items held (every set, so rollback can return to any step): memory diagnostics.
   size_t chart_items() const { return chart_.items.size(); }
   // The lexemes the last Earley set expects when one ends at the current position (else
-  // none), and the configuration's structural key (equal keys: equal masks). For the prewarm's
-  // exploration of the grammar's first configurations.
+  // none), and keys of the configuration: for the prewarm's exploration of the grammar's
+  // first configurations. The neighbourhood key covers the stack within `depth` - 1 origin
+  // hops only (the bounded-depth mask key; see Chart::depth_hash).
   std::vector<uint32_t> lexemes_expected_here() const;
-  std::pair<uint64_t, uint64_t> structural_key() const { return whole_mask_key(); }
-  // Equal keys: equal future languages, hence equal masks (see future.cpp); the structural
+  std::pair<uint64_t, uint64_t> neighbourhood_key(uint32_t depth) const {
+    return depth_mask_key(depth);
+  }
+  // Equal keys: equal future languages, hence equal masks (see future.cpp); the whole-stack
   // key when this matcher does not use future keys.
   std::pair<uint64_t, uint64_t> future_key() const;
   const Runtime& runtime() const { return *runtime_; }
