@@ -139,15 +139,16 @@ class CompiledGrammar:
         Every exit group a lexer thread can reach is built, with its children under every
         lexeme that can follow in the grammar (up to six lexemes deep and 32 MB); then the masks
         of the initial configuration and of up to 47 configurations one or two bytes into the
-        text are filled (the prefixes most tokens start with first), and those of up to 600
-        configurations reached lexeme by lexeme from the start (at most 32 lexemes in), each
-        lexeme written as its shortest string (`{`, `{""`, `{"":` ... for JSON), so that the
-        walks of the parser states real text passes through early are cached; from each of
-        those, up to 16,384 masks in all inside the expected lexemes, at up to 64 inner DFA
-        states of each, nearest first (`{"c`, `{"cu` ... of `{"customer_name"`). The whole
-        prewarm stops after about a second of wall time (typical grammars take 10-210 ms;
-        fills on highly ambiguous grammars grow with the text);
-        the environment variable ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a
+        text are filled (the prefixes most tokens start with first), and those of up to 1,500
+        configurations reached lexeme by lexeme from the start (at most 32 lexemes in; told
+        apart by their future language where future keys pay, else by the stack within five
+        levels of nesting), each lexeme written as its shortest string (`{`, `{""`, `{"":` ...
+        for JSON), so that the walks of the parser states real text passes through are cached;
+        from each of those, up to 16,384 masks in all inside the expected lexemes, at up to 64
+        inner DFA states of each, nearest first (`{"c`, `{"cu` ... of `{"customer_name"`).
+        The whole prewarm stops after about a second of wall time (typical grammars take
+        10-250 ms; fills on highly ambiguous grammars grow with the text); the environment
+        variable ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a
         background thread that shares the caches with concurrent fills, which build whatever
         is missing themselves. Without `wait` it returns at once (a started prewarm is not started
         again); with `wait` it blocks until done and returns ``{"levels", "masks",
