@@ -899,7 +899,6 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   // since session 8: more of them measured slower MaskBench decodes, p99 +30%.)
   constexpr uint32_t kMaxConfigurations = 1500;
   constexpr uint32_t kNeighbourhoodDepth = 6;
-  const uint32_t max_configurations = kMaxConfigurations;
   bool by_future = false;
   constexpr uint32_t kDecideAfter = 64;  // configurations explored before judging the key
   // Grammars with hundreds of lexemes expected at once (JSON Schema objects with many keys)
@@ -923,7 +922,7 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   std::set<std::pair<uint64_t, uint64_t>> seen;
   queue.emplace_back(runtime);
   seen.insert(queue.back().neighbourhood_key(kNeighbourhoodDepth));
-  while (!queue.empty() && stats.explored < max_configurations) {
+  while (!queue.empty() && stats.explored < kMaxConfigurations) {
     if (budget.spent()) return;
     if (stats.explored == kDecideAfter && !rt.futures->off()) {
       const bool pays = rt.futures->mode == FutureLanguages::Mode::kOn || future_keys_pay(rt);
@@ -1477,9 +1476,10 @@ void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread
 
 using MaskKey = std::pair<uint64_t, uint64_t>;
 
-// A parser-configuration key: every thread's state mixed with a 128-bit hash of its origin set,
-// then the hash of the last set when a set ends at the current position. `hash_of(set)` gives
-// the {lo, hi} hash a key is built from (the whole-stack hash, or a bounded-depth one).
+// A parser-configuration key: every thread's lexeme and class of states (Runtime::state_key)
+// mixed with a 128-bit hash of its origin set, then the hash of the last set when a set ends at
+// the current position. `hash_of(set)` gives the {lo, hi} hash a key is built from (the
+// whole-stack hash, or a bounded-depth one).
 template <typename HashOf>
 MaskKey configuration_key(const Runtime& rt, MaskKey key, const std::vector<Thread>& threads,
                           bool frontier, uint32_t last_set, HashOf hash_of) {
@@ -1988,8 +1988,9 @@ void Matcher::fill_mask(uint32_t* words) const {
 }
 
 std::pair<uint64_t, uint64_t> Matcher::whole_mask_key() const {
-  // The mask is a function of the thread states, the structural hashes of their origin sets and
-  // (when a set ends here) of the last set.
+  // The mask is a function of the threads' lexemes and classes of DFA states (see
+  // Runtime::state_key), the structural hashes of their origin sets and (when a set ends here)
+  // of the last set.
   return configuration_key(*runtime_, {0x51ed270b27a2b7d5ull, 0x6a09e667f3bcc909ull}, threads_,
                            frontier_, chart_.num_sets() - 1, [&](uint32_t set) {
                              return MaskKey{chart_.hash_lo[set], chart_.hash_hi[set]};
