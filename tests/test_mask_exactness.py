@@ -275,6 +275,27 @@ def test_trie_search_after_part_of_the_walks(walks: int) -> None:
     assert compiled.cache_stats()["fills_searched"] > 0
 
 
+def test_a_fill_past_its_walk_time_falls_back_to_the_trie_search() -> None:
+    """A computed fill also stops walking once it has spent its walk time (200 ms by default,
+    GRAMKILN_FILL_WALK_MS, read at load; checked every 64 walks): a token of twelve `=` has
+    Fibonacci(12) segmentations into `=` and `==` here, each a walk of its own. With no time
+    the fill is searched after 64 walks, whatever is left of the walk budget, and the masks
+    still equal brute force."""
+    ir = Grammar.from_lark('start: s\ns: A s A | B s B | C\nA: "="\nB: "=="\nC: "!"\n').ir
+    tokens = [b"=", b"==", b"!", b"=" * 12, b"=!", b"!=", b"</s>"]
+    vocab = Vocab(tokens, eos_ids=[len(tokens) - 1], special_ids=[len(tokens) - 1])
+    oracle = ReferenceMatcher(ir)
+    with environment("GRAMKILN_FILL_WALK_MS", "0"):
+        compiled = compile_grammar(ir, vocab)
+    for text in [b"", b"===", b"==!=", b"=====!==="]:
+        matcher = compiled.matcher()
+        assert matcher.accept_string(text)
+        allowed = oracle.allowed_tokens(text, tokens, vocab.special_ids, vocab.eos_ids)
+        expected = [i for i, ok in enumerate(allowed) if ok]
+        assert mask_ids(matcher, compiled.vocab_size) == expected, text
+    assert compiled.cache_stats()["fills_searched"] >= 1
+
+
 @settings(max_examples=60)
 @given(st.data(), st.sampled_from(["on", "off"]), st.sampled_from(["20000", "0"]))
 def test_random_grammars_masks_equal_brute_force_with_items_merged_by_futures(

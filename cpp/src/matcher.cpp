@@ -1244,6 +1244,14 @@ void emit_result(const GroupCache::WalkResult& result, Scratch::WalkFrame* frame
   }
 }
 
+// Whether the current fill has spent its time on exit walks (GroupCache::fill_walk_time),
+// reading the clock once every 64 walks.
+bool walk_time_spent(Scratch& sc) {
+  if (++sc.walks_since_clock < 64) return false;
+  sc.walks_since_clock = 0;
+  return std::chrono::steady_clock::now() > sc.walk_deadline;
+}
+
 // Follow the group's exits: OR into `words` the tokens that end `lexeme` (the lexeme the
 // group's nodes were reached in) mid-token and go on into whatever the parser expects next,
 // i.e. the set reached from `set` by scanning `lexeme`, recursively.
@@ -1322,7 +1330,8 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
   // and cannot be stored: it counts for 16 (a random grammar whose first fill filled the
   // budget spent ~300 ms on such walks before each search).
   const size_t cost = group.persistent ? 1 : 16;
-  if (sc.walks_left < cost || sc.trie_nodes_walked > sc.trie_nodes_limit) {
+  if (sc.walks_exhausted || sc.walks_left < cost || sc.trie_nodes_walked > sc.trie_nodes_limit ||
+      walk_time_spent(sc)) {
     sc.walks_exhausted = true;
     return -1;
   }
@@ -2196,6 +2205,8 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   sc.composition_known = true;
   sc.walks_left = rt.groups->fill_walk_budget.load(std::memory_order_relaxed);
   sc.walks_exhausted = false;
+  sc.walks_since_clock = 0;
+  sc.walk_deadline = std::chrono::steady_clock::now() + rt.groups->fill_walk_time;
   sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
   int dependency = 0;
   for (size_t i = 0; i < threads_.size(); ++i) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -232,6 +233,12 @@ struct GroupCache {
       const unsigned long long limit = std::strtoull(env, &end, 10);
       if (end != env && *end == '\0') fill_walk_budget = limit;
     }
+    // GRAMKILN_FILL_WALK_MS overrides kFillWalkTime (tests: 0, a search after 64 walks).
+    if (const char* env = std::getenv("GRAMKILN_FILL_WALK_MS")) {
+      char* end = nullptr;
+      const unsigned long long ms = std::strtoull(env, &end, 10);
+      if (end != env && *end == '\0') fill_walk_time = std::chrono::milliseconds(ms);
+    }
     walks.reserve(8192);
     future_walks.reserve(1024);
     walk_contents.reserve(8192);
@@ -245,6 +252,14 @@ struct GroupCache {
   // needed the search once usually needs it again at the next positions, and the walks spent
   // before it are wasted (a palindrome grammar's fills: 73 ms each at 20,000, 13 ms at 2,048).
   static constexpr size_t kFillWalkFloor = 2048;
+  // Time one computed fill may spend on exit walks before it falls back to the trie search,
+  // whatever is left of the walk budget. Walks over large groups cost ~0.25 ms each: a random
+  // grammar with a sub-grammar whose ignored lexeme takes almost any byte (stress run, Qwen2)
+  // spent 20,000 walks, 5 s, on its first fill before the search (0.5 s) gave the mask, and a
+  // prewarm running that fill overran its 1 s bound by as much. The slowest fills that walks
+  // serve better than the search take 50-180 ms (Open problems 4 (c)).
+  static constexpr std::chrono::milliseconds kFillWalkTime{200};
+  std::chrono::milliseconds fill_walk_time = kFillWalkTime;
   std::atomic<size_t> fill_walk_budget{kFillWalkBudget};
   // Trie nodes one computed fill may visit building exit groups before it computes no more
   // walks. Cold fills of the bench grammars and of 300 MaskBench schemas (no prewarm) visit up
@@ -675,6 +690,9 @@ struct Scratch {
   // merges segmentations per byte (see Matcher::search_text_tokens).
   size_t walks_left = 0;
   bool walks_exhausted = false;
+  // The current fill's deadline for exit walks (GroupCache::fill_walk_time), checked every 64.
+  std::chrono::steady_clock::time_point walk_deadline{};
+  uint32_t walks_since_clock = 0;
   // Trie nodes visited by walk_trie on this OS thread (building exit groups), ever, and the
   // count past which the current fill computes no more walks (GroupCache::kFillTrieNodes).
   size_t trie_nodes_walked = 0;
