@@ -140,6 +140,37 @@ def test_mask_keys_share_a_class_of_states_but_not_across_lexemes() -> None:
     check_string(ir, b"(a)(,)", compiled)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(1, 24)), min_size=2, max_size=3),
+    st.data(),
+)
+def test_bounded_runs_sharing_classes_of_states_match_brute_force(
+    bounds: list[tuple[int, int]], data: st.DataObject
+) -> None:
+    """Several bounded runs (`[ab]{m,m+k}` then `)`), each a lexeme of its own behind its own
+    opener and followed by its own rule: their states fall into shared classes wherever the
+    bound is more than a token away, across positions and across the lexemes, so mask keys
+    must tell the lexemes apart (`),` may follow the first only). Texts of runs of every
+    length, through one runtime; masks against brute force."""
+    openers = ["(", "x", "a("]
+    tails = ['","', '" "', '"b"']
+    lines = []
+    for index, (low, extra) in enumerate(bounds):
+        opener = openers[index]
+        lines.append(f'term R{index} = "{opener}" [ab]{{{low},{low + extra}}} ")"')
+        lines.append(f'rule t{index} = {tails[index]} | "(" t{index} ")"')
+    alternatives = " | ".join(f"R{i} t{i}" for i in range(len(bounds)))
+    ir = grammar("\n".join(lines) + f"\nrule start = ({alternatives})+\n")
+    compiled = compile_grammar(ir, VOCAB)
+    for _ in range(4):
+        index = data.draw(st.integers(0, len(bounds) - 1))
+        low, extra = bounds[index]
+        run = data.draw(st.text("ab", min_size=low, max_size=low + extra + 1))
+        tail = [b",", b" ", b"b"][index]
+        check_string(ir, openers[index].encode() + run.encode() + b")" + tail, compiled)
+
+
 @st.composite
 def grammar_and_string(draw: st.DrawFn) -> tuple[GrammarIR, str]:
     ir = draw(grammars(subgrammars=True))  # may embed one sub-grammar with its own ignore
