@@ -147,7 +147,7 @@ class CompiledGrammar:
         from each of those, up to 16,384 masks in all inside the expected lexemes, at up to 64
         inner DFA states of each, nearest first (`{"c`, `{"cu` ... of `{"customer_name"`).
         The whole prewarm stops after about a second of wall time (typical grammars take
-        10-250 ms; fills on highly ambiguous grammars grow with the text); the environment
+        10-320 ms; fills on highly ambiguous grammars grow with the text); the environment
         variable ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a
         background thread that shares the caches with concurrent fills, which build whatever
         is missing themselves. Without `wait` it returns at once (a started prewarm is not started

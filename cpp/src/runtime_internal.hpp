@@ -212,6 +212,17 @@ class IdMap {
   KeyMap<uint32_t> map_;
 };
 
+// Whether the environment variable `name` holds a whole decimal number, stored in `out`.
+inline bool env_number(const char* name, unsigned long long* out) {
+  const char* env = std::getenv(name);
+  if (env == nullptr) return false;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(env, &end, 10);
+  if (end == env || *end != '\0') return false;
+  *out = value;
+  return true;
+}
+
 // Memo of exit groups with a memory budget: past it, new groups are built for one use only.
 struct GroupCache {
   // Room for a few thousand entries up front: growing a table rehashes every entry within one
@@ -220,24 +231,15 @@ struct GroupCache {
     masks.current.reserve(4096);
     depth_masks.current.reserve(4096);
     future_masks.current.reserve(4096);
+    unsigned long long value = 0;
     // GRAMKILN_MASK_CACHE_BYTES overrides the mask tables' budget (tests of the rotation).
-    if (const char* env = std::getenv("GRAMKILN_MASK_CACHE_BYTES")) {
-      char* end = nullptr;
-      const unsigned long long bytes = std::strtoull(env, &end, 10);
-      if (end != env && *end == '\0' && bytes > 0) mask_budget_bytes = bytes;
-    }
+    if (env_number("GRAMKILN_MASK_CACHE_BYTES", &value) && value > 0) mask_budget_bytes = value;
     // GRAMKILN_FILL_WALK_BUDGET overrides the walks a computed fill may compute before it
     // falls back to the trie search (tests run the search on every fill with 0).
-    if (const char* env = std::getenv("GRAMKILN_FILL_WALK_BUDGET")) {
-      char* end = nullptr;
-      const unsigned long long limit = std::strtoull(env, &end, 10);
-      if (end != env && *end == '\0') fill_walk_budget = limit;
-    }
+    if (env_number("GRAMKILN_FILL_WALK_BUDGET", &value)) fill_walk_budget = value;
     // GRAMKILN_FILL_WALK_MS overrides kFillWalkTime (tests: 0, a search after 64 walks).
-    if (const char* env = std::getenv("GRAMKILN_FILL_WALK_MS")) {
-      char* end = nullptr;
-      const unsigned long long ms = std::strtoull(env, &end, 10);
-      if (end != env && *end == '\0') fill_walk_time = std::chrono::milliseconds(ms);
+    if (env_number("GRAMKILN_FILL_WALK_MS", &value)) {
+      fill_walk_time = std::chrono::milliseconds(value);
     }
     walks.reserve(8192);
     future_walks.reserve(1024);
