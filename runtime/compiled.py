@@ -170,10 +170,12 @@ class CompiledGrammar:
         masks under any of the three kinds of key, both generations), ``distinct_masks`` (the
         contents they share: masks are interned, so this is usually a few dozen),
         ``mask_bytes`` (counted against the mask budget, ``GRAMKILN_MASK_CACHE_BYTES``),
-        ``walk_entries``, ``walk_bytes`` and ``group_bytes`` (the other caches); since load,
+        ``walk_entries``, ``item_walk_entries``, ``local_walk_entries``, ``walk_bytes`` and
+        ``group_bytes`` (the other caches); since load,
         the fills answered by each mask table (``hits_whole_stack``, ``hits_future``,
         ``hits_depth``) and those computed (``fills_computed``), the top-level exit walks of
-        computed fills answered by their thread's future (``walk_hits_future``), the masks of
+        computed fills answered by their thread's future (``walk_hits_future``), the computed
+        fills that followed their exits by pending items (``fills_by_items``), the masks of
         computed fills found stored under the parts they were ORed from
         (``interned_by_parts``: no content compare), the computed fills whose exit walks ran
         past the fill's walk budget and were answered by the trie search

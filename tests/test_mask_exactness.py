@@ -242,13 +242,16 @@ NESTED = (
 )
 
 
-def test_walk_cache_reused_under_different_stacks() -> None:
-    """Exit walks are cached by a bounded-depth structural hash of their origin set: the same
-    local shape under different enclosing parentheses (so different stacks below) must still
-    give the brute-force mask, including tokens like `))` and `),` that close several levels.
-    The strings share one compiled grammar so later ones hit entries earlier ones stored."""
+@pytest.mark.parametrize("item_walks", ["on", "off"])
+def test_walk_cache_reused_under_different_stacks(item_walks: str) -> None:
+    """Exit walks are cached by a bounded-depth structural hash of their origin set (by
+    sets), or by group and pending item (by items): the same local shape under different
+    enclosing parentheses (so different stacks below) must still give the brute-force mask,
+    including tokens like `))` and `),` that close several levels. The strings share one
+    compiled grammar so later ones hit entries earlier ones stored."""
     ir = grammar(NESTED)
-    compiled = compile_grammar(ir, VOCAB)
+    with environment("GRAMKILN_ITEM_WALKS", item_walks):
+        compiled = compile_grammar(ir, VOCAB)
     for text in [
         "(a),((a)),(((a),a))",
         "a((a)),(a,(b)),ba",
@@ -348,6 +351,62 @@ def test_random_grammars_masks_equal_brute_force_with_items_merged_by_futures(
         compiled = compile_grammar(ir, VOCAB)
     for text in texts + texts[:1]:
         check_string(ir, text, compiled)
+
+
+@settings(max_examples=60)
+@given(st.data(), st.sampled_from(["on", "off"]), st.sampled_from(["20000", "3"]))
+def test_random_grammars_masks_equal_brute_force_walking_by_items_or_sets(
+    data: st.DataObject, item_walks: str, walks: str
+) -> None:
+    """Computed fills follow their exits either by pending items (completions followed down
+    the matcher's chart, each item's continuation cached by group and dotted id) or by
+    hypothetical sets (walks keyed by the neighbourhood of the set they start from): both
+    give the brute-force masks, through shared caches, and with a walk budget that runs out
+    part-way (the trie search completes those fills)."""
+    ir = data.draw(grammars(subgrammars=True))
+    texts = [data.draw(mutated_strings(ir)).encode("utf-8") for _ in range(3)]
+    with environment("GRAMKILN_ITEM_WALKS", item_walks), fill_walk_budget(int(walks)):
+        compiled = compile_grammar(ir, VOCAB)
+    for text in texts + texts[:1]:
+        check_string(ir, text, compiled)
+
+
+@pytest.mark.parametrize(
+    ("future_keys", "item_walks", "by_items"),
+    [("on", "auto", True), ("off", "auto", False), ("off", "on", True), ("on", "off", False)],
+)
+def test_fills_walk_by_items_where_future_keys_are_used(
+    future_keys: str, item_walks: str, by_items: bool
+) -> None:
+    """By default computed fills walk by items where the matcher uses future keys, by sets
+    elsewhere; GRAMKILN_ITEM_WALKS=on|off overrides."""
+    ir = grammar(NESTED)
+    with (
+        environment("GRAMKILN_FUTURE_KEYS", future_keys),
+        environment("GRAMKILN_ITEM_WALKS", item_walks),
+    ):
+        compiled = compile_grammar(ir, VOCAB)
+    check_string(ir, b"(a,(b)),((a))", compiled)
+    stats = compiled.cache_stats()
+    assert stats["fills_computed"] > 0
+    assert (stats["fills_by_items"] > 0) == by_items
+    assert (stats["item_walk_entries"] > 0) == by_items
+
+
+def test_item_walks_are_finitely_many_whatever_the_nesting() -> None:
+    """Item walks are keyed by (group, dotted item) and their closures over a set by (group,
+    symbol, the set's kernel items): the same statement nested ever deeper needs no new entry
+    once the shapes have been seen, where walks by sets key each new neighbourhood."""
+    ir = grammar(NESTED)
+    with environment("GRAMKILN_ITEM_WALKS", "on"):
+        compiled = compile_grammar(ir, VOCAB)
+    entries = []
+    for depth in range(1, 13):
+        text = ("(" * depth + "a,b" + ")" * depth).encode()
+        check_string(ir, text, compiled)
+        stats = compiled.cache_stats()
+        entries.append((stats["item_walk_entries"], stats["local_walk_entries"]))
+    assert entries[-1] == entries[5], entries
 
 
 @pytest.mark.parametrize("future_keys", ["on", "off"])
@@ -633,14 +692,16 @@ def random_nested_item(rng: random.Random, depth: int) -> str:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_walk_cache_parents_of_cached_nested_walks(seed: int) -> None:
+@pytest.mark.parametrize("item_walks", ["on", "off"])
+def test_walk_cache_parents_of_cached_nested_walks(seed: int, item_walks: str) -> None:
     """Tokens such as `a)))` cross several lexemes, so their exit walks nest; a walk whose nested
     walk came from the cache depends on everything that cached result depends on (the stack
     down to its depth). Many strings nesting at varying depths share one compiled grammar, so
     parents are computed on top of cached nested results and looked up under other stacks.
     (Fails if a cache hit does not pass its dependencies up: checked by mutation.)"""
     ir = grammar(NESTED)
-    compiled = compile_grammar(ir, DEEP_VOCAB)
+    with environment("GRAMKILN_ITEM_WALKS", item_walks):
+        compiled = compile_grammar(ir, DEEP_VOCAB)
     oracle = ReferenceMatcher(ir)
     rng = random.Random(seed)
     for _ in range(30):

@@ -423,24 +423,30 @@ def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
 ) -> None:
     """The future-language key is used always (GRAMKILN_FUTURE_KEYS=on), never (off), or
     where the prewarm finds it pays (the default): masks are the same either way, and off
-    means no fill is answered by it (nor any exit walk by its thread's future)."""
+    means no fill is answered by it (nor any exit walk by its thread's future). Where it is
+    used, computed fills walk by items (GRAMKILN_ITEM_WALKS, default); walking by sets
+    instead, they take top-level exit walks from the future-keyed walk table."""
     grammar, instances = bench_case(name)
     vocab = substring_vocab(instances, limit=400)
     data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
     token_lists = [greedy_tokens(vocab, text) for text in instances[:3]]
     results = {}
-    for mode in ("on", "off", "auto"):
+    for mode, item_walks in (("on", "auto"), ("on", "off"), ("off", "auto"), ("auto", "auto")):
         monkeypatch.setenv("GRAMKILN_FUTURE_KEYS", mode)  # read when a grammar is loaded
+        monkeypatch.setenv("GRAMKILN_ITEM_WALKS", item_walks)
         compiled = CompiledGrammar.load(data, vocab, prewarm=False)
         compiled.prewarm()
-        results[mode] = masks_along(compiled, token_lists)
+        results[mode, item_walks] = masks_along(compiled, token_lists)
         stats = compiled.cache_stats()
         if mode == "off":
             assert stats["hits_future"] == stats["walk_hits_future"] == 0
-        if mode == "on":
-            # Computed fills take top-level exit walks from the future-keyed walk table.
-            assert stats["walk_hits_future"] > 0
-    assert results["on"] == results["off"] == results["auto"]
+            assert stats["fills_by_items"] == 0
+        if mode == "on" and item_walks == "auto":
+            assert stats["fills_by_items"] > 0 and stats["walk_hits_future"] == 0
+        if mode == "on" and item_walks == "off":
+            assert stats["walk_hits_future"] > 0 and stats["fills_by_items"] == 0
+    first = next(iter(results.values()))
+    assert all(masks == first for masks in results.values())
 
 
 @pytest.mark.parametrize(("name", "used"), [("clike", True), ("json", False)])

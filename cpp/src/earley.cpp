@@ -103,29 +103,6 @@ void index_new_set(const Runtime& rt, Chart& chart, size_t begin) {
   chart.wait_begin.push_back(static_cast<uint32_t>(chart.waits.size()));
 }
 
-// Call f(item) for every item of set `local` of `chart` waiting for `symbol`.
-template <typename F>
-inline void for_waiting(const Chart& chart, uint32_t local, uint32_t symbol, F&& f) {
-  const uint64_t* lo = chart.waits.data() + chart.wait_begin[local];
-  const uint64_t* hi = chart.waits.data() + chart.wait_begin[local + 1];
-  const uint64_t key = static_cast<uint64_t>(symbol) << 32;
-  for (const uint64_t* it = std::lower_bound(lo, hi, key); it != hi && (*it >> 32) == symbol;
-       ++it) {
-    f(chart.items[static_cast<uint32_t>(*it)]);
-  }
-}
-
-// The Leo item of set `local` of `chart` for `symbol`, or null.
-inline const LeoItem* find_leo(const Chart& chart, uint32_t local, uint32_t symbol) {
-  const uint32_t begin = chart.leo_begin[local], end = chart.leo_begin[local + 1];
-  if (begin == end) return nullptr;
-  const LeoItem* lo = chart.leo.data() + begin;
-  const LeoItem* hi = chart.leo.data() + end;
-  const LeoItem* it = std::lower_bound(
-      lo, hi, symbol, [](const LeoItem& entry, uint32_t value) { return entry.symbol < value; });
-  return it != hi && it->symbol == symbol ? it : nullptr;
-}
-
 // Append the Leo items of the set just closed and indexed (`self`, of the matcher's own chart;
 // see Chart::leo). Its waits are sorted by symbol, so a symbol with one waiter is a run of one.
 // A waiter predicted in this set (origin `self`) continues the chain through this set's own

@@ -149,12 +149,12 @@ const FollowTable& follow_table(const Runtime& rt, Scratch& sc,
 }
 
 // The overlay set reached from `set` by scanning `lexeme`, built once per fill.
-uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t set,
-                     uint32_t lexeme) {
-  const uint64_t key = (static_cast<uint64_t>(set) << 32) | lexeme;
+uint32_t advance_symbol(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t set,
+                        uint32_t symbol) {
+  const uint64_t key = (static_cast<uint64_t>(set) << 32) | symbol;
   auto found = sc.next_set.find(key);
   if (found != sc.next_set.end()) return found->second;
-  sc.scans.assign(1, {set, rt.lexeme_base() + lexeme});
+  sc.scans.assign(1, {set, symbol});
   sc.reads.clear();
   const uint32_t next = build_earley_set(rt, view, sc.scans, sc.seen, &sc.reads);
   std::sort(sc.reads.begin(), sc.reads.end());
@@ -166,6 +166,11 @@ uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t s
   sc.overlay_depths_done.push_back(0);
   sc.next_set.emplace(key, next);
   return next;
+}
+
+uint32_t advance_set(const Runtime& rt, ChartView& view, Scratch& sc, uint32_t set,
+                     uint32_t lexeme) {
+  return advance_symbol(rt, view, sc, set, rt.lexeme_base() + lexeme);
 }
 
 // Drop the repeats of trie nodes from nodes[begin..), keeping first occurrences in order (a
@@ -1114,15 +1119,23 @@ using WalkResultPtr = std::shared_ptr<const GroupCache::WalkResult>;
 // walk_level's result id for a walk that added no tokens (its group has no exits).
 constexpr uint64_t kNothingEmitted = ~uint64_t{0};
 
+// Empty every walk table and the contents they share (past the walk budget). Call with
+// walk_mutex held.
+void clear_walks_locked(GroupCache& cache) {
+  cache.walks.clear();
+  cache.future_walks.clear();
+  cache.item_walks.clear();
+  cache.local_walks.clear();
+  cache.walk_contents.clear();
+  cache.walk_bytes = 0;
+}
+
 // Put `result` under `key` in `table` (one of the walk tables), `size` more bytes in all; past
 // the budget every walk table and the contents are cleared first. Call with walk_mutex held.
 void put_walk_locked(GroupCache& cache, KeyMap<WalkResultPtr>& table,
                      const std::pair<uint64_t, uint64_t>& key, WalkResultPtr result, size_t size) {
   if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) {
-    cache.walks.clear();
-    cache.future_walks.clear();
-    cache.walk_contents.clear();
-    cache.walk_bytes = 0;
+    clear_walks_locked(cache);
     size = 96 + 4 * result->data.size() + 64;
   }
   if (table.emplace(key, std::move(result))) cache.walk_bytes += size;
@@ -1403,16 +1416,300 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
   return stored_depth;
 }
 
+// Item walks: exit walks split by pending item, so that what a walk finds is keyed by a finite
+// pair (group, dotted item) instead of the neighbourhood of the set it starts from.
+//
+// The set reached from set r by a symbol X holds, for every item e of r waiting for X, e
+// advanced past X, and what completions of e's left-hand side at e's origin bring in. A token
+// follows one derivation, so the tokens a walk finds are the union over those items of (a) the
+// tokens that go on inside e's production (and what it predicts) and (b) those that go on after
+// e's left-hand side completes, at e's origin, which is the same question one level down the
+// stack. (a) is a function of the group and e's dotted id alone: it is walked once on a chart
+// of one set holding e (its origin an empty set standing for "below"), where reaching that
+// empty set is a completion of e's left-hand side, recorded with the group at which it
+// happens. A fill then follows those completions down the matcher's own chart, looking up
+// (a) for every waiting item it meets: no hypothetical set over the matcher's chart is built.
+// What one completion does at one set is looked up at once (compute_local_walk): the set's
+// predicted items are a function of its kernel's dotted ids, so the item walks of the
+// predictions it reaches, and which kernel items it completes, are kept by those ids.
+//
+// Measured (Llama 3, C-like bench decode after the prewarm, GRAMKILN_FUTURE_KEYS=on):
+// instructions per computed fill 145 k -> 84 k (callgrind), computed-fill p90 ~48 -> ~35 us
+// and p99 of all fills ~55 -> ~42 us (min of 5 loads per position, three interleaved runs).
+// JSON, whose top-level walks by sets hit their depth-keyed cache, was no faster: see
+// GroupCache::item_walks_mode.
+
+using ItemWalkPtr = std::shared_ptr<const GroupCache::ItemWalk>;
+
+// Reset the scratch overlay for hypothetical sets over a new base chart.
+void reset_overlay(Scratch& sc) {
+  sc.overlay.items.clear();
+  sc.overlay.set_begin.assign(1, 0);
+  sc.overlay.hash_lo.clear();
+  sc.overlay.hash_hi.clear();
+  sc.overlay.wait_begin.assign(1, 0);
+  sc.overlay.waits.clear();
+  sc.overlay.leo_begin.assign(1, 0);
+  sc.overlay.leo.clear();
+  sc.next_set.clear();
+  sc.overlay_follow.clear();
+  sc.overlay_depths_done.clear();
+  sc.overlay_read_offsets.assign(1, 0);
+  sc.overlay_read_sets.clear();
+  sc.overlay.depth_hash.clear();
+}
+
+// The chart of an item walk: set 0 empty ("below"), set 1 the item alone, its origin set 0.
+void set_up_item_chart(const Runtime& rt, Chart& chart, uint32_t dotted) {
+  chart.items.assign(1, Item{dotted, 0});
+  chart.set_begin.assign({0, 0, 1});
+  chart.hash_lo.assign(2, 0);
+  chart.hash_hi.assign(2, 0);
+  chart.wait_begin.assign({0, 0, 1});
+  chart.waits.assign(1, static_cast<uint64_t>(rt.dotted_next[dotted]) << 32);
+  chart.leo_begin.assign({0, 0, 0});
+  chart.leo.clear();
+  chart.depth_hash.assign(2 * Chart::kDepthHashes * 2, 0);
+}
+
+// One level of an item walk: the tokens of `group` (its nodes reached in the symbol `symbol`
+// scanned from `set`) that go on past that symbol, into `frame`; the groups at which the item's
+// left-hand side completes (set 0 of the item chart is read), into `pops`.
+void item_walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup& group,
+                     uint32_t symbol, uint32_t set, Scratch::WalkFrame& frame,
+                     std::vector<const ExitGroup*>& pops) {
+  if (group.child_nodes.empty()) return;
+  if (!group.persistent) {
+    sc.item_walk_unkept = true;
+    return;
+  }
+  if (sc.walks_exhausted || sc.walks_left < 1 || sc.trie_nodes_walked > sc.trie_nodes_limit ||
+      walk_time_spent(sc)) {
+    sc.walks_exhausted = true;
+    return;
+  }
+  sc.walks_left -= 1;
+  const uint32_t after = advance_symbol(rt, view, sc, set, symbol);
+  const uint32_t after_local = after - view.base_sets;
+  const uint32_t* reads_begin = sc.overlay_read_sets.data() + sc.overlay_read_offsets[after_local];
+  const uint32_t* reads_end =
+      sc.overlay_read_sets.data() + sc.overlay_read_offsets[after_local + 1];
+  if (std::binary_search(reads_begin, reads_end, 0u)) pops.push_back(&group);
+  const FollowTable& table = *sc.overlay_follow[after_local];
+  std::unique_ptr<LevelCache> transient;
+  const LevelCache& tokens = level_of(rt, group, table, transient);
+  if (transient) {
+    sc.item_walk_unkept = true;
+    return;
+  }
+  if (!tokens.bits.empty()) {
+    emit_bits(&frame, nullptr, tokens.bits.data(), rt.words);
+  } else {
+    emit_tokens(&frame, nullptr, tokens.tokens.data(), tokens.tokens.size(), rt.words);
+  }
+  for (const ExitGroup* child : tokens.deeper) {
+    item_walk_level(rt, view, sc, *child, rt.lexeme_base() + child->lexeme, after, frame, pops);
+    if (sc.walks_exhausted || sc.item_walk_unkept) return;
+  }
+}
+
+// An exact set of (group, symbol, set) triples, cleared in constant time: the completions one
+// fill has followed (a fill follows a few hundred).
+class StepSet {
+ public:
+  void clear() {
+    if (++epoch_ == 0) {
+      for (Slot& slot : slots_) slot.epoch = 0;
+      epoch_ = 1;
+    }
+    size_ = 0;
+  }
+  // False when the triple is in the set already.
+  bool insert(const void* group, uint32_t symbol, uint32_t set) {
+    if (4 * (size_ + 1) > 3 * slots_.size()) grow();
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = hash(group, symbol, set) & mask;; i = (i + 1) & mask) {
+      Slot& slot = slots_[i];
+      if (slot.epoch != epoch_) {
+        slot = Slot{group, symbol, set, epoch_};
+        ++size_;
+        return true;
+      }
+      if (slot.group == group && slot.symbol == symbol && slot.set == set) return false;
+    }
+  }
+
+ private:
+  struct Slot {
+    const void* group;
+    uint32_t symbol, set, epoch;
+  };
+  static size_t hash(const void* group, uint32_t symbol, uint32_t set) {
+    return static_cast<size_t>(
+        mix64(reinterpret_cast<uintptr_t>(group) ^ (static_cast<uint64_t>(symbol) << 32 | set)));
+  }
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(old.empty() ? 256 : 2 * old.size(), Slot{nullptr, 0, 0, 0});
+    const uint32_t epoch = epoch_;
+    size_ = 0;
+    for (const Slot& slot : old) {
+      if (slot.epoch == epoch) insert(slot.group, slot.symbol, slot.set);
+    }
+  }
+  std::vector<Slot> slots_;
+  uint32_t epoch_ = 1;
+  size_t size_ = 0;
+};
+
+StepSet& step_set() {
+  thread_local StepSet steps;
+  return steps;
+}
+
+std::pair<uint64_t, uint64_t> item_walk_key(const ExitGroup& group, uint32_t dotted) {
+  const uint64_t id = reinterpret_cast<uintptr_t>(&group);
+  return {mix64(id ^ mix64(dotted + 0x5be0cd19137e2179ull)),
+          mix64((id * 0x9e3779b97f4a7c15ull) + dotted)};
+}
+
+// The item walk of `group` and the pending item `dotted` (see above), computed and stored (or
+// the one another thread stored meanwhile); null when the fill's walk budget ran out or a
+// group built for one use was met. Call without walk_mutex.
+ItemWalkPtr compute_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& group,
+                              uint32_t dotted) {
+  GroupCache& cache = *rt.groups;
+  const auto key = item_walk_key(group, dotted);
+  set_up_item_chart(rt, sc.item_chart, dotted);
+  reset_overlay(sc);
+  ChartView view{&sc.item_chart, &sc.overlay, 2};
+  Scratch::WalkFrame& frame = frame_at(sc, 0);
+  auto walk = std::make_shared<GroupCache::ItemWalk>();
+  item_walk_level(rt, view, sc, group, rt.dotted_next[dotted], 1, frame, walk->pops);
+  if (sc.walks_exhausted || sc.item_walk_unkept) return nullptr;
+  std::sort(walk->pops.begin(), walk->pops.end());
+  walk->pops.erase(std::unique(walk->pops.begin(), walk->pops.end()), walk->pops.end());
+  if (!frame.dense) {  // sorted and distinct: equal contents intern to one result
+    std::sort(frame.tokens.begin(), frame.tokens.end());
+    frame.tokens.erase(std::unique(frame.tokens.begin(), frame.tokens.end()), frame.tokens.end());
+  }
+  const uint64_t digest = walk_digest(frame);
+  std::lock_guard<std::mutex> lock(cache.walk_mutex);
+  if (const ItemWalkPtr* found = cache.item_walks.find(key)) return *found;
+  const size_t size = 96 + 8 * walk->pops.size();
+  if (cache.walk_bytes + size + 4 * (frame.tokens.size() + frame.bits.size()) >
+      GroupCache::kMaskBudgetBytes) {
+    clear_walks_locked(cache);
+  }
+  if (frame.dense || !frame.tokens.empty()) {
+    size_t added;
+    walk->tokens = intern_walk_locked(cache, frame, digest, &added);
+    cache.walk_bytes += added;
+  }
+  ItemWalkPtr shared = std::move(walk);
+  cache.item_walks.emplace(key, shared);
+  cache.walk_bytes += size;
+  return shared;
+}
+
+using LocalWalkPtr = std::shared_ptr<const GroupCache::LocalWalk>;
+
+// A 128-bit hash of the dotted ids of a set's kernel items (origin an earlier set): the set's
+// predictions (origin the set itself) are a function of them. The initial set has no kernel.
+std::pair<uint64_t, uint64_t> kernel_signature(const Chart& chart, uint32_t set) {
+  uint64_t lo = 0x3c6ef372fe94f82bull, hi = 0xa54ff53a5f1d36f1ull;
+  for (uint32_t i = chart.set_begin[set]; i < chart.set_begin[set + 1]; ++i) {
+    const Item item = chart.items[i];
+    if (item.origin == set) continue;
+    lo += mix64(item.dotted * 0x9e3779b97f4a7c15ull + 0x510e527fade682d1ull);
+    hi += mix64(item.dotted ^ 0x1f83d9abfb41bd6bull);
+  }
+  return {mix64(lo), mix64(hi ^ lo)};
+}
+
+std::pair<uint64_t, uint64_t> local_walk_key(const ExitGroup& group, uint32_t symbol,
+                                             const std::pair<uint64_t, uint64_t>& signature) {
+  const uint64_t id = reinterpret_cast<uintptr_t>(&group);
+  return {mix64(signature.first ^ mix64(id + symbol)),
+          mix64(signature.second + mix64(id ^ (uint64_t{symbol} << 32)))};
+}
+
+// The local walk of (group, symbol) at set `set` of `chart`: completing `symbol` there advances
+// the set's items waiting for it; the predicted ones (origin the set) are a function of the
+// set's kernel, and so are the completions their item walks lead to within the set, so their
+// tokens and the pairs (group, symbol) that reach the kernel items are kept by the kernel's
+// signature. Null as compute_item_walk. Call without walk_mutex.
+LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& chart,
+                                const ExitGroup& group, uint32_t symbol, uint32_t set,
+                                const std::pair<uint64_t, uint64_t>& key) {
+  GroupCache& cache = *rt.groups;
+  thread_local StepSet done;
+  thread_local std::vector<std::pair<const ExitGroup*, uint32_t>> work;
+  done.clear();
+  work.assign(1, {&group, symbol});
+  auto local = std::make_shared<GroupCache::LocalWalk>();
+  while (!work.empty()) {
+    const auto [g, sym] = work.back();
+    work.pop_back();
+    if (!done.insert(g, sym, 0)) continue;
+    bool failed = false;
+    for_waiting(chart, set, sym, [&](const Item waiting) {
+      if (failed) return;
+      // Kernel items of one dotted id may have several origins: walked once, continued at each.
+      const bool kernel = waiting.origin != set;
+      if (kernel && !done.insert(g, sym, waiting.dotted + 1)) return;
+      ItemWalkPtr walk;
+      {
+        std::lock_guard<std::mutex> lock(cache.walk_mutex);
+        if (const ItemWalkPtr* found = cache.item_walks.find(item_walk_key(*g, waiting.dotted))) {
+          walk = *found;
+        }
+      }
+      if (!walk) walk = compute_item_walk(rt, sc, *g, waiting.dotted);
+      if (!walk) {
+        failed = true;
+        return;
+      }
+      if (walk->tokens) local->parts.push_back(walk->tokens);
+      const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[waiting.dotted]];
+      for (const ExitGroup* pop : walk->pops) {
+        if (kernel) {
+          local->below.push_back(GroupCache::Continuation{pop, lhs, waiting.dotted});
+        } else {
+          work.emplace_back(pop, lhs);
+        }
+      }
+    });
+    if (failed) return nullptr;
+  }
+  std::sort(local->parts.begin(), local->parts.end());
+  local->parts.erase(std::unique(local->parts.begin(), local->parts.end()), local->parts.end());
+  std::lock_guard<std::mutex> lock(cache.walk_mutex);
+  if (const LocalWalkPtr* found = cache.local_walks.find(key)) return *found;
+  const size_t size = 96 + 16 * (local->below.size() + local->parts.size());
+  if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) clear_walks_locked(cache);
+  LocalWalkPtr shared = std::move(local);
+  cache.local_walks.emplace(key, shared);
+  cache.walk_bytes += size;
+  return shared;
+}
+
 // Set `words` to the union of the inside sets of all thread states (the first write of a
 // computed mask, so it need not be zeroed first). The union depends only on the set of states,
 // so it is cached (within the memory budget) and one copy replaces one OR per thread.
-void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& threads,
-                        uint32_t* words) {
+// The distinct thread states, sorted, into sc.thread_states.
+void collect_thread_states(Scratch& sc, const std::vector<Thread>& threads) {
   sc.thread_states.clear();
   for (const Thread& th : threads) sc.thread_states.push_back(th.state);
   std::sort(sc.thread_states.begin(), sc.thread_states.end());
   sc.thread_states.erase(std::unique(sc.thread_states.begin(), sc.thread_states.end()),
                          sc.thread_states.end());
+}
+
+void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread>& threads,
+                        uint32_t* words) {
+  collect_thread_states(sc, threads);
   auto dense_set = [&](uint32_t set) {
     return &rt.inside_bits[static_cast<size_t>(set) * rt.words];
   };
@@ -1627,6 +1924,20 @@ MaskKey composition_key(const Scratch& sc, bool with_end_tokens) {
     xor_lo ^= mix64(part * 0x510e527fade682d1ull + 1);
   }
   return {mix64(lo ^ mix64(sum_lo ^ xor_lo)), mix64(hi + mix64(sum_hi))};
+}
+
+// Copy into `words` the stored mask (without end tokens) of the current fill's composition, if
+// one was stored; false otherwise.
+bool copy_composed_mask(const Runtime& rt, const Scratch& sc, uint32_t* words) {
+  GroupCache& cache = *rt.groups;
+  const MaskKey parts = composition_key(sc, false);
+  std::lock_guard<std::mutex> lock(cache.mask_mutex);
+  const auto* found = cache.composed_masks.find(parts);
+  if (!found) return false;
+  const GroupCache::StoredMask mask = found->lock();
+  if (!mask) return false;
+  std::copy(mask->begin(), mask->end(), words);
+  return true;
 }
 
 }  // namespace
@@ -1918,6 +2229,8 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   {
     std::lock_guard<std::mutex> lock(cache.walk_mutex);
     out.walk_entries = cache.walks.size();
+    out.item_walk_entries = cache.item_walks.size();
+    out.local_walk_entries = cache.local_walks.size();
     out.walk_bytes = cache.walk_bytes;
   }
   out.group_bytes = cache.used.load(std::memory_order_relaxed);
@@ -1927,6 +2240,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   out.fills_computed = cache.fills_computed.load(std::memory_order_relaxed);
   out.fills_searched = cache.fills_searched.load(std::memory_order_relaxed);
   out.walk_hits_future = cache.hits_future_walks.load(std::memory_order_relaxed);
+  out.fills_by_items = cache.fills_by_items.load(std::memory_order_relaxed);
   out.interned_by_parts = cache.interned_by_parts.load(std::memory_order_relaxed);
   {
     FutureLanguages& fl = *runtime.futures;
@@ -2119,6 +2433,9 @@ bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
     found = intern_mask(cache, words, rt.words);
   }
   store_mask(cache, cache.masks, key, found);
+  // And under the future key the fill probed: configurations with this future find it there
+  // first, whatever their neighbourhood.
+  if (keys && keys->known) store_mask(cache, cache.future_masks, keys->future, found);
   cache.hits_depth.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -2185,22 +2502,8 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
 int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) const {
   const Runtime& rt = *runtime_;
   Scratch& sc = thread_scratch();
-  sc.overlay.items.clear();
-  sc.overlay.set_begin.assign(1, 0);
-  sc.overlay.hash_lo.clear();
-  sc.overlay.hash_hi.clear();
-  sc.overlay.wait_begin.assign(1, 0);
-  sc.overlay.waits.clear();
-  sc.overlay.leo_begin.assign(1, 0);
-  sc.overlay.leo.clear();
-  sc.next_set.clear();
-  sc.overlay_follow.clear();
-  sc.overlay_depths_done.clear();
-  sc.overlay_read_offsets.assign(1, 0);
-  sc.overlay_read_sets.clear();
-  sc.overlay.depth_hash.clear();
+  reset_overlay(sc);
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
-  assign_inside_sets(rt, sc, threads_, words);
   sc.composition.clear();
   sc.composition_known = true;
   sc.walks_left = rt.groups->fill_walk_budget.load(std::memory_order_relaxed);
@@ -2209,7 +2512,40 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   sc.walk_deadline = std::chrono::steady_clock::now() + rt.groups->fill_walk_time;
   sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
   int dependency = 0;
-  for (size_t i = 0; i < threads_.size(); ++i) {
+  const GroupCache::ItemWalksMode mode = rt.groups->item_walks_mode;
+  const bool by_items = mode == GroupCache::ItemWalksMode::kOn ||
+                        (mode == GroupCache::ItemWalksMode::kAuto && uses_futures());
+  bool items_done = false;
+  if (by_items) {
+    sc.item_parts.clear();
+    items_done = fill_exits_by_items(&dependency);
+    if (items_done) rt.groups->fills_by_items.fetch_add(1, std::memory_order_relaxed);
+    if (items_done && !sc.walks_exhausted) {
+      // The mask is the inside union, the parts and the frontier's token sets: when that
+      // composition was stored before, one copy replaces the union and every OR.
+      collect_thread_states(sc, threads_);
+      append_frontier_token_sets(rt, sc);
+      std::sort(sc.composition.begin(), sc.composition.end());
+      sc.composition.erase(std::unique(sc.composition.begin(), sc.composition.end()),
+                           sc.composition.end());
+      if (copy_composed_mask(rt, sc, words)) return dependency;
+      assign_inside_sets(rt, sc, threads_, words);
+      for (const auto& part : sc.item_parts) emit_result(*part, nullptr, words, rt.words);
+      or_frontier_token_sets(words);
+      return dependency;
+    }
+    if (!items_done) {
+      reset_overlay(sc);
+      sc.composition.clear();
+      sc.walks_exhausted = false;
+      dependency = 0;
+    }
+  }
+  assign_inside_sets(rt, sc, threads_, words);
+  if (items_done) {
+    for (const auto& part : sc.item_parts) emit_result(*part, nullptr, words, rt.words);
+  }
+  for (size_t i = 0; i < threads_.size() && !items_done; ++i) {
     const Thread& th = threads_[i];
     const size_t base = static_cast<size_t>(th.state) * 256;
     if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) {
@@ -2236,18 +2572,134 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
     sc.composition_known = false;
     dependency = -1;
   }
-  if (frontier_) {
-    const uint32_t last = chart_.num_sets() - 1;
-    for (uint32_t j = chart_.set_begin[last]; j < chart_.set_begin[last + 1]; ++j) {
-      const uint32_t next = rt.dotted_next[chart_.items[j].dotted];
-      if (next == kComplete || next < rt.tokenset_base()) continue;
-      or_words(words, &rt.tokenset_bits[static_cast<size_t>(next - rt.tokenset_base()) * rt.words],
-               rt.words);
-      // Token-set indices cannot collide with walk ids (those are below 2^63).
-      sc.composition.push_back((uint64_t{1} << 63) | (next - rt.tokenset_base()));
+  append_frontier_token_sets(rt, sc);
+  or_frontier_token_sets(words);
+  return dependency;
+}
+
+void Matcher::append_frontier_token_sets(const Runtime& rt, Scratch& sc) const {
+  if (!frontier_) return;
+  const uint32_t last = chart_.num_sets() - 1;
+  for (uint32_t j = chart_.set_begin[last]; j < chart_.set_begin[last + 1]; ++j) {
+    const uint32_t next = rt.dotted_next[chart_.items[j].dotted];
+    if (next == kComplete || next < rt.tokenset_base()) continue;
+    // Token-set indices cannot collide with walk ids (those are below 2^63).
+    sc.composition.push_back((uint64_t{1} << 63) | (next - rt.tokenset_base()));
+  }
+}
+
+void Matcher::or_frontier_token_sets(uint32_t* words) const {
+  if (!frontier_) return;
+  const Runtime& rt = *runtime_;
+  const uint32_t last = chart_.num_sets() - 1;
+  for (uint32_t j = chart_.set_begin[last]; j < chart_.set_begin[last + 1]; ++j) {
+    const uint32_t next = rt.dotted_next[chart_.items[j].dotted];
+    if (next == kComplete || next < rt.tokenset_base()) continue;
+    or_words(words, &rt.tokenset_bits[static_cast<size_t>(next - rt.tokenset_base()) * rt.words],
+             rt.words);
+  }
+}
+
+bool Matcher::fill_exits_by_items(int* dependency) const {
+  const Runtime& rt = *runtime_;
+  Scratch& sc = thread_scratch();
+  GroupCache& cache = *rt.groups;
+  sc.item_walk_unkept = false;
+  *dependency = 0;
+  const ChartView chart_view{&chart_, &sc.overlay, chart_.num_sets()};
+  // Completions already followed in this fill, by any thread: what they add is among the
+  // parts already, and the sets they read count for the thread that followed them first (a
+  // mask key pins every thread's neighbourhood at one depth).
+  StepSet& done = step_set();
+  done.clear();
+  thread_local StepSet emitted;  // results among sc.item_parts, by address
+  emitted.clear();
+  // Kernel signatures of the sets this fill visits (a few, each met many times).
+  thread_local std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> signatures;
+  signatures.clear();
+  auto signature_of = [&](uint32_t set) {
+    for (const auto& [known, signature] : signatures) {
+      if (known == set) return signature;
+    }
+    signatures.emplace_back(set, kernel_signature(chart_, set));
+    return signatures.back().second;
+  };
+  // The sets each thread origin's completions read (threads of one origin share the search).
+  thread_local std::vector<std::pair<uint32_t, uint32_t>> origin_reads;  // (origin, set)
+  origin_reads.clear();
+  bool reads_known = true;
+  std::unique_lock<std::mutex> lock(cache.walk_mutex);
+  for (const Thread& th : threads_) {
+    const ExitGroup& top = top_group(rt, th.state);
+    if (top.child_nodes.empty()) continue;
+    sc.item_work.assign(1, {&top, rt.lexeme_base() + rt.dfa_lexeme[th.state], th.origin});
+    while (!sc.item_work.empty()) {
+      const auto [group, symbol, set] = sc.item_work.back();
+      sc.item_work.pop_back();
+      if (!done.insert(group, symbol, set)) continue;
+      // A deterministic chain of completions (Chart::leo) ends in one complete item: the items
+      // on the way go on with nothing, so the walk goes on where the chain ends. Short chains are
+      // followed set by set, so that their reads are known (see depth_needed).
+      if (symbol < rt.num_nonterminals) {
+        const LeoItem* leo = find_leo(chart_, set, symbol);
+        if (leo && leo->hops >= Chart::kDepthHashes) {
+          reads_known = false;
+          sc.item_work.emplace_back(group, rt.prod_lhs[rt.dotted_prod[leo->dotted]], leo->origin);
+          continue;
+        }
+      }
+      origin_reads.emplace_back(th.origin, set);
+      // Everything the completion does at `set` in one lookup (see compute_local_walk), then
+      // where it goes on: at the origins of the kernel items it completes.
+      const GroupCache::LocalWalk* local = nullptr;
+      LocalWalkPtr computed_local;
+      const auto local_key = local_walk_key(*group, symbol, signature_of(set));
+      if (const LocalWalkPtr* found = cache.local_walks.find(local_key)) {
+        local = found->get();
+      } else {
+        lock.unlock();
+        computed_local = compute_local_walk(rt, sc, chart_, *group, symbol, set, local_key);
+        lock.lock();
+        local = computed_local.get();
+      }
+      if (!local) return !sc.item_walk_unkept;
+      for (const auto& part : local->parts) {
+        if (emitted.insert(part.get(), 0, 0)) {
+          sc.item_parts.push_back(part);
+          sc.composition.push_back(part->id);
+        }
+      }
+      for (const GroupCache::Continuation& next : local->below) {
+        const uint32_t waits_for = rt.dotted_next[next.dotted];
+        for_waiting(chart_, set, waits_for, [&](const Item waiting) {
+          if (waiting.dotted == next.dotted && waiting.origin != set) {
+            sc.item_work.emplace_back(next.group, next.symbol, waiting.origin);
+          }
+        });
+      }
     }
   }
-  return dependency;
+  lock.unlock();
+  if (!reads_known) {
+    *dependency = -1;
+    return true;
+  }
+  std::sort(origin_reads.begin(), origin_reads.end());
+  origin_reads.erase(std::unique(origin_reads.begin(), origin_reads.end()), origin_reads.end());
+  for (size_t i = 0; i < origin_reads.size();) {
+    const uint32_t origin = origin_reads[i].first;
+    sc.item_reads.clear();
+    for (; i < origin_reads.size() && origin_reads[i].first == origin; ++i) {
+      sc.item_reads.push_back(origin_reads[i].second);
+    }
+    const uint32_t depth = depth_needed(chart_view, sc, origin, sc.item_reads);
+    if (depth == 0) {
+      *dependency = -1;
+      return true;
+    }
+    *dependency = std::max<int>(*dependency, static_cast<int>(depth));
+  }
+  return true;
 }
 
 namespace {

@@ -83,7 +83,9 @@ struct CacheStats {
   size_t mask_entries = 0;    // stored masks, by either key, both generations
   size_t distinct_masks = 0;  // contents they share (masks are interned)
   size_t mask_bytes = 0;      // accounted against the mask budget, current generations
-  size_t walk_entries = 0;    // cached exit walks
+  size_t walk_entries = 0;    // cached exit walks by hypothetical sets
+  // Cached item walks and their closures over one set (see compute_item_walk in matcher.cpp).
+  size_t item_walk_entries = 0, local_walk_entries = 0;
   size_t walk_bytes = 0;
   size_t group_bytes = 0;  // exit groups, levels, node walks, unions, follow tables
   // Fills answered by each mask table, and fills computed, since load.
@@ -93,6 +95,8 @@ struct CacheStats {
   size_t fills_searched = 0;
   // Top-level exit walks answered by their future key (inside computed fills), since load.
   size_t walk_hits_future = 0;
+  // Computed fills that followed their exits by pending items, since load.
+  size_t fills_by_items = 0;
   // Masks of computed fills found stored under what they were ORed from (no compare), since
   // load.
   size_t interned_by_parts = 0;
@@ -294,6 +298,15 @@ class Matcher {
   // walk's dependencies are unknown.
   int fill_mask_uncached(uint32_t* words,
                          const std::pair<uint64_t, uint64_t>* thread_futures = nullptr) const;
+  // fill_mask_uncached's exit walks by pending items (see compute_item_walk in matcher.cpp):
+  // their results into the scratch's item_parts and composition, the depth their mask depends
+  // on into `dependency`. False when a group built for one use was met (the caller then walks
+  // by hypothetical sets).
+  bool fill_exits_by_items(int* dependency) const;
+  // The frontier's token sets: their composition ids (see GroupCache::composed_masks), and
+  // their tokens ORed into `words`.
+  void append_frontier_token_sets(const Runtime& rt, Scratch& sc) const;
+  void or_frontier_token_sets(uint32_t* words) const;
   std::pair<uint64_t, uint64_t> depth_mask_key(uint32_t depth) const;
   std::pair<uint64_t, uint64_t> whole_mask_key() const;
   std::pair<uint64_t, uint64_t> future_mask_key() const;
