@@ -373,13 +373,13 @@ def test_random_grammars_masks_equal_brute_force_walking_by_items_or_sets(
 
 @pytest.mark.parametrize(
     ("future_keys", "item_walks", "by_items"),
-    [("on", "auto", True), ("off", "auto", False), ("off", "on", True), ("on", "off", False)],
+    [("on", "on", True), ("off", "on", True), ("on", "off", False), ("off", "off", False)],
 )
-def test_fills_walk_by_items_where_future_keys_are_used(
+def test_fills_walk_by_items_unless_told_otherwise(
     future_keys: str, item_walks: str, by_items: bool
 ) -> None:
-    """By default computed fills walk by items where the matcher uses future keys, by sets
-    elsewhere; GRAMKILN_ITEM_WALKS=on|off overrides."""
+    """Computed fills walk by items (the default, whether or not future keys are used);
+    GRAMKILN_ITEM_WALKS=off walks by sets."""
     ir = grammar(NESTED)
     with (
         environment("GRAMKILN_FUTURE_KEYS", future_keys),
@@ -391,6 +391,7 @@ def test_fills_walk_by_items_where_future_keys_are_used(
     assert stats["fills_computed"] > 0
     assert (stats["fills_by_items"] > 0) == by_items
     assert (stats["item_walk_entries"] > 0) == by_items
+    assert (stats["walk_entries"] > 0) != by_items
 
 
 def test_item_walks_are_finitely_many_whatever_the_nesting() -> None:

@@ -1126,6 +1126,7 @@ void clear_walks_locked(GroupCache& cache) {
   cache.future_walks.clear();
   cache.item_walks.clear();
   cache.local_walks.clear();
+  cache.descents.clear();
   cache.walk_contents.clear();
   cache.walk_bytes = 0;
 }
@@ -1433,11 +1434,12 @@ int walk_level(const Runtime& rt, ChartView& view, Scratch& sc, const ExitGroup&
 // predicted items are a function of its kernel's dotted ids, so the item walks of the
 // predictions it reaches, and which kernel items it completes, are kept by those ids.
 //
-// Measured (Llama 3, C-like bench decode after the prewarm, GRAMKILN_FUTURE_KEYS=on):
-// instructions per computed fill 145 k -> 84 k (callgrind), computed-fill p90 ~48 -> ~35 us
-// and p99 of all fills ~55 -> ~42 us (min of 5 loads per position, three interleaved runs).
-// JSON, whose top-level walks by sets hit their depth-keyed cache, was no faster: see
-// GroupCache::item_walks_mode.
+// A thread's whole descent is also kept, by H_d of its origin (as walks by sets are), so that
+// where a neighbourhood recurs the descent is one probe.
+//
+// Measured (Llama 3, bench decodes after the prewarm; see docs/design/runtime.md, "Session
+// 21"): instructions per computed fill JSON 44 k -> 32 k, C-like 148 k -> 72 k (callgrind);
+// p99 of all fills JSON ~8.2 -> ~6.2 us, C-like ~55 -> ~41 us (min of 5 loads per position).
 
 using ItemWalkPtr = std::shared_ptr<const GroupCache::ItemWalk>;
 
@@ -1614,14 +1616,17 @@ ItemWalkPtr compute_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& g
 }
 
 using LocalWalkPtr = std::shared_ptr<const GroupCache::LocalWalk>;
+using DescentPtr = std::shared_ptr<const GroupCache::Descent>;
 
-// A 128-bit hash of the dotted ids of a set's kernel items (origin an earlier set): the set's
-// predictions (origin the set itself) are a function of them. The initial set has no kernel.
-std::pair<uint64_t, uint64_t> kernel_signature(const Chart& chart, uint32_t set) {
+// A 128-bit hash of the dotted ids of a set's pending kernel items (origin an earlier set):
+// the set's predictions (origin the set itself) are a function of them, and completions at
+// the set advance only them. The initial set has no kernel.
+std::pair<uint64_t, uint64_t> kernel_signature(const Runtime& rt, const Chart& chart,
+                                               uint32_t set) {
   uint64_t lo = 0x3c6ef372fe94f82bull, hi = 0xa54ff53a5f1d36f1ull;
   for (uint32_t i = chart.set_begin[set]; i < chart.set_begin[set + 1]; ++i) {
     const Item item = chart.items[i];
-    if (item.origin == set) continue;
+    if (item.origin == set || rt.dotted_next[item.dotted] == kComplete) continue;
     lo += mix64(item.dotted * 0x9e3779b97f4a7c15ull + 0x510e527fade682d1ull);
     hi += mix64(item.dotted ^ 0x1f83d9abfb41bd6bull);
   }
@@ -2512,11 +2517,8 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   sc.walk_deadline = std::chrono::steady_clock::now() + rt.groups->fill_walk_time;
   sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
   int dependency = 0;
-  const GroupCache::ItemWalksMode mode = rt.groups->item_walks_mode;
-  const bool by_items = mode == GroupCache::ItemWalksMode::kOn ||
-                        (mode == GroupCache::ItemWalksMode::kAuto && uses_futures());
   bool items_done = false;
-  if (by_items) {
+  if (rt.groups->walk_by_items) {
     sc.item_parts.clear();
     items_done = fill_exits_by_items(&dependency);
     if (items_done) rt.groups->fills_by_items.fetch_add(1, std::memory_order_relaxed);
@@ -2607,13 +2609,15 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
   sc.item_walk_unkept = false;
   *dependency = 0;
   const ChartView chart_view{&chart_, &sc.overlay, chart_.num_sets()};
-  // Completions already followed in this fill, by any thread: what they add is among the
-  // parts already, and the sets they read count for the thread that followed them first (a
-  // mask key pins every thread's neighbourhood at one depth).
-  StepSet& done = step_set();
-  done.clear();
+  StepSet& done = step_set();    // completions one thread's descent has followed
   thread_local StepSet emitted;  // results among sc.item_parts, by address
   emitted.clear();
+  auto add_part = [&](const WalkResultPtr& part) {
+    if (emitted.insert(part.get(), 0, 0)) {
+      sc.item_parts.push_back(part);
+      sc.composition.push_back(part->id);
+    }
+  };
   // Kernel signatures of the sets this fill visits (a few, each met many times).
   thread_local std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> signatures;
   signatures.clear();
@@ -2621,18 +2625,37 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
     for (const auto& [known, signature] : signatures) {
       if (known == set) return signature;
     }
-    signatures.emplace_back(set, kernel_signature(chart_, set));
+    signatures.emplace_back(set, kernel_signature(rt, chart_, set));
     return signatures.back().second;
   };
-  // The sets each thread origin's completions read (threads of one origin share the search).
-  thread_local std::vector<std::pair<uint32_t, uint32_t>> origin_reads;  // (origin, set)
-  origin_reads.clear();
-  bool reads_known = true;
+  thread_local std::vector<WalkResultPtr> thread_parts;
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   for (const Thread& th : threads_) {
     const ExitGroup& top = top_group(rt, th.state);
     if (top.child_nodes.empty()) continue;
-    sc.item_work.assign(1, {&top, rt.lexeme_base() + rt.dfa_lexeme[th.state], th.origin});
+    const uint32_t lexeme = rt.lexeme_base() + rt.dfa_lexeme[th.state];
+    // A thread's whole descent is a function of its group, its lexeme and the sets it read:
+    // kept by H_d of its origin for the smallest d that covers them, as walks by sets are, so
+    // that where the neighbourhood recurs the descent is one probe.
+    auto depth_hash = [&](uint32_t d) {
+      return &chart_.depth_hash[(static_cast<size_t>(th.origin) * Chart::kDepthHashes + d - 1) * 2];
+    };
+    const uint32_t stored = cache.descent_depths.load(std::memory_order_relaxed);
+    bool hit = false;
+    for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
+      if (!((stored >> d) & 1u)) continue;
+      const DescentPtr* found = cache.descents.find(walk_key(top, lexeme, d, depth_hash(d)));
+      if (!found) continue;
+      for (const WalkResultPtr& part : (*found)->parts) add_part(part);
+      if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(d));
+      hit = true;
+    }
+    if (hit) continue;
+    done.clear();
+    thread_parts.clear();
+    sc.item_reads.clear();
+    bool reads_known = true;
+    sc.item_work.assign(1, {&top, lexeme, th.origin});
     while (!sc.item_work.empty()) {
       const auto [group, symbol, set] = sc.item_work.back();
       sc.item_work.pop_back();
@@ -2648,7 +2671,7 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
           continue;
         }
       }
-      origin_reads.emplace_back(th.origin, set);
+      sc.item_reads.push_back(set);
       // Everything the completion does at `set` in one lookup (see compute_local_walk), then
       // where it goes on: at the origins of the kernel items it completes.
       const GroupCache::LocalWalk* local = nullptr;
@@ -2663,12 +2686,7 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
         local = computed_local.get();
       }
       if (!local) return !sc.item_walk_unkept;
-      for (const auto& part : local->parts) {
-        if (emitted.insert(part.get(), 0, 0)) {
-          sc.item_parts.push_back(part);
-          sc.composition.push_back(part->id);
-        }
-      }
+      thread_parts.insert(thread_parts.end(), local->parts.begin(), local->parts.end());
       for (const GroupCache::Continuation& next : local->below) {
         const uint32_t waits_for = rt.dotted_next[next.dotted];
         for_waiting(chart_, set, waits_for, [&](const Item waiting) {
@@ -2678,26 +2696,33 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
         });
       }
     }
-  }
-  lock.unlock();
-  if (!reads_known) {
-    *dependency = -1;
-    return true;
-  }
-  std::sort(origin_reads.begin(), origin_reads.end());
-  origin_reads.erase(std::unique(origin_reads.begin(), origin_reads.end()), origin_reads.end());
-  for (size_t i = 0; i < origin_reads.size();) {
-    const uint32_t origin = origin_reads[i].first;
-    sc.item_reads.clear();
-    for (; i < origin_reads.size() && origin_reads[i].first == origin; ++i) {
-      sc.item_reads.push_back(origin_reads[i].second);
+    for (const WalkResultPtr& part : thread_parts) add_part(part);
+    if (*dependency < 0) continue;
+    uint32_t depth = 0;
+    if (reads_known) {
+      std::sort(sc.item_reads.begin(), sc.item_reads.end());
+      sc.item_reads.erase(std::unique(sc.item_reads.begin(), sc.item_reads.end()),
+                          sc.item_reads.end());
+      lock.unlock();
+      depth = depth_needed(chart_view, sc, th.origin, sc.item_reads);
+      lock.lock();
     }
-    const uint32_t depth = depth_needed(chart_view, sc, origin, sc.item_reads);
     if (depth == 0) {
       *dependency = -1;
-      return true;
+      continue;
     }
     *dependency = std::max<int>(*dependency, static_cast<int>(depth));
+    std::sort(thread_parts.begin(), thread_parts.end());
+    thread_parts.erase(std::unique(thread_parts.begin(), thread_parts.end()), thread_parts.end());
+    auto descent = std::make_shared<GroupCache::Descent>();
+    descent->parts = thread_parts;
+    const size_t size = 96 + 16 * descent->parts.size();
+    if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) clear_walks_locked(cache);
+    if (cache.descents.emplace(walk_key(top, lexeme, depth, depth_hash(depth)),
+                               std::move(descent))) {
+      cache.walk_bytes += size;
+      cache.descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
+    }
   }
   return true;
 }

@@ -242,23 +242,20 @@ struct GroupCache {
     if (env_number("GRAMKILN_FILL_WALK_MS", &value)) {
       fill_walk_time = std::chrono::milliseconds(value);
     }
-    // GRAMKILN_ITEM_WALKS=on|off overrides when fills walk by items (see item_walks_mode).
+    // GRAMKILN_ITEM_WALKS=off walks by hypothetical sets (see walk_by_items).
     if (const char* mode = std::getenv("GRAMKILN_ITEM_WALKS")) {
       const std::string text(mode);
-      if (text == "on" || text == "1") item_walks_mode = ItemWalksMode::kOn;
-      if (text == "off" || text == "0") item_walks_mode = ItemWalksMode::kOff;
+      if (text == "off" || text == "0") walk_by_items = false;
     }
     walks.reserve(8192);
     future_walks.reserve(1024);
     walk_contents.reserve(8192);
   }
-  // Whether computed fills follow exits by pending items (see compute_item_walk in matcher.cpp) or
-  // by hypothetical sets (walk_level). kAuto: by items where the matcher uses future keys (deep
-  // expression grammars, where walks by sets are keyed by futures of the whole stack; C-like
-  // computed fills measured ~25% faster), by sets elsewhere (JSON-like grammars, whose walks by
-  // sets hit their depth-keyed cache at the top level).
-  enum class ItemWalksMode { kAuto, kOn, kOff };
-  ItemWalksMode item_walks_mode = ItemWalksMode::kAuto;
+  // Whether computed fills follow exits by pending items (see compute_item_walk in
+  // matcher.cpp; the default) or by hypothetical sets (walk_level: GRAMKILN_ITEM_WALKS=off,
+  // and for one fill when a group or level built for one use is met). Walking by items took
+  // computed fills from 44 k to 32 k instructions (JSON) and 148 k to 72 k (C-like).
+  bool walk_by_items = true;
   static constexpr size_t kBudgetBytes = size_t{256} << 20;
   // Exit walks one computed fill may compute before it gives up on walks (see
   // Scratch::walks_left; a walk over a group built for one use counts for 16). The slowest
@@ -402,6 +399,14 @@ struct GroupCache {
     std::vector<Continuation> below;
   };
   KeyMap<std::shared_ptr<const LocalWalk>> local_walks;
+  // A thread's whole descent by items (its parts), by (top group, lexeme, d, H_d of its
+  // origin), where d covers every set the descent read; `descent_depths` has bit d set once
+  // one was stored at depth d.
+  struct Descent {
+    std::vector<std::shared_ptr<const WalkResult>> parts;
+  };
+  KeyMap<std::shared_ptr<const Descent>> descents;
+  std::atomic<uint32_t> descent_depths{0};
   // Top-level exit walks by (thread state, future language after its lexeme at its origin),
   // where future keys are in use (see walk_level); cleared with `walks`.
   KeyMap<std::shared_ptr<const WalkResult>> future_walks;
