@@ -373,13 +373,18 @@ def test_random_grammars_masks_equal_brute_force_walking_by_items_or_sets(
 
 @pytest.mark.parametrize(
     ("future_keys", "item_walks", "by_items"),
-    [("on", "on", True), ("off", "on", True), ("on", "off", False), ("off", "off", False)],
+    [
+        ("on", "auto", True),
+        ("off", "auto", False),
+        ("off", "on", True),
+        ("on", "off", False),
+    ],
 )
-def test_fills_walk_by_items_unless_told_otherwise(
+def test_fills_walk_by_items_where_future_keys_are_used(
     future_keys: str, item_walks: str, by_items: bool
 ) -> None:
-    """Computed fills walk by items (the default, whether or not future keys are used);
-    GRAMKILN_ITEM_WALKS=off walks by sets."""
+    """By default computed fills walk by items where the matcher uses future keys, by sets
+    elsewhere; GRAMKILN_ITEM_WALKS=on|off overrides."""
     ir = grammar(NESTED)
     with (
         environment("GRAMKILN_FUTURE_KEYS", future_keys),

@@ -2517,8 +2517,11 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   sc.walk_deadline = std::chrono::steady_clock::now() + rt.groups->fill_walk_time;
   sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
   int dependency = 0;
+  const GroupCache::ItemWalks mode = rt.groups->item_walks_mode;
+  const bool by_items = mode == GroupCache::ItemWalks::kOn ||
+                        (mode == GroupCache::ItemWalks::kAuto && uses_futures());
   bool items_done = false;
-  if (rt.groups->walk_by_items) {
+  if (by_items) {
     sc.item_parts.clear();
     items_done = fill_exits_by_items(&dependency);
     if (items_done) rt.groups->fills_by_items.fetch_add(1, std::memory_order_relaxed);

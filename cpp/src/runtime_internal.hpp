@@ -242,20 +242,25 @@ struct GroupCache {
     if (env_number("GRAMKILN_FILL_WALK_MS", &value)) {
       fill_walk_time = std::chrono::milliseconds(value);
     }
-    // GRAMKILN_ITEM_WALKS=off walks by hypothetical sets (see walk_by_items).
+    // GRAMKILN_ITEM_WALKS=on|off overrides where fills walk by items (see item_walks_mode).
     if (const char* mode = std::getenv("GRAMKILN_ITEM_WALKS")) {
       const std::string text(mode);
-      if (text == "off" || text == "0") walk_by_items = false;
+      if (text == "on" || text == "1") item_walks_mode = ItemWalks::kOn;
+      if (text == "off" || text == "0") item_walks_mode = ItemWalks::kOff;
     }
     walks.reserve(8192);
     future_walks.reserve(1024);
     walk_contents.reserve(8192);
   }
   // Whether computed fills follow exits by pending items (see compute_item_walk in
-  // matcher.cpp; the default) or by hypothetical sets (walk_level: GRAMKILN_ITEM_WALKS=off,
-  // and for one fill when a group or level built for one use is met). Walking by items took
-  // computed fills from 44 k to 32 k instructions (JSON) and 148 k to 72 k (C-like).
-  bool walk_by_items = true;
+  // matcher.cpp) or by hypothetical sets (walk_level; also for one fill when a group or level
+  // built for one use is met). kAuto, the default: by items where the matcher uses future
+  // keys. Measured in session 21 (bench decodes after the prewarm, Llama 3): C-like computed
+  // fills 148 k -> 72 k instructions, p99 ~35% lower; JSON 44 k -> 32 k instructions but no
+  // lower p99 in the bench; MaskBench p99 30-50% higher (item walks and per-set closures its
+  // prewarm did not reach are computed in the decode). GRAMKILN_ITEM_WALKS=on|off overrides.
+  enum class ItemWalks { kAuto, kOn, kOff };
+  ItemWalks item_walks_mode = ItemWalks::kAuto;
   static constexpr size_t kBudgetBytes = size_t{256} << 20;
   // Exit walks one computed fill may compute before it gives up on walks (see
   // Scratch::walks_left; a walk over a group built for one use counts for 16). The slowest
