@@ -689,11 +689,10 @@ struct Scratch {
   // overlay_read_offsets[i + 1]). Flat, so that a warm fill allocates nothing for them.
   std::vector<uint32_t> overlay_read_offsets, overlay_read_sets;
   std::vector<uint32_t> reads;  // build_earley_set's record for one build
-  // Item walks: the one-item chart they start from, and the fill's work list of completions
-  // (group, symbol, set) with the ones already done.
+  // Item walks: the one-item chart they start from, a thread's work list of completions
+  // (group, symbol, set) and the sets its descent read.
   Chart item_chart;
   std::vector<std::tuple<const ExitGroup*, uint32_t, uint32_t>> item_work;
-  std::vector<std::tuple<const ExitGroup*, uint32_t, uint32_t>> item_done;
   std::vector<uint32_t> item_reads;
   std::vector<std::shared_ptr<const GroupCache::WalkResult>> item_parts;  // what the mask ORs
   bool item_walk_unkept = false;  // a group or level built for one use was met
