@@ -412,6 +412,7 @@ def test_item_walks_are_finitely_many_whatever_the_nesting() -> None:
         check_string(ir, text, compiled)
         stats = compiled.cache_stats()
         entries.append((stats["item_walk_entries"], stats["local_walk_entries"]))
+    assert entries[5][0] > 0 and entries[5][1] > 0, entries
     assert entries[-1] == entries[5], entries
 
 

@@ -1131,6 +1131,12 @@ void clear_walks_locked(GroupCache& cache) {
   cache.walk_bytes = 0;
 }
 
+// Clear every walk table when `bytes` more would pass the walk budget. Call with walk_mutex
+// held.
+void make_walk_room_locked(GroupCache& cache, size_t bytes) {
+  if (cache.walk_bytes + bytes > GroupCache::kMaskBudgetBytes) clear_walks_locked(cache);
+}
+
 // Put `result` under `key` in `table` (one of the walk tables), `size` more bytes in all; past
 // the budget every walk table and the contents are cleared first. Call with walk_mutex held.
 void put_walk_locked(GroupCache& cache, KeyMap<WalkResultPtr>& table,
@@ -1600,10 +1606,7 @@ ItemWalkPtr compute_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& g
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
   if (const ItemWalkPtr* found = cache.item_walks.find(key)) return *found;
   const size_t size = 96 + 8 * walk->pops.size();
-  if (cache.walk_bytes + size + 4 * (frame.tokens.size() + frame.bits.size()) >
-      GroupCache::kMaskBudgetBytes) {
-    clear_walks_locked(cache);
-  }
+  make_walk_room_locked(cache, size + 4 * (frame.tokens.size() + frame.bits.size()));
   if (frame.dense || !frame.tokens.empty()) {
     size_t added;
     walk->tokens = intern_walk_locked(cache, frame, digest, &added);
@@ -1693,7 +1696,7 @@ LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& cha
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
   if (const LocalWalkPtr* found = cache.local_walks.find(key)) return *found;
   const size_t size = 96 + 16 * (local->below.size() + local->parts.size());
-  if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) clear_walks_locked(cache);
+  make_walk_room_locked(cache, size);
   LocalWalkPtr shared = std::move(local);
   cache.local_walks.emplace(key, shared);
   cache.walk_bytes += size;
@@ -2546,10 +2549,9 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
       dependency = 0;
     }
   }
+  // A fill by items that ran out of walks goes on to the search below, which finds every text
+  // token: its parts need not be ORed.
   assign_inside_sets(rt, sc, threads_, words);
-  if (items_done) {
-    for (const auto& part : sc.item_parts) emit_result(*part, nullptr, words, rt.words);
-  }
   for (size_t i = 0; i < threads_.size() && !items_done; ++i) {
     const Thread& th = threads_[i];
     const size_t base = static_cast<size_t>(th.state) * 256;
@@ -2613,10 +2615,10 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
   *dependency = 0;
   const ChartView chart_view{&chart_, &sc.overlay, chart_.num_sets()};
   StepSet& done = step_set();    // completions one thread's descent has followed
-  thread_local StepSet emitted;  // results among sc.item_parts, by address
-  emitted.clear();
+  thread_local StepSet collected;  // results among sc.item_parts, by address
+  collected.clear();
   auto add_part = [&](const WalkResultPtr& part) {
-    if (emitted.insert(part.get(), 0, 0)) {
+    if (collected.insert(part.get(), 0, 0)) {
       sc.item_parts.push_back(part);
       sc.composition.push_back(part->id);
     }
@@ -2700,7 +2702,6 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       }
     }
     for (const WalkResultPtr& part : thread_parts) add_part(part);
-    if (*dependency < 0) continue;
     uint32_t depth = 0;
     if (reads_known) {
       std::sort(sc.item_reads.begin(), sc.item_reads.end());
@@ -2714,13 +2715,13 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       *dependency = -1;
       continue;
     }
-    *dependency = std::max<int>(*dependency, static_cast<int>(depth));
+    if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(depth));
     std::sort(thread_parts.begin(), thread_parts.end());
     thread_parts.erase(std::unique(thread_parts.begin(), thread_parts.end()), thread_parts.end());
     auto descent = std::make_shared<GroupCache::Descent>();
     descent->parts = thread_parts;
     const size_t size = 96 + 16 * descent->parts.size();
-    if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) clear_walks_locked(cache);
+    make_walk_room_locked(cache, size);
     if (cache.descents.emplace(walk_key(top, lexeme, depth, depth_hash(depth)),
                                std::move(descent))) {
       cache.walk_bytes += size;
