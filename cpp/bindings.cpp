@@ -102,6 +102,7 @@ py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
   out["levels"] = stats.levels;
   out["masks"] = stats.masks;
   out["explored"] = stats.explored;
+  out["item_walks"] = stats.item_walks;
   out["bytes"] = stats.bytes;
   out["complete"] = stats.complete;
   return out;

@@ -137,7 +137,10 @@ class CompiledGrammar:
         """Build ahead the mask work that does not depend on the parse, and the first masks.
 
         Every exit group a lexer thread can reach is built, with its children under every
-        lexeme that can follow in the grammar (up to six lexemes deep and 32 MB); then the masks
+        lexeme that can follow in the grammar (up to six lexemes deep and 32 MB); then the item
+        walks of every (exit group a thread starts in, item waiting for its lexeme) pair and,
+        to a fixed point, of the groups at which those items' left-hand sides complete (what a
+        computed fill looks up for each pending item it meets); then the masks
         of the initial configuration and of up to 47 configurations one or two bytes into the
         text are filled (the prefixes most tokens start with first), and those of up to 1,500
         configurations reached lexeme by lexeme from the start (at most 32 lexemes in; told
@@ -152,7 +155,7 @@ class CompiledGrammar:
         background thread that shares the caches with concurrent fills, which build whatever
         is missing themselves. Without `wait` it returns at once (a started prewarm is not started
         again); with `wait` it blocks until done and returns ``{"levels", "masks",
-        "explored", "bytes", "complete"}``. Masks never depend on it. Running prewarms are
+        "explored", "item_walks", "bytes", "complete"}``. Masks never depend on it. Running prewarms are
         stopped before the process forks or exits.
         """
         if not wait:

@@ -57,7 +57,14 @@ def test_prewarmed_masks_equal_brute_force_on_random_grammars(data: st.DataObjec
     text = data.draw(mutated_strings(ir)).encode("utf-8")
     compiled = compile_grammar(ir, SMALL_VOCAB)
     stats = compiled.prewarm()
-    assert stats is not None and set(stats) == {"levels", "masks", "explored", "bytes", "complete"}
+    assert stats is not None and set(stats) == {
+        "levels",
+        "masks",
+        "explored",
+        "item_walks",
+        "bytes",
+        "complete",
+    }
     assert stats["masks"] >= 1 and stats["explored"] >= 1  # at least the initial configuration
     oracle = ReferenceMatcher(ir)
     matcher = compiled.matcher()
@@ -423,10 +430,9 @@ def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
 ) -> None:
     """The future-language key is used always (GRAMKILN_FUTURE_KEYS=on), never (off), or
     where the prewarm finds it pays (the default): masks are the same either way, and off
-    means no fill is answered by it (nor any exit walk by its thread's future). Where it is
-    used, computed fills walk by items (the default); walking by sets instead
-    (GRAMKILN_ITEM_WALKS=off), they take top-level exit walks from the future-keyed walk
-    table."""
+    means no fill is answered by it (nor any exit walk by its thread's future). Computed fills
+    walk by items (the default) either way; walking by sets instead (GRAMKILN_ITEM_WALKS=off)
+    where the key is used, they take top-level exit walks from the future-keyed walk table."""
     grammar, instances = bench_case(name)
     vocab = substring_vocab(instances, limit=400)
     data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
@@ -441,13 +447,40 @@ def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
         stats = compiled.cache_stats()
         if mode == "off":
             assert stats["hits_future"] == stats["walk_hits_future"] == 0
-            assert stats["fills_by_items"] == 0
-        if mode == "on" and item_walks == "auto":
+        if item_walks == "auto":
             assert stats["fills_by_items"] > 0 and stats["walk_hits_future"] == 0
         if mode == "on" and item_walks == "off":
             assert stats["walk_hits_future"] > 0 and stats["fills_by_items"] == 0
     first = next(iter(results.values()))
     assert all(masks == first for masks in results.values())
+
+
+@pytest.mark.parametrize("name", ["json", "clike", "toolcall"])
+def test_the_prewarm_computes_every_item_walk_a_decode_looks_up(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prewarm computes the item walk of every (exit group a thread starts in, item
+    waiting for its lexeme) pair and, to a fixed point, those of the groups at which their
+    left-hand sides complete: decodes after it look item walks up and compute none, with the
+    same masks as walking by sets."""
+    monkeypatch.delenv("GRAMKILN_ITEM_WALKS", raising=False)
+    grammar, instances = bench_case(name)
+    vocab = substring_vocab(instances, limit=400)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    token_lists = [greedy_tokens(vocab, text) for text in instances[:3]]
+    compiled = CompiledGrammar.load(data, vocab, prewarm=False)
+    prewarm = compiled.prewarm()
+    assert prewarm is not None and prewarm["item_walks"] > 0
+    before = compiled.cache_stats()
+    assert before["item_walk_entries"] == prewarm["item_walks"]
+    masks = masks_along(compiled, token_lists)
+    after = compiled.cache_stats()
+    assert after["fills_by_items"] > before["fills_by_items"]
+    assert after["item_walk_entries"] == before["item_walk_entries"]
+    monkeypatch.setenv("GRAMKILN_ITEM_WALKS", "off")
+    by_sets = CompiledGrammar.load(data, vocab, prewarm=False)
+    assert by_sets.prewarm()["item_walks"] == 0  # type: ignore[index]
+    assert masks_along(by_sets, token_lists) == masks
 
 
 @pytest.mark.parametrize(("name", "used"), [("clike", True), ("json", False)])

@@ -968,6 +968,9 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   }
 }
 
+// Item walks ahead of the decode (defined with the item walks below).
+void prewarm_item_walks(const Runtime& rt, PrewarmBudget& budget, PrewarmStats& stats);
+
 }  // namespace
 
 namespace {
@@ -1020,6 +1023,7 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
     ~Restore() { FutureWork::prewarming = value; }
   } restore{was_prewarming};
   prewarm_groups(*runtime, budget, stats);
+  prewarm_item_walks(*runtime, budget, stats);
   prewarm_first_masks(runtime, budget, stats);
   prewarm_structure(runtime, budget, stats);
   if (budget.spent()) stats.complete = false;
@@ -1616,6 +1620,79 @@ ItemWalkPtr compute_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& g
   cache.item_walks.emplace(key, shared);
   cache.walk_bytes += size;
   return shared;
+}
+
+// Every item walk a fill by items can need, ahead of the decode: (a thread's top group, an
+// item waiting for its lexeme), then, for each group at which such an item's left-hand side
+// completes, (that group, an item waiting for the left-hand side), to a fixed point. The pairs
+// are finitely many (kept groups times dotted ids), so a decode by items computes no item walk
+// the budget let this reach; breadth-first, so what a budget cuts is the deepest nesting.
+// Without it, decodes of JSON Schema grammars computed 1-9 item walks per computed fill (the
+// keys and closers of objects the structural exploration had not reached), each as costly as
+// a walk by sets.
+void prewarm_item_walks(const Runtime& rt, PrewarmBudget& budget, PrewarmStats& stats) {
+  GroupCache& cache = *rt.groups;
+  if (cache.item_walks_mode == GroupCache::ItemWalks::kOff) return;
+  // The dotted ids waiting for each symbol (nonterminals and lexemes).
+  const uint32_t symbols = rt.tokenset_base();
+  std::vector<uint32_t> begin(symbols + 1, 0), waiting;
+  for (uint32_t next : rt.dotted_next) {
+    if (next != kComplete && next < symbols) ++begin[next + 1];
+  }
+  for (uint32_t s = 0; s < symbols; ++s) begin[s + 1] += begin[s];
+  waiting.resize(begin[symbols]);
+  {
+    std::vector<uint32_t> at(begin.begin(), begin.end() - 1);
+    for (uint32_t dotted = 0; dotted < rt.dotted_next.size(); ++dotted) {
+      const uint32_t next = rt.dotted_next[dotted];
+      if (next != kComplete && next < symbols) waiting[at[next]++] = dotted;
+    }
+  }
+  Scratch& sc = thread_scratch();
+  std::set<std::pair<const ExitGroup*, uint32_t>> seen;
+  std::vector<std::pair<const ExitGroup*, uint32_t>> current, next;
+  for (uint32_t state = 0; state < rt.num_states; ++state) {
+    const size_t base = static_cast<size_t>(state) * 256;
+    if (rt.exit_child_offsets[base] == rt.exit_child_offsets[base + 256]) continue;
+    const std::pair<const ExitGroup*, uint32_t> entry{&top_group(rt, static_cast<int32_t>(state)),
+                                                      rt.lexeme_base() + rt.dfa_lexeme[state]};
+    if (entry.first->persistent && seen.insert(entry).second) current.push_back(entry);
+  }
+  while (!current.empty()) {
+    next.clear();
+    for (const auto& [group, symbol] : current) {
+      for (uint32_t i = begin[symbol]; i < begin[symbol + 1]; ++i) {
+        if (budget.spent()) return;
+        const uint32_t dotted = waiting[i];
+        ItemWalkPtr walk;
+        {
+          std::lock_guard<std::mutex> lock(cache.walk_mutex);
+          // Past half the walk budget a full table is cleared (make_walk_room_locked): the
+          // rest is left to the decode rather than clear what was built here.
+          if (2 * cache.walk_bytes > GroupCache::kMaskBudgetBytes) return;
+          if (const ItemWalkPtr* found = cache.item_walks.find(item_walk_key(*group, dotted))) {
+            walk = *found;
+          }
+        }
+        if (!walk) {
+          sc.walks_left = cache.fill_walk_budget.load(std::memory_order_relaxed);
+          sc.walks_exhausted = false;
+          sc.item_walk_unkept = false;
+          sc.walks_since_clock = 0;
+          sc.walk_deadline = std::chrono::steady_clock::now() + cache.fill_walk_time;
+          sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
+          walk = compute_item_walk(rt, sc, *group, dotted);
+          if (!walk) continue;
+          ++stats.item_walks;
+        }
+        const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[dotted]];
+        for (const ExitGroup* pop : walk->pops) {
+          if (pop->persistent && seen.insert({pop, lhs}).second) next.emplace_back(pop, lhs);
+        }
+      }
+    }
+    current.swap(next);
+  }
 }
 
 using LocalWalkPtr = std::shared_ptr<const GroupCache::LocalWalk>;
@@ -2520,9 +2597,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   sc.walk_deadline = std::chrono::steady_clock::now() + rt.groups->fill_walk_time;
   sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
   int dependency = 0;
-  const GroupCache::ItemWalks mode = rt.groups->item_walks_mode;
-  const bool by_items = mode == GroupCache::ItemWalks::kOn ||
-                        (mode == GroupCache::ItemWalks::kAuto && uses_futures());
+  const bool by_items = rt.groups->item_walks_mode == GroupCache::ItemWalks::kOn;
   bool items_done = false;
   if (by_items) {
     sc.item_parts.clear();

@@ -253,14 +253,14 @@ struct GroupCache {
     walk_contents.reserve(8192);
   }
   // Whether computed fills follow exits by pending items (see compute_item_walk in
-  // matcher.cpp) or by hypothetical sets (walk_level; also for one fill when a group or level
-  // built for one use is met). kAuto, the default: by items where the matcher uses future
-  // keys. Measured in session 21 (bench decodes after the prewarm, Llama 3): C-like computed
-  // fills 148 k -> 72 k instructions, p99 ~35% lower; JSON 44 k -> 32 k instructions but no
-  // lower p99 in the bench; MaskBench p99 30-50% higher (item walks and per-set closures its
-  // prewarm did not reach are computed in the decode). GRAMKILN_ITEM_WALKS=on|off overrides.
-  enum class ItemWalks { kAuto, kOn, kOff };
-  ItemWalks item_walks_mode = ItemWalks::kAuto;
+  // matcher.cpp; the default) or by hypothetical sets (walk_level; also for one fill when a
+  // group or level built for one use is met). Measured in session 21 (bench decodes after the
+  // prewarm, Llama 3): C-like computed fills 148 k -> 72 k instructions, p99 ~35% lower; JSON
+  // 44 k -> 32 k. MaskBench's p99 was 30-50% higher by items until the prewarm computed every
+  // item walk a decode can need (prewarm_item_walks, session 22): since then equal within the
+  // host's noise, and JSON's and C-like's lower. GRAMKILN_ITEM_WALKS=on|off overrides.
+  enum class ItemWalks { kOn, kOff };
+  ItemWalks item_walks_mode = ItemWalks::kOn;
   static constexpr size_t kBudgetBytes = size_t{256} << 20;
   // Exit walks one computed fill may compute before it gives up on walks (see
   // Scratch::walks_left; a walk over a group built for one use counts for 16). The slowest
