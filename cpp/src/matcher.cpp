@@ -987,10 +987,6 @@ void leave_table_headroom(const Runtime& rt) {
     std::lock_guard<std::mutex> lock(cache.walk_mutex);
     cache.walks.reserve(headroom(cache.walks.size()));
     cache.future_walks.reserve(headroom(cache.future_walks.size()));
-    cache.item_walks.reserve(headroom(cache.item_walks.size()));
-    cache.local_walks.reserve(headroom(cache.local_walks.size()));
-    cache.descents.reserve(headroom(cache.descents.size()));
-    cache.descent_index.reserve(headroom(cache.descent_index.size()));
   }
   {
     std::lock_guard<std::mutex> lock(cache.mask_mutex);
@@ -998,7 +994,6 @@ void leave_table_headroom(const Runtime& rt) {
       table->current.reserve(headroom(table->current.size()));
     }
     cache.composed_masks.reserve(headroom(cache.composed_masks.size()));
-    cache.depth_index.reserve(headroom(cache.depth_index.size()));
   }
   FutureLanguages& fl = *rt.futures;
   std::lock_guard<std::mutex> lock(fl.mutex);
@@ -1136,7 +1131,6 @@ void clear_walks_locked(GroupCache& cache) {
   cache.item_walks.clear();
   cache.local_walks.clear();
   cache.descents.clear();
-  cache.descent_index.clear();
   cache.walk_contents.clear();
   cache.walk_bytes = 0;
 }
@@ -1935,7 +1929,6 @@ void store_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const Ma
     table.counted.clear();
     table.bytes = 0;
     cache.composed_masks.clear();  // most of it points at contents about to expire
-    if (&table == &cache.depth_masks) cache.depth_index.clear();
     // Contents that only the dropped generation held have expired.
     for (auto it = cache.mask_contents.begin(); it != cache.mask_contents.end();) {
       auto& same = it->second;
@@ -2520,26 +2513,24 @@ bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
     }
   }
   // Then by the bounded-depth keys under which masks have been stored (see depth_masks); a hit
-  // lacks only the end tokens, which depend on the whole stack. Depths 1 and up only where
-  // depth_index says masks were stored for this configuration's depth-1 key.
+  // lacks only the end tokens, which depend on the whole stack.
+  // Keys first, then one lock for every probe (most miss, answered by the tables' filters).
   const uint32_t stored = cache.mask_depths.load(std::memory_order_relaxed);
-  const bool probe_zero = !frontier_ && (stored & 1u);
-  const MaskKey zero_key = probe_zero ? depth_mask_key(0) : MaskKey{0, 0};
-  const MaskKey index_key = (stored >> 1) ? depth_mask_key(1) : MaskKey{0, 0};
+  MaskKey depth_keys[Chart::kDepthHashes + 1];
+  size_t probes = 0;
+  for (uint32_t depth = frontier_ ? 1 : 0; depth <= Chart::kDepthHashes && (stored >> depth);
+       ++depth) {
+    if ((stored >> depth) & 1u) depth_keys[probes++] = depth_mask_key(depth);
+  }
   GroupCache::StoredMask found;
   {
     std::lock_guard<std::mutex> lock(cache.mask_mutex);
-    bool hit = probe_zero && find_mask_locked(cache, cache.depth_masks, zero_key, words, &found);
-    if (!hit && (stored >> 1)) {
-      const uint32_t* indexed = cache.depth_index.find(index_key);
-      const uint32_t depths = indexed ? *indexed : 0;
-      for (uint32_t depth = 1; !hit && depth <= Chart::kDepthHashes && (depths >> depth); ++depth) {
-        if (!((depths >> depth) & 1u)) continue;
-        const MaskKey depth_key = depth == 1 ? index_key : depth_mask_key(depth);
-        hit = find_mask_locked(cache, cache.depth_masks, depth_key, words, &found);
-      }
+    size_t probe = 0;
+    while (probe < probes &&
+           !find_mask_locked(cache, cache.depth_masks, depth_keys[probe], words, &found)) {
+      ++probe;
     }
-    if (!hit) return false;
+    if (probe == probes) return false;
   }
   // Without end tokens to add, the whole-stack entry is the same stored mask.
   if (accepting_now()) {
@@ -2599,14 +2590,7 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
   if (dependency >= 0) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
     without_ends = intern_composed(false);
-    const MaskKey depth_key = depth_mask_key(depth);
-    const MaskKey index_key = depth >= 1 ? depth_mask_key(1) : MaskKey{0, 0};
-    std::lock_guard<std::mutex> lock(cache.mask_mutex);
-    store_mask_locked(cache, cache.depth_masks, depth_key, without_ends);
-    if (depth >= 1) {
-      const uint32_t* known = cache.depth_index.find(index_key);
-      cache.depth_index.assign(index_key, (known ? *known : 0) | (1u << depth));
-    }
+    store_mask(cache, cache.depth_masks, depth_mask_key(depth), without_ends);
     cache.mask_depths.fetch_or(1u << depth, std::memory_order_relaxed);
   }
   const bool accepting = accepting_now();
@@ -2761,11 +2745,9 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
     auto depth_hash = [&](uint32_t d) {
       return &chart_.depth_hash[(static_cast<size_t>(th.origin) * Chart::kDepthHashes + d - 1) * 2];
     };
-    const auto index_key = walk_key(top, lexeme, 0, depth_hash(1));
-    const uint32_t* indexed = cache.descent_index.find(index_key);
-    const uint32_t stored = indexed ? *indexed : 0;
+    const uint32_t stored = cache.descent_depths.load(std::memory_order_relaxed);
     bool hit = false;
-    for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit && (stored >> d); ++d) {
+    for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
       if (!((stored >> d) & 1u)) continue;
       const DescentPtr* found = cache.descents.find(walk_key(top, lexeme, d, depth_hash(d)));
       if (!found) continue;
@@ -2842,9 +2824,8 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
     make_walk_room_locked(cache, size);
     if (cache.descents.emplace(walk_key(top, lexeme, depth, depth_hash(depth)),
                                std::move(descent))) {
-      cache.walk_bytes += size + 48;
-      const uint32_t* known = cache.descent_index.find(index_key);
-      cache.descent_index.assign(index_key, (known ? *known : 0) | (1u << depth));
+      cache.walk_bytes += size;
+      cache.descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
     }
   }
   return true;

@@ -366,11 +366,6 @@ struct GroupCache {
   // what the mask depends on (JSON nesting, expression contexts); this one does. Guarded by
   // mask_mutex; `mask_depths` has bit D set once a mask was stored at depth D.
   MaskTable depth_masks;
-  // The depths (1 and up) at which depth_masks holds masks, by depth_index_key: the bounded-
-  // depth key at depth 1, which every deeper one refines. A fill probes only those depths
-  // (a computed fill probed every stored depth in both generations, up to 14 misses). Cleared
-  // when depth_masks turns over, like composed_masks; guarded by mask_mutex.
-  KeyMap<uint32_t> depth_index;
   // Whole masks by future-language key (see future.cpp): equal for configurations whose charts
   // differ but whose futures do not (`x = e`, `return e`, `int x = e` inside one block).
   MaskTable future_masks;
@@ -410,15 +405,13 @@ struct GroupCache {
   };
   KeyMap<std::shared_ptr<const LocalWalk>> local_walks;
   // A thread's whole descent by items (its parts), by (top group, lexeme, d, H_d of its
-  // origin), where d covers every set the descent read.
+  // origin), where d covers every set the descent read; `descent_depths` has bit d set once
+  // one was stored at depth d.
   struct Descent {
     std::vector<std::shared_ptr<const WalkResult>> parts;
   };
   KeyMap<std::shared_ptr<const Descent>> descents;
-  // The depths at which descents were stored, by (top group, lexeme, H_1 of the origin), which
-  // every deeper key refines: a thread looks up only those depths (one probe where none was
-  // stored, instead of one per depth: C-like fills made 30-100 probes, most of them misses).
-  KeyMap<uint32_t> descent_index;
+  std::atomic<uint32_t> descent_depths{0};
   // Top-level exit walks by (thread state, future language after its lexeme at its origin),
   // where future keys are in use (see walk_level); cleared with `walks`.
   KeyMap<std::shared_ptr<const WalkResult>> future_walks;
