@@ -1698,37 +1698,17 @@ void prewarm_item_walks(const Runtime& rt, PrewarmBudget& budget, PrewarmStats& 
 using LocalWalkPtr = std::shared_ptr<const GroupCache::LocalWalk>;
 using DescentPtr = std::shared_ptr<const GroupCache::Descent>;
 
-// A 128-bit hash of the distinct dotted ids of the pending kernel items (origin an earlier
-// set) of `set` that a completion of `symbol` there can reach. The set's predictions (origin
-// the set itself) are a function of its kernel's dotted ids, and completions at the set advance
-// only kernel items; the items a completion of `symbol` reaches (those waiting for it, then for
-// the left-hand sides of predicted items that complete, and so on) all come from the closures
-// of kernel items waiting for `symbol` or for a nonterminal whose closure waits for it, so the
-// other kernel items are left out: sets that differ only in them share their local walks.
-// (Without prediction closures every kernel item counts.) The initial set has no kernel.
-std::pair<uint64_t, uint64_t> kernel_signature(const Runtime& rt, const Chart& chart, uint32_t set,
-                                               uint32_t symbol) {
-  thread_local std::vector<uint32_t> dotted_ids;
-  dotted_ids.clear();
-  const bool closures = !rt.closure_wait_offsets.empty();
+// A 128-bit hash of the dotted ids of a set's pending kernel items (origin an earlier set):
+// the set's predictions (origin the set itself) are a function of them, and completions at
+// the set advance only them. The initial set has no kernel.
+std::pair<uint64_t, uint64_t> kernel_signature(const Runtime& rt, const Chart& chart,
+                                               uint32_t set) {
+  uint64_t lo = 0x3c6ef372fe94f82bull, hi = 0xa54ff53a5f1d36f1ull;
   for (uint32_t i = chart.set_begin[set]; i < chart.set_begin[set + 1]; ++i) {
     const Item item = chart.items[i];
-    const uint32_t next = rt.dotted_next[item.dotted];
-    if (item.origin == set || next == kComplete) continue;
-    if (closures && next != symbol) {
-      if (next >= rt.num_nonterminals) continue;
-      const uint32_t* begin = rt.closure_waits.data() + rt.closure_wait_offsets[next];
-      const uint32_t* end = rt.closure_waits.data() + rt.closure_wait_offsets[next + 1];
-      if (!std::binary_search(begin, end, symbol)) continue;
-    }
-    dotted_ids.push_back(item.dotted);
-  }
-  std::sort(dotted_ids.begin(), dotted_ids.end());
-  dotted_ids.erase(std::unique(dotted_ids.begin(), dotted_ids.end()), dotted_ids.end());
-  uint64_t lo = 0x3c6ef372fe94f82bull, hi = 0xa54ff53a5f1d36f1ull;
-  for (const uint32_t dotted : dotted_ids) {
-    lo = mix64(lo ^ (dotted * 0x9e3779b97f4a7c15ull + 0x510e527fade682d1ull));
-    hi = mix64(hi + (dotted ^ 0x1f83d9abfb41bd6bull));
+    if (item.origin == set || rt.dotted_next[item.dotted] == kComplete) continue;
+    lo += mix64(item.dotted * 0x9e3779b97f4a7c15ull + 0x510e527fade682d1ull);
+    hi += mix64(item.dotted ^ 0x1f83d9abfb41bd6bull);
   }
   return {mix64(lo), mix64(hi ^ lo)};
 }
@@ -2718,20 +2698,15 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       sc.composition.push_back(part->id);
     }
   };
-  // Kernel signatures of the (set, symbol completed) pairs this fill meets (a few, each met
-  // many times).
-  struct KnownSignature {
-    uint32_t set, symbol;
-    std::pair<uint64_t, uint64_t> signature;
-  };
-  thread_local std::vector<KnownSignature> signatures;
+  // Kernel signatures of the sets this fill visits (a few, each met many times).
+  thread_local std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> signatures;
   signatures.clear();
-  auto signature_of = [&](uint32_t set, uint32_t symbol) {
-    for (const KnownSignature& known : signatures) {
-      if (known.set == set && known.symbol == symbol) return known.signature;
+  auto signature_of = [&](uint32_t set) {
+    for (const auto& [known, signature] : signatures) {
+      if (known == set) return signature;
     }
-    signatures.push_back({set, symbol, kernel_signature(rt, chart_, set, symbol)});
-    return signatures.back().signature;
+    signatures.emplace_back(set, kernel_signature(rt, chart_, set));
+    return signatures.back().second;
   };
   thread_local std::vector<WalkResultPtr> thread_parts;
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
@@ -2781,7 +2756,7 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       // where it goes on: at the origins of the kernel items it completes.
       const GroupCache::LocalWalk* local = nullptr;
       LocalWalkPtr computed_local;
-      const auto local_key = local_walk_key(*group, symbol, signature_of(set, symbol));
+      const auto local_key = local_walk_key(*group, symbol, signature_of(set));
       if (const LocalWalkPtr* found = cache.local_walks.find(local_key)) {
         local = found->get();
       } else {

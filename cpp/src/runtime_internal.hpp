@@ -392,9 +392,9 @@ struct GroupCache {
   };
   KeyMap<std::shared_ptr<const ItemWalk>> item_walks;
   // The item walks of one completion at one set (see compute_local_walk in matcher.cpp): by
-  // (group, symbol, the dotted ids of the kernel items it can reach; see kernel_signature), the
-  // tokens of every item the completion reaches there, and where it goes on below: (group, symbol
-  // completed, dotted id of the kernel items at whose origins it completes).
+  // (group, symbol, the set's kernel dotted ids), the tokens of every item the completion
+  // reaches there, and where it goes on below: (group, symbol completed, dotted id of the
+  // kernel items at whose origins it completes).
   struct Continuation {
     const ExitGroup* group;
     uint32_t symbol, dotted;
@@ -613,11 +613,6 @@ class Runtime {
   // and predicts the nonterminals closure_nts[closure_nt_offsets[X] .. [X + 1]). Empty when
   // the closures would pass their size budget: sets are then closed item by item.
   std::vector<uint32_t> closure_offsets, closure_items, closure_nt_offsets, closure_nts;
-  // Per nonterminal X, the symbols its closure's items wait for, sorted: closure_waits[
-  // closure_wait_offsets[X] .. [X + 1]) (empty without closures). A completion of symbol s at a
-  // set reaches only the kernel items waiting for s or for an X whose closure waits for s
-  // (see kernel_signature in matcher.cpp).
-  std::vector<uint32_t> closure_wait_offsets, closure_waits;
 
   // Lazily filled memo (see ExitGroup); not part of the blob, safe to share across threads.
   std::unique_ptr<GroupCache> groups = std::make_unique<GroupCache>();
