@@ -418,6 +418,21 @@ def test_item_walks_are_finitely_many_whatever_the_nesting() -> None:
 
 
 @pytest.mark.parametrize("future_keys", ["on", "off"])
+def test_masks_stored_by_depth_are_found_under_other_stacks(future_keys: str) -> None:
+    """A mask stored under a bounded-depth key is found when the same statement recurs under a
+    stack that differs below what the mask depends on, and every mask still equals brute
+    force."""
+    ir = grammar(NESTED)
+    with environment("GRAMKILN_FUTURE_KEYS", future_keys):
+        compiled = compile_grammar(ir, VOCAB)
+    check_string(ir, b"(a,b)", compiled)
+    for depth in range(2, 9):
+        check_string(ir, b"a(" * depth + b"(a,b)" + b")" * depth, compiled)
+    stats = compiled.cache_stats()
+    assert stats["hits_depth"] > 0, stats
+
+
+@pytest.mark.parametrize("future_keys", ["on", "off"])
 def test_items_of_one_dotted_id_with_different_futures_are_both_kept(future_keys: str) -> None:
     """After `aa`, `p -> w . "z"` is in the set twice: `p` from 0 (then `1` follows) and from
     1 (then `2`). Merging must compare their futures, not only their dotted ids."""

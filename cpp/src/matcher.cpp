@@ -987,6 +987,9 @@ void leave_table_headroom(const Runtime& rt) {
     std::lock_guard<std::mutex> lock(cache.walk_mutex);
     cache.walks.reserve(headroom(cache.walks.size()));
     cache.future_walks.reserve(headroom(cache.future_walks.size()));
+    cache.item_walks.reserve(headroom(cache.item_walks.size()));
+    cache.local_walks.reserve(headroom(cache.local_walks.size()));
+    cache.descents.reserve(headroom(cache.descents.size()));
   }
   {
     std::lock_guard<std::mutex> lock(cache.mask_mutex);
