@@ -483,6 +483,26 @@ def test_the_prewarm_computes_every_item_walk_a_decode_looks_up(
     assert masks_along(by_sets, token_lists) == masks
 
 
+def test_the_prewarm_follows_an_object_to_its_last_property() -> None:
+    """Breadth-first, the prewarm reaches a few properties into an object whose properties
+    may come in any order (each set of properties written so far is its own parser state);
+    one path along the first choices that leave the text incomplete follows the declared
+    properties to the end, so a decode that writes them in that order computes no mask."""
+    names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    schema = {"type": "object", "properties": {name: {"type": "string"} for name in names}}
+    text = b"{" + b", ".join(b'"%s": "x"' % name.encode() for name in names) + b"}"
+    vocab = substring_vocab([text], limit=400)
+    data = Grammar.from_json_schema(schema).compile(vocab).to_bytes()
+    compiled = CompiledGrammar.load(data, vocab, prewarm=False)
+    compiled.prewarm()
+    before = compiled.cache_stats()["fills_computed"]
+    tokens = greedy_tokens(vocab, text)
+    masks = masks_along(compiled, [tokens])
+    assert compiled.cache_stats()["fills_computed"] == before
+    assert len(masks) == len(tokens) > len(names)
+    assert masks == masks_along(CompiledGrammar.load(data, vocab, prewarm=False), [tokens])
+
+
 @pytest.mark.parametrize(("name", "used"), [("clike", True), ("json", False)])
 def test_the_prewarm_keeps_future_keys_where_they_pay(
     name: str, used: bool, monkeypatch: pytest.MonkeyPatch

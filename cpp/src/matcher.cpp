@@ -890,8 +890,9 @@ bool future_keys_pay(const Runtime& rt) {
 // Their masks are filled through the normal caches, so the walks of the parser states real
 // text passes through early (value starts, keys, closing brackets) are cached before a
 // decode needs them.
-void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
-                       PrewarmStats& stats) {
+void explore_breadth_first(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
+                           PrewarmStats& stats, const std::vector<std::string>& shortest,
+                           InsideStates& inside_states) {
   // Configurations are told apart by the future key where it pays (see future_keys_pay):
   // configurations with equal futures share their masks. Elsewhere by the stack within five
   // origin hops (H_6, the neighbourhood key) rather than the whole stack (until session 20):
@@ -920,8 +921,6 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   constexpr uint32_t kMaxInsideMasks = 16384;
   uint32_t attempts = 0;
   const Runtime& rt = *runtime;
-  InsideStates inside_states(rt);
-  const std::vector<std::string> shortest = shortest_lexeme_strings(rt);
   std::vector<uint32_t> words(rt.words);
   std::deque<Matcher> queue;
   std::set<std::pair<uint64_t, uint64_t>> seen;
@@ -966,6 +965,74 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
       matcher.rollback(1);
     }
   }
+}
+
+// One configuration path deep into the text, from the initial configuration: at each step the
+// first expected lexeme (in grammar order) whose shortest string leads to a neighbourhood the
+// path has not been in, preferring those that leave the text incomplete, with the masks inside
+// the expected lexemes at each step (as the breadth-first exploration fills them).
+// Breadth-first, 1,500 configurations reach a few lexemes into structures with many ways on
+// (objects whose properties come in any order: every set of properties written so far is its
+// own parser state), while a decode goes through one of them to the end; the first choices
+// follow the order the grammar states things in, which is the order a JSON Schema lists its
+// properties. Measured over the decodes after the prewarm (Llama 3, computed fills): the
+// bench's 34 MaskBench schemas 425 -> 320, 40 others (seed 7) 572 -> 505; JSON, C-like and
+// tool-call unchanged (36, 62, 1). Taking the first choice even where it completes the text
+// closed objects after their first property (344 and 503). 64 lexemes: 16 gave 378 and 516,
+// 32 or more the same as 64.
+void follow_first_choices(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
+                          PrewarmStats& stats, const std::vector<std::string>& shortest,
+                          InsideStates& inside_states) {
+  constexpr uint32_t kMaxLexemes = 64, kMaxInsideMasks = 4096;
+  constexpr uint32_t kNeighbourhoodDepth = 6;
+  std::vector<uint32_t> words(runtime->words);
+  std::set<std::pair<uint64_t, uint64_t>> seen;
+  Matcher path(runtime);
+  seen.insert(path.neighbourhood_key(kNeighbourhoodDepth));
+  uint32_t inside_masks = 0;
+  for (uint32_t step = 0; step < kMaxLexemes; ++step) {
+    const std::vector<uint32_t> expected = path.lexemes_expected_here();
+    for (uint32_t lexeme : expected) {
+      for (const std::string& inside : inside_states.of(lexeme)) {
+        if (inside_masks >= kMaxInsideMasks || budget.spent()) break;
+        if (!path.accept_bytes(inside)) continue;
+        path.fill_mask(words.data());
+        ++inside_masks;
+        path.rollback(1);
+      }
+    }
+    // The first choice that leaves the text incomplete, else the first that completes it: a
+    // structure is followed to its end (`, "beta": ` before `}`).
+    bool moved = false;
+    for (const bool may_complete : {false, true}) {
+      for (uint32_t lexeme : expected) {
+        if (moved || budget.spent()) break;
+        const std::string& text = shortest[lexeme];
+        if (text.empty() || !path.accept_bytes(text)) continue;
+        if ((may_complete || !path.is_accepting()) &&
+            seen.insert(path.neighbourhood_key(kNeighbourhoodDepth)).second) {
+          path.fill_mask(words.data());
+          moved = true;
+        } else {
+          path.rollback(1);
+        }
+      }
+      if (moved) break;
+    }
+    if (!moved) break;
+    ++stats.masks;
+  }
+  stats.masks += inside_masks;
+}
+
+// Configurations a few lexemes into the text, breadth-first (explore_breadth_first), then one
+// path deep along first choices (follow_first_choices).
+void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
+                       PrewarmStats& stats) {
+  InsideStates inside_states(*runtime);
+  const std::vector<std::string> shortest = shortest_lexeme_strings(*runtime);
+  explore_breadth_first(runtime, budget, stats, shortest, inside_states);
+  if (!budget.spent()) follow_first_choices(runtime, budget, stats, shortest, inside_states);
 }
 
 // Item walks ahead of the decode (defined with the item walks below).
