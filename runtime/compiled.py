@@ -148,7 +148,10 @@ class CompiledGrammar:
         levels of nesting), each lexeme written as its shortest string (`{`, `{""`, `{"":` ...
         for JSON), so that the walks of the parser states real text passes through are cached;
         from each of those, up to 16,384 masks in all inside the expected lexemes, at up to 64
-        inner DFA states of each, nearest first (`{"c`, `{"cu` ... of `{"customer_name"`).
+        inner DFA states of each, nearest first (`{"c`, `{"cu` ... of `{"customer_name"`);
+        then one path up to 64 lexemes deep along the first expected lexemes that leave the
+        text incomplete (an object's declared properties in order, to the last), with up to
+        4,096 masks inside lexemes along it.
         The whole prewarm stops after about a second of wall time (typical grammars take
         10-320 ms; fills on highly ambiguous grammars grow with the text); the environment
         variable ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a
