@@ -125,6 +125,7 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   out["walk_entries"] = stats.walk_entries;
   out["item_walk_entries"] = stats.item_walk_entries;
   out["local_walk_entries"] = stats.local_walk_entries;
+  out["closure_walk_entries"] = stats.closure_walk_entries;
   out["fills_by_items"] = stats.fills_by_items;
   out["walk_bytes"] = stats.walk_bytes;
   out["group_bytes"] = stats.group_bytes;

@@ -176,7 +176,8 @@ class CompiledGrammar:
         masks under any of the three kinds of key, both generations), ``distinct_masks`` (the
         contents they share: masks are interned, so this is usually a few dozen),
         ``mask_bytes`` (counted against the mask budget, ``GRAMKILN_MASK_CACHE_BYTES``),
-        ``walk_entries``, ``item_walk_entries``, ``local_walk_entries``, ``walk_bytes`` and
+        ``walk_entries``, ``item_walk_entries``, ``local_walk_entries``,
+        ``closure_walk_entries``, ``walk_bytes`` and
         ``group_bytes`` (the other caches); since load,
         the fills answered by each mask table (``hits_whole_stack``, ``hits_future``,
         ``hits_depth``) and those computed (``fills_computed``), the top-level exit walks of

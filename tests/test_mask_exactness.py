@@ -417,6 +417,22 @@ def test_item_walks_are_finitely_many_whatever_the_nesting() -> None:
     assert entries[-1] == entries[5], entries
 
 
+def test_local_walks_share_closure_walks_across_kernels() -> None:
+    """A completion's way up through a set's predicted items is looked up per predicted
+    nonterminal (closure walks, keyed by group, symbol and nonterminal), so statements nested
+    under different kernels share them: nesting deeper adds local walks, not closure walks."""
+    ir = grammar(NESTED)
+    with environment("GRAMKILN_ITEM_WALKS", "on"):
+        compiled = compile_grammar(ir, VOCAB)
+    entries = []
+    for depth in range(1, 9):
+        check_string(ir, b"a(" * depth + b"(a,b)" + b")" * depth, compiled)
+        stats = compiled.cache_stats()
+        entries.append((stats["closure_walk_entries"], stats["local_walk_entries"]))
+    assert entries[0][0] > 0, entries
+    assert entries[-1][0] == entries[2][0], entries
+
+
 @pytest.mark.parametrize("future_keys", ["on", "off"])
 def test_masks_stored_by_depth_are_found_under_other_stacks(future_keys: str) -> None:
     """A mask stored under a bounded-depth key is found when the same statement recurs under a

@@ -1497,6 +1497,19 @@ void compute_prediction_closures(Runtime& rt) {
     rt.closure_offsets.push_back(static_cast<uint32_t>(rt.closure_items.size()));
     rt.closure_nt_offsets.push_back(static_cast<uint32_t>(rt.closure_nts.size()));
   }
+  rt.closure_wait_offsets.assign(1, 0);
+  std::vector<uint32_t> waits;
+  for (uint32_t nt = 0; nt < nonterminals; ++nt) {
+    waits.clear();
+    for (uint32_t k = rt.closure_offsets[nt]; k < rt.closure_offsets[nt + 1]; ++k) {
+      const uint32_t next = rt.dotted_next[rt.closure_items[k]];
+      if (next != kComplete) waits.push_back(next);
+    }
+    std::sort(waits.begin(), waits.end());
+    waits.erase(std::unique(waits.begin(), waits.end()), waits.end());
+    rt.closure_waits.insert(rt.closure_waits.end(), waits.begin(), waits.end());
+    rt.closure_wait_offsets.push_back(static_cast<uint32_t>(rt.closure_waits.size()));
+  }
 }
 
 }  // namespace

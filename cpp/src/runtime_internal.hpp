@@ -404,6 +404,17 @@ struct GroupCache {
     std::vector<Continuation> below;
   };
   KeyMap<std::shared_ptr<const LocalWalk>> local_walks;
+  // What a completion does among the items predicted from one nonterminal (see
+  // compute_closure_walk in matcher.cpp): by (group, symbol, nonterminal Y), the tokens of the
+  // items of Y's prediction closure it reaches, and every (group, symbol) completed on the way
+  // (the start included), which kernel items waiting for them take up. A set's predicted items
+  // are the union of such closures, and a completion's way up never leaves one, so a local
+  // walk at a new kernel is one lookup per kernel nonterminal instead of one per item.
+  struct ClosureWalk {
+    std::vector<std::shared_ptr<const WalkResult>> parts;
+    std::vector<std::pair<const ExitGroup*, uint32_t>> reached;
+  };
+  KeyMap<std::shared_ptr<const ClosureWalk>> closure_walks;
   // A thread's whole descent by items (its parts), by (top group, lexeme, d, H_d of its
   // origin), where d covers every set the descent read; `descent_depths` has bit d set once
   // one was stored at depth d.
@@ -613,6 +624,9 @@ class Runtime {
   // and predicts the nonterminals closure_nts[closure_nt_offsets[X] .. [X + 1]). Empty when
   // the closures would pass their size budget: sets are then closed item by item.
   std::vector<uint32_t> closure_offsets, closure_items, closure_nt_offsets, closure_nts;
+  // Per nonterminal X, the symbols its closure's items wait for, sorted: closure_waits[
+  // closure_wait_offsets[X] .. [X + 1]) (empty without closures).
+  std::vector<uint32_t> closure_wait_offsets, closure_waits;
 
   // Lazily filled memo (see ExitGroup); not part of the blob, safe to share across threads.
   std::unique_ptr<GroupCache> groups = std::make_unique<GroupCache>();

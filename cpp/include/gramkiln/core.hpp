@@ -85,7 +85,7 @@ struct CacheStats {
   size_t mask_bytes = 0;      // accounted against the mask budget, current generations
   size_t walk_entries = 0;    // cached exit walks by hypothetical sets
   // Cached item walks and their closures over one set (see compute_item_walk in matcher.cpp).
-  size_t item_walk_entries = 0, local_walk_entries = 0;
+  size_t item_walk_entries = 0, local_walk_entries = 0, closure_walk_entries = 0;
   size_t walk_bytes = 0;
   size_t group_bytes = 0;  // exit groups, levels, node walks, unions, follow tables
   // Fills answered by each mask table, and fills computed, since load.
