@@ -1098,8 +1098,11 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   } restore{was_prewarming};
   prewarm_groups(*runtime, budget, stats);
   {
-    const std::vector<GroupSymbol> completions = prewarm_item_walks(*runtime, budget, stats);
-    prewarm_closure_walks(*runtime, budget, completions);
+    // Item and closure walks get at most half the time: on grammars whose groups are huge they
+    // could take it all, and the masks of the first configurations matter more.
+    PrewarmBudget walk_budget(stop, time_budget / 2);
+    const std::vector<GroupSymbol> completions = prewarm_item_walks(*runtime, walk_budget, stats);
+    prewarm_closure_walks(*runtime, walk_budget, completions);
   }
   prewarm_first_masks(runtime, budget, stats);
   prewarm_structure(runtime, budget, stats);
