@@ -137,11 +137,12 @@ class CompiledGrammar:
         """Build ahead the mask work that does not depend on the parse, and the first masks.
 
         Every exit group a lexer thread can reach is built, with its children under every
-        lexeme that can follow in the grammar (up to six lexemes deep and 32 MB); then the item
-        walks of every (exit group a thread starts in, item waiting for its lexeme) pair and,
-        to a fixed point, of the groups at which those items' left-hand sides complete (what a
-        computed fill looks up for each pending item it meets); then the masks
-        of the initial configuration and of up to 47 configurations one or two bytes into the
+        lexeme that can follow in the grammar (up to six lexemes deep and 32 MB); then, in at
+        most half the time, the item walks of every (exit group a thread starts in, item
+        waiting for its lexeme) pair and, to a fixed point, of the groups at which those items'
+        left-hand sides complete, with the closure walks of those completions (what a computed
+        fill looks up for each pending item it meets); then the masks of the initial
+        configuration and of up to 47 configurations one or two bytes into the
         text are filled (the prefixes most tokens start with first), and those of up to 1,500
         configurations reached lexeme by lexeme from the start (at most 32 lexemes in; told
         apart by their future language where future keys pay, else by the stack within five
