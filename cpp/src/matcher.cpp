@@ -1805,6 +1805,26 @@ std::pair<uint64_t, uint64_t> local_walk_key(const ExitGroup& group, uint32_t sy
           mix64(signature.second + mix64(id ^ (uint64_t{symbol} << 32)))};
 }
 
+// `walk` (its parts made sorted and distinct) stored under `key` in `table`, or the one another
+// thread stored there meanwhile; `entries` counts its entries other than parts. Call without
+// walk_mutex.
+template <typename Walk>
+std::shared_ptr<const Walk> store_walk(GroupCache& cache,
+                                       KeyMap<std::shared_ptr<const Walk>>& table,
+                                       const std::pair<uint64_t, uint64_t>& key,
+                                       std::shared_ptr<Walk> walk, size_t entries) {
+  std::sort(walk->parts.begin(), walk->parts.end());
+  walk->parts.erase(std::unique(walk->parts.begin(), walk->parts.end()), walk->parts.end());
+  std::lock_guard<std::mutex> lock(cache.walk_mutex);
+  if (const std::shared_ptr<const Walk>* found = table.find(key)) return *found;
+  const size_t size = 96 + 16 * (walk->parts.size() + entries);
+  make_walk_room_locked(cache, size);
+  std::shared_ptr<const Walk> shared = std::move(walk);
+  table.emplace(key, shared);
+  cache.walk_bytes += size;
+  return shared;
+}
+
 // The item walk of (group, dotted), looked up or computed; null as compute_item_walk.
 ItemWalkPtr find_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& group,
                            uint32_t dotted) {
@@ -1860,16 +1880,8 @@ ClosureWalkPtr find_closure_walk(const Runtime& rt, Scratch& sc, const ExitGroup
       for (const ExitGroup* pop : item_walk->pops) work.emplace_back(pop, lhs);
     }
   }
-  std::sort(walk->parts.begin(), walk->parts.end());
-  walk->parts.erase(std::unique(walk->parts.begin(), walk->parts.end()), walk->parts.end());
-  std::lock_guard<std::mutex> lock(cache.walk_mutex);
-  if (const ClosureWalkPtr* found = cache.closure_walks.find(key)) return *found;
-  const size_t size = 96 + 16 * (walk->parts.size() + walk->reached.size());
-  make_walk_room_locked(cache, size);
-  ClosureWalkPtr shared = std::move(walk);
-  cache.closure_walks.emplace(key, shared);
-  cache.walk_bytes += size;
-  return shared;
+  const size_t reached = walk->reached.size();
+  return store_walk(cache, cache.closure_walks, key, std::move(walk), reached);
 }
 
 // The closure walks of every completion the item walks can lead to (`completions`, from
@@ -2013,16 +2025,8 @@ LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& cha
       if (failed) return nullptr;
     }
   }
-  std::sort(local->parts.begin(), local->parts.end());
-  local->parts.erase(std::unique(local->parts.begin(), local->parts.end()), local->parts.end());
-  std::lock_guard<std::mutex> lock(cache.walk_mutex);
-  if (const LocalWalkPtr* found = cache.local_walks.find(key)) return *found;
-  const size_t size = 96 + 16 * (local->below.size() + local->parts.size());
-  make_walk_room_locked(cache, size);
-  LocalWalkPtr shared = std::move(local);
-  cache.local_walks.emplace(key, shared);
-  cache.walk_bytes += size;
-  return shared;
+  const size_t below = local->below.size();
+  return store_walk(cache, cache.local_walks, key, std::move(local), below);
 }
 
 // Set `words` to the union of the inside sets of all thread states (the first write of a
