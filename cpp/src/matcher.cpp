@@ -2001,12 +2001,9 @@ LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& cha
       const auto [g, sym] = work.back();
       work.pop_back();
       if (!done.insert(g, sym, 0)) continue;
+      walk_kernel_items(g, sym);
       for_waiting(chart, set, sym, [&](const Item waiting) {
-        if (failed) return;
-        // Kernel items of one dotted id may have several origins: walked once, continued at
-        // each.
-        const bool kernel = waiting.origin != set;
-        if (kernel && !done.insert(g, sym, waiting.dotted + 1)) return;
+        if (failed || waiting.origin != set) return;
         const ItemWalkPtr walk = find_item_walk(rt, sc, *g, waiting.dotted);
         if (!walk) {
           failed = true;
@@ -2014,13 +2011,7 @@ LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& cha
         }
         if (walk->tokens) local->parts.push_back(walk->tokens);
         const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[waiting.dotted]];
-        for (const ExitGroup* pop : walk->pops) {
-          if (kernel) {
-            local->below.push_back(GroupCache::Continuation{pop, lhs, waiting.dotted});
-          } else {
-            work.emplace_back(pop, lhs);
-          }
-        }
+        for (const ExitGroup* pop : walk->pops) work.emplace_back(pop, lhs);
       });
       if (failed) return nullptr;
     }
