@@ -83,6 +83,15 @@ def bench_case(name: str) -> tuple[str, list[bytes]]:
     return grammar, [p.read_bytes().removesuffix(b"\n") for p in paths]
 
 
+def bench_artifact(name: str) -> tuple[bytes, Vocab, list[list[int]]]:
+    """A bench grammar compiled against a 400-token vocabulary of its instances' substrings,
+    as artifact bytes, with the token lists of its first three instances."""
+    grammar, instances = bench_case(name)
+    vocab = substring_vocab(instances, limit=400)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    return data, vocab, [greedy_tokens(vocab, text) for text in instances[:3]]
+
+
 @pytest.mark.parametrize("name", ["json", "clike", "toolcall"])
 def test_prewarmed_masks_equal_lazy_masks_on_bench_grammars(
     name: str, monkeypatch: pytest.MonkeyPatch
@@ -287,10 +296,7 @@ def test_masks_are_unchanged_when_the_mask_tables_turn_over(
     """With a mask budget of a few kilobytes the mask tables turn over generations every few
     fills (a hit in the previous generation is stored again in the current one): masks equal
     those of a grammar loaded with the default budget, with and without a prewarm."""
-    grammar, instances = bench_case(name)
-    vocab = substring_vocab(instances, limit=400)
-    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
-    token_lists = [greedy_tokens(vocab, text) for text in instances[:3]]
+    data, vocab, token_lists = bench_artifact(name)
     expected = masks_along(CompiledGrammar.load(data, vocab, prewarm=False), token_lists)
     monkeypatch.setenv("GRAMKILN_MASK_CACHE_BYTES", "4096")  # read when a grammar is loaded
     small = CompiledGrammar.load(data, vocab, prewarm=False)
@@ -433,10 +439,7 @@ def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
     means no fill is answered by it (nor any exit walk by its thread's future). Computed fills
     walk by items (the default) either way; walking by sets instead (GRAMKILN_ITEM_WALKS=off)
     where the key is used, they take top-level exit walks from the future-keyed walk table."""
-    grammar, instances = bench_case(name)
-    vocab = substring_vocab(instances, limit=400)
-    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
-    token_lists = [greedy_tokens(vocab, text) for text in instances[:3]]
+    data, vocab, token_lists = bench_artifact(name)
     results = {}
     for mode, item_walks in (("on", "auto"), ("on", "off"), ("off", "auto"), ("auto", "auto")):
         monkeypatch.setenv("GRAMKILN_FUTURE_KEYS", mode)  # read when a grammar is loaded
@@ -464,10 +467,7 @@ def test_the_prewarm_computes_every_item_walk_a_decode_looks_up(
     left-hand sides complete: decodes after it look item walks up and compute none, with the
     same masks as walking by sets."""
     monkeypatch.delenv("GRAMKILN_ITEM_WALKS", raising=False)
-    grammar, instances = bench_case(name)
-    vocab = substring_vocab(instances, limit=400)
-    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
-    token_lists = [greedy_tokens(vocab, text) for text in instances[:3]]
+    data, vocab, token_lists = bench_artifact(name)
     compiled = CompiledGrammar.load(data, vocab, prewarm=False)
     prewarm = compiled.prewarm()
     assert prewarm is not None and prewarm["item_walks"] > 0
@@ -511,10 +511,7 @@ def test_the_prewarm_keeps_future_keys_where_they_pay(
     where contexts with equal futures recur, and not for JSON, where nesting makes them
     differ: a decode after the prewarm is answered by it, or never."""
     monkeypatch.delenv("GRAMKILN_FUTURE_KEYS", raising=False)
-    grammar, instances = bench_case(name)
-    vocab = substring_vocab(instances, limit=400)
-    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
-    token_lists = [greedy_tokens(vocab, text) for text in instances[:3]]
+    data, vocab, token_lists = bench_artifact(name)
     compiled = CompiledGrammar.load(data, vocab, prewarm=False)
     compiled.prewarm()
     before = compiled.cache_stats()

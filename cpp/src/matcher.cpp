@@ -414,6 +414,27 @@ const ExitGroup& top_group(const Runtime& rt, int32_t state) {
   return *ready;
 }
 
+// Call f(group, lexeme index) with the top group of every DFA state that has exits.
+template <typename F>
+void for_each_top_group(const Runtime& rt, F&& f) {
+  for (uint32_t state = 0; state < rt.num_states; ++state) {
+    const size_t base = static_cast<size_t>(state) * 256;
+    if (rt.exit_child_offsets[base] == rt.exit_child_offsets[base + 256]) continue;
+    f(top_group(rt, static_cast<int32_t>(state)), rt.dfa_lexeme[state]);
+  }
+}
+
+// Give the scratch a fresh budget of exit walks, walk time and trie nodes: one computed fill's
+// (or one prewarmed walk's).
+void start_walk_budget(const GroupCache& cache, Scratch& sc) {
+  sc.walks_left = cache.fill_walk_budget.load(std::memory_order_relaxed);
+  sc.walks_exhausted = false;
+  sc.item_walk_unkept = false;
+  sc.walks_since_clock = 0;
+  sc.walk_deadline = std::chrono::steady_clock::now() + cache.fill_walk_time;
+  sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
+}
+
 // The child of `group` entered with `byte` into DFA state `state`; built on first use. When the
 // cache budget is spent the child is built into `transient` and not kept.
 const ExitGroup& child_group(const Runtime& rt, const ExitGroup& group, uint8_t byte, int32_t state,
@@ -688,13 +709,9 @@ void prewarm_groups(const Runtime& rt, PrewarmBudget& budget, PrewarmStats& stat
   // what is left undone is the deepest nesting (tokens spanning the most lexemes).
   std::set<std::pair<const ExitGroup*, uint32_t>> seen;
   std::vector<std::pair<const ExitGroup*, uint32_t>> current, next;
-  for (uint32_t state = 0; state < rt.num_states; ++state) {
-    const size_t base = static_cast<size_t>(state) * 256;
-    if (rt.exit_child_offsets[base] == rt.exit_child_offsets[base + 256]) continue;
-    const std::pair<const ExitGroup*, uint32_t> entry{&top_group(rt, static_cast<int32_t>(state)),
-                                                      rt.dfa_lexeme[state]};
-    if (seen.insert(entry).second) current.push_back(entry);
-  }
+  for_each_top_group(rt, [&](const ExitGroup& group, uint32_t lexeme) {
+    if (seen.insert({&group, lexeme}).second) current.emplace_back(&group, lexeme);
+  });
   for (uint32_t depth = 0; depth <= kMaxDepth && !current.empty(); ++depth) {
     next.clear();
     for (const auto& [group, lexeme] : current) {
@@ -1703,83 +1720,6 @@ ItemWalkPtr compute_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& g
   return shared;
 }
 
-// Every item walk a fill by items can need, ahead of the decode: (a thread's top group, an
-// item waiting for its lexeme), then, for each group at which such an item's left-hand side
-// completes, (that group, an item waiting for the left-hand side), to a fixed point. The pairs
-// are finitely many (kept groups times dotted ids), so a decode by items computes no item walk
-// the budget let this reach; breadth-first, so what a budget cuts is the deepest nesting.
-// Without it, decodes of JSON Schema grammars computed 1-9 item walks per computed fill (the
-// keys and closers of objects the structural exploration had not reached), each as costly as
-// a walk by sets.
-std::vector<GroupSymbol> prewarm_item_walks(const Runtime& rt, PrewarmBudget& budget,
-                                            PrewarmStats& stats) {
-  GroupCache& cache = *rt.groups;
-  if (cache.item_walks_mode == GroupCache::ItemWalks::kOff) return {};
-  // The dotted ids waiting for each symbol (nonterminals and lexemes).
-  const uint32_t symbols = rt.tokenset_base();
-  std::vector<uint32_t> begin(symbols + 1, 0), waiting;
-  for (uint32_t next : rt.dotted_next) {
-    if (next != kComplete && next < symbols) ++begin[next + 1];
-  }
-  for (uint32_t s = 0; s < symbols; ++s) begin[s + 1] += begin[s];
-  waiting.resize(begin[symbols]);
-  {
-    std::vector<uint32_t> at(begin.begin(), begin.end() - 1);
-    for (uint32_t dotted = 0; dotted < rt.dotted_next.size(); ++dotted) {
-      const uint32_t next = rt.dotted_next[dotted];
-      if (next != kComplete && next < symbols) waiting[at[next]++] = dotted;
-    }
-  }
-  Scratch& sc = thread_scratch();
-  std::set<std::pair<const ExitGroup*, uint32_t>> seen;
-  std::vector<std::pair<const ExitGroup*, uint32_t>> current, next;
-  for (uint32_t state = 0; state < rt.num_states; ++state) {
-    const size_t base = static_cast<size_t>(state) * 256;
-    if (rt.exit_child_offsets[base] == rt.exit_child_offsets[base + 256]) continue;
-    const std::pair<const ExitGroup*, uint32_t> entry{&top_group(rt, static_cast<int32_t>(state)),
-                                                      rt.lexeme_base() + rt.dfa_lexeme[state]};
-    if (entry.first->persistent && seen.insert(entry).second) current.push_back(entry);
-  }
-  while (!current.empty()) {
-    next.clear();
-    for (const auto& [group, symbol] : current) {
-      for (uint32_t i = begin[symbol]; i < begin[symbol + 1]; ++i) {
-        if (budget.spent()) return {seen.begin(), seen.end()};
-        const uint32_t dotted = waiting[i];
-        ItemWalkPtr walk;
-        {
-          std::lock_guard<std::mutex> lock(cache.walk_mutex);
-          // Past half the walk budget a full table is cleared (make_walk_room_locked): the
-          // rest is left to the decode rather than clear what was built here.
-          if (2 * cache.walk_bytes > GroupCache::kMaskBudgetBytes) {
-            return {seen.begin(), seen.end()};
-          }
-          if (const ItemWalkPtr* found = cache.item_walks.find(item_walk_key(*group, dotted))) {
-            walk = *found;
-          }
-        }
-        if (!walk) {
-          sc.walks_left = cache.fill_walk_budget.load(std::memory_order_relaxed);
-          sc.walks_exhausted = false;
-          sc.item_walk_unkept = false;
-          sc.walks_since_clock = 0;
-          sc.walk_deadline = std::chrono::steady_clock::now() + cache.fill_walk_time;
-          sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
-          walk = compute_item_walk(rt, sc, *group, dotted);
-          if (!walk) continue;
-          ++stats.item_walks;
-        }
-        const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[dotted]];
-        for (const ExitGroup* pop : walk->pops) {
-          if (pop->persistent && seen.insert({pop, lhs}).second) next.emplace_back(pop, lhs);
-        }
-      }
-    }
-    current.swap(next);
-  }
-  return {seen.begin(), seen.end()};
-}
-
 using LocalWalkPtr = std::shared_ptr<const GroupCache::LocalWalk>;
 using DescentPtr = std::shared_ptr<const GroupCache::Descent>;
 
@@ -1825,9 +1765,10 @@ std::shared_ptr<const Walk> store_walk(GroupCache& cache,
   return shared;
 }
 
-// The item walk of (group, dotted), looked up or computed; null as compute_item_walk.
-ItemWalkPtr find_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& group,
-                           uint32_t dotted) {
+// The item walk of (group, dotted), looked up or computed (then `computed`, when given, is
+// set); null as compute_item_walk. Call without walk_mutex.
+ItemWalkPtr find_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& group, uint32_t dotted,
+                           bool* computed = nullptr) {
   GroupCache& cache = *rt.groups;
   {
     std::lock_guard<std::mutex> lock(cache.walk_mutex);
@@ -1835,7 +1776,15 @@ ItemWalkPtr find_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& grou
       return *found;
     }
   }
+  if (computed) *computed = true;
   return compute_item_walk(rt, sc, group, dotted);
+}
+
+// Whether the walk tables hold half their budget: a prewarm stops there rather than let a
+// full table be cleared (make_walk_room_locked) and lose what it built.
+bool walk_tables_half_full(GroupCache& cache) {
+  std::lock_guard<std::mutex> lock(cache.walk_mutex);
+  return 2 * cache.walk_bytes > GroupCache::kMaskBudgetBytes;
 }
 
 using ClosureWalkPtr = std::shared_ptr<const GroupCache::ClosureWalk>;
@@ -1884,6 +1833,63 @@ ClosureWalkPtr find_closure_walk(const Runtime& rt, Scratch& sc, const ExitGroup
   return store_walk(cache, cache.closure_walks, key, std::move(walk), reached);
 }
 
+// Every item walk a fill by items can need, ahead of the decode: (a thread's top group, an
+// item waiting for its lexeme), then, for each group at which such an item's left-hand side
+// completes, (that group, an item waiting for the left-hand side), to a fixed point. The pairs
+// are finitely many (kept groups times dotted ids), so a decode by items computes no item walk
+// the budget let this reach; breadth-first, so what a budget cuts is the deepest nesting.
+// Without it, decodes of JSON Schema grammars computed 1-9 item walks per computed fill (the
+// keys and closers of objects the structural exploration had not reached), each as costly as
+// a walk by sets.
+std::vector<GroupSymbol> prewarm_item_walks(const Runtime& rt, PrewarmBudget& budget,
+                                            PrewarmStats& stats) {
+  GroupCache& cache = *rt.groups;
+  if (cache.item_walks_mode == GroupCache::ItemWalks::kOff) return {};
+  // The dotted ids waiting for each symbol (nonterminals and lexemes).
+  const uint32_t symbols = rt.tokenset_base();
+  std::vector<uint32_t> begin(symbols + 1, 0), waiting;
+  for (uint32_t next : rt.dotted_next) {
+    if (next != kComplete && next < symbols) ++begin[next + 1];
+  }
+  for (uint32_t s = 0; s < symbols; ++s) begin[s + 1] += begin[s];
+  waiting.resize(begin[symbols]);
+  {
+    std::vector<uint32_t> at(begin.begin(), begin.end() - 1);
+    for (uint32_t dotted = 0; dotted < rt.dotted_next.size(); ++dotted) {
+      const uint32_t next = rt.dotted_next[dotted];
+      if (next != kComplete && next < symbols) waiting[at[next]++] = dotted;
+    }
+  }
+  Scratch& sc = thread_scratch();
+  std::set<GroupSymbol> seen;
+  std::vector<GroupSymbol> current, next;
+  auto completions = [&] { return std::vector<GroupSymbol>(seen.begin(), seen.end()); };
+  for_each_top_group(rt, [&](const ExitGroup& group, uint32_t lexeme) {
+    const GroupSymbol entry{&group, rt.lexeme_base() + lexeme};
+    if (group.persistent && seen.insert(entry).second) current.push_back(entry);
+  });
+  while (!current.empty()) {
+    next.clear();
+    for (const auto& [group, symbol] : current) {
+      for (uint32_t i = begin[symbol]; i < begin[symbol + 1]; ++i) {
+        if (budget.spent() || walk_tables_half_full(cache)) return completions();
+        const uint32_t dotted = waiting[i];
+        start_walk_budget(cache, sc);
+        bool computed = false;
+        const ItemWalkPtr walk = find_item_walk(rt, sc, *group, dotted, &computed);
+        if (!walk) continue;
+        if (computed) ++stats.item_walks;
+        const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[dotted]];
+        for (const ExitGroup* pop : walk->pops) {
+          if (pop->persistent && seen.insert({pop, lhs}).second) next.emplace_back(pop, lhs);
+        }
+      }
+    }
+    current.swap(next);
+  }
+  return completions();
+}
+
 // The closure walks of every completion the item walks can lead to (`completions`, from
 // prewarm_item_walks), in the closure of every nonterminal whose closure waits for its symbol.
 void prewarm_closure_walks(const Runtime& rt, PrewarmBudget& budget,
@@ -1901,17 +1907,8 @@ void prewarm_closure_walks(const Runtime& rt, PrewarmBudget& budget,
   GroupCache& cache = *rt.groups;
   for (const auto& [group, symbol] : completions) {
     for (const uint32_t nonterminal : waited_in[symbol]) {
-      if (budget.spent()) return;
-      {
-        std::lock_guard<std::mutex> lock(cache.walk_mutex);
-        if (2 * cache.walk_bytes > GroupCache::kMaskBudgetBytes) return;
-      }
-      sc.walks_left = cache.fill_walk_budget.load(std::memory_order_relaxed);
-      sc.walks_exhausted = false;
-      sc.item_walk_unkept = false;
-      sc.walks_since_clock = 0;
-      sc.walk_deadline = std::chrono::steady_clock::now() + cache.fill_walk_time;
-      sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
+      if (budget.spent() || walk_tables_half_full(cache)) return;
+      start_walk_budget(cache, sc);
       find_closure_walk(rt, sc, *group, symbol, nonterminal);
     }
   }
@@ -2832,11 +2829,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   sc.composition.clear();
   sc.composition_known = true;
-  sc.walks_left = rt.groups->fill_walk_budget.load(std::memory_order_relaxed);
-  sc.walks_exhausted = false;
-  sc.walks_since_clock = 0;
-  sc.walk_deadline = std::chrono::steady_clock::now() + rt.groups->fill_walk_time;
-  sc.trie_nodes_limit = sc.trie_nodes_walked + GroupCache::kFillTrieNodes;
+  start_walk_budget(*rt.groups, sc);
   int dependency = 0;
   const bool by_items = rt.groups->item_walks_mode == GroupCache::ItemWalks::kOn;
   bool items_done = false;
