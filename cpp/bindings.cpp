@@ -128,6 +128,7 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   out["closure_walk_entries"] = stats.closure_walk_entries;
   out["fills_by_items"] = stats.fills_by_items;
   out["walk_bytes"] = stats.walk_bytes;
+  out["walk_clears"] = stats.walk_clears;
   out["group_bytes"] = stats.group_bytes;
   return out;
 }

@@ -179,7 +179,8 @@ class CompiledGrammar:
         ``mask_bytes`` (counted against the mask budget, ``GRAMKILN_MASK_CACHE_BYTES``),
         ``walk_entries``, ``item_walk_entries``, ``local_walk_entries``,
         ``closure_walk_entries``, ``walk_bytes`` and
-        ``group_bytes`` (the other caches); since load,
+        ``group_bytes`` (the other caches); since load, the times the walk tables were
+        cleared at their budget (``walk_clears``, ``GRAMKILN_WALK_CACHE_BYTES``),
         the fills answered by each mask table (``hits_whole_stack``, ``hits_future``,
         ``hits_depth``) and those computed (``fills_computed``), the top-level exit walks of
         computed fills answered by their thread's future (``walk_hits_future``), the computed

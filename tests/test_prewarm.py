@@ -307,6 +307,26 @@ def test_masks_are_unchanged_when_the_mask_tables_turn_over(
     assert masks_along(warm, token_lists) == expected
 
 
+@pytest.mark.parametrize("name", ["json", "clike"])
+def test_masks_are_unchanged_when_the_walk_tables_are_cleared(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a walk budget of 16 KB the walk tables are cleared again and again, in the
+    prewarm and inside fills (whose walks by items and by sets then compute what was dropped):
+    masks equal those of a grammar loaded with the default budget, with and without a
+    prewarm."""
+    data, vocab, token_lists = bench_artifact(name)
+    expected = masks_along(CompiledGrammar.load(data, vocab, prewarm=False), token_lists)
+    monkeypatch.setenv("GRAMKILN_WALK_CACHE_BYTES", "16384")  # read at load
+    small = CompiledGrammar.load(data, vocab, prewarm=False)
+    assert masks_along(small, token_lists) == expected
+    assert small.cache_stats()["walk_clears"] > 0
+    warm = CompiledGrammar.load(data, vocab, prewarm=False)
+    warm.prewarm()
+    assert masks_along(warm, token_lists) == expected
+    assert warm.cache_stats()["walk_clears"] > 0
+
+
 def test_stored_masks_are_interned_by_content() -> None:
     """Thousands of stored masks share a few dozen contents: each distinct mask is stored once
     (with and without end tokens at most), and each of the three mask tables (whole-stack,

@@ -1231,19 +1231,20 @@ void clear_walks_locked(GroupCache& cache) {
   cache.descents.clear();
   cache.walk_contents.clear();
   cache.walk_bytes = 0;
+  ++cache.walk_clears;
 }
 
 // Clear every walk table when `bytes` more would pass the walk budget. Call with walk_mutex
 // held.
 void make_walk_room_locked(GroupCache& cache, size_t bytes) {
-  if (cache.walk_bytes + bytes > GroupCache::kMaskBudgetBytes) clear_walks_locked(cache);
+  if (cache.walk_bytes + bytes > cache.walk_budget_bytes) clear_walks_locked(cache);
 }
 
 // Put `result` under `key` in `table` (one of the walk tables), `size` more bytes in all; past
 // the budget every walk table and the contents are cleared first. Call with walk_mutex held.
 void put_walk_locked(GroupCache& cache, KeyMap<WalkResultPtr>& table,
                      const std::pair<uint64_t, uint64_t>& key, WalkResultPtr result, size_t size) {
-  if (cache.walk_bytes + size > GroupCache::kMaskBudgetBytes) {
+  if (cache.walk_bytes + size > cache.walk_budget_bytes) {
     clear_walks_locked(cache);
     size = 96 + 4 * result->data.size() + 64;
   }
@@ -1299,7 +1300,7 @@ WalkResultPtr intern_walk(const Runtime& rt, const Scratch::WalkFrame& frame) {
   GroupCache& cache = *rt.groups;
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
   const size_t words = frame.dense ? frame.bits.size() : frame.tokens.size();
-  if (cache.walk_bytes + 4 * words + 64 > GroupCache::kMaskBudgetBytes) return nullptr;
+  if (cache.walk_bytes + 4 * words + 64 > cache.walk_budget_bytes) return nullptr;
   size_t added;
   WalkResultPtr shared = intern_walk_locked(cache, frame, digest, &added);
   cache.walk_bytes += added;
@@ -1784,7 +1785,7 @@ ItemWalkPtr find_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& grou
 // full table be cleared (make_walk_room_locked) and lose what it built.
 bool walk_tables_half_full(GroupCache& cache) {
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
-  return 2 * cache.walk_bytes > GroupCache::kMaskBudgetBytes;
+  return 2 * cache.walk_bytes > cache.walk_budget_bytes;
 }
 
 using ClosureWalkPtr = std::shared_ptr<const GroupCache::ClosureWalk>;
@@ -2555,6 +2556,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
     out.local_walk_entries = cache.local_walks.size();
     out.closure_walk_entries = cache.closure_walks.size();
     out.walk_bytes = cache.walk_bytes;
+    out.walk_clears = cache.walk_clears;
   }
   out.group_bytes = cache.used.load(std::memory_order_relaxed);
   out.hits_whole_stack = cache.hits_whole_stack.load(std::memory_order_relaxed);

@@ -235,6 +235,8 @@ struct GroupCache {
     unsigned long long value = 0;
     // GRAMKILN_MASK_CACHE_BYTES overrides the mask tables' budget (tests of the rotation).
     if (env_number("GRAMKILN_MASK_CACHE_BYTES", &value) && value > 0) mask_budget_bytes = value;
+    // GRAMKILN_WALK_CACHE_BYTES overrides the walk tables' budget (tests of their clearing).
+    if (env_number("GRAMKILN_WALK_CACHE_BYTES", &value) && value > 0) walk_budget_bytes = value;
     // GRAMKILN_FILL_WALK_BUDGET overrides the walks a computed fill may compute before it
     // falls back to the trie search (tests run the search on every fill with 0).
     if (env_number("GRAMKILN_FILL_WALK_BUDGET", &value)) fill_walk_budget = value;
@@ -289,10 +291,11 @@ struct GroupCache {
   std::vector<std::unique_ptr<ExitGroup>> owned;
   std::unordered_map<uint64_t, std::vector<ExitGroup*>> by_content;  // guarded by top_mutex
   std::atomic<size_t> used{0};
-  // Walk results are cleared when they outgrow kMaskBudgetBytes; each mask table keeps within
-  // mask_budget_bytes (default the same) in two generations (see MaskTable).
+  // Walk results are cleared when they outgrow walk_budget_bytes; each mask table keeps within
+  // mask_budget_bytes in two generations (see MaskTable); both default to kMaskBudgetBytes.
   static constexpr size_t kMaskBudgetBytes = size_t{64} << 20;
   size_t mask_budget_bytes = kMaskBudgetBytes;
+  size_t walk_budget_bytes = kMaskBudgetBytes;
   std::mutex mask_mutex;  // guards `masks` and `depth_masks`
   // A stored mask's words, in a slot of `mask_pool`.
   struct MaskWords {
@@ -430,6 +433,7 @@ struct GroupCache {
   std::atomic<size_t> fills_by_items{0};  // computed fills that walked by items
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<const WalkResult>>> walk_contents;
   size_t walk_bytes = 0;
+  size_t walk_clears = 0;  // times the walk tables were cleared at their budget
   uint64_t next_walk_id = 1;                                           // guarded by walk_mutex
   std::mutex node_mutex;                                               // guards `node_walks`
   std::unordered_map<uint64_t, std::unique_ptr<NodeWalk>> node_walks;  // by NodeWalk::key

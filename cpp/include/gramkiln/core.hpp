@@ -87,6 +87,7 @@ struct CacheStats {
   // Cached item walks and their closures over one set (see compute_item_walk in matcher.cpp).
   size_t item_walk_entries = 0, local_walk_entries = 0, closure_walk_entries = 0;
   size_t walk_bytes = 0;
+  size_t walk_clears = 0;  // times the walk tables were cleared at their budget, since load
   size_t group_bytes = 0;  // exit groups, levels, node walks, unions, follow tables
   // Fills answered by each mask table, and fills computed, since load.
   size_t hits_whole_stack = 0, hits_future = 0, hits_depth = 0, fills_computed = 0;
