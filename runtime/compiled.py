@@ -158,22 +158,14 @@ class CompiledGrammar:
         variable ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a
         background thread that shares the caches with concurrent fills, which build whatever
         is missing themselves. Without `wait` it returns at once (a started prewarm is not started
-        again); with `wait` it blocks until done, fills the initial mask once more through the
-        bindings (into a scratch bitmask, so that the caller's first fill finds that path in
-        its caches: a median of ~13 us cold against ~8 us after it), and returns ``{"levels", "masks",
+        again); with `wait` it blocks until done and returns ``{"levels", "masks",
         "explored", "item_walks", "bytes", "complete"}``. Masks never depend on it. Running prewarms are
         stopped before the process forks or exits.
         """
         if not wait:
             self._runtime.start_prewarm()
             return None
-        stats = dict(self._runtime.wait_prewarm())
-        # One fill through the bindings, into a scratch bitmask: the prewarm's own work has
-        # pushed the fill path (interpreter, buffer export, bindings, the first tables) out of
-        # this thread's caches, and the caller's first fill found it all cold (a median of ~13
-        # us against ~1 us for the fills after it; the buffer export alone 3-5 us).
-        self.matcher().fill_next_token_bitmask(allocate_token_bitmask(1, self.vocab_size))
-        return stats
+        return dict(self._runtime.wait_prewarm())
 
     @property
     def prewarm_done(self) -> bool:
