@@ -7,10 +7,12 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gramkiln/core.hpp"
@@ -21,6 +23,30 @@ using gramkiln::Matcher;
 using gramkiln::Runtime;
 
 namespace {
+
+// Calls running without the GIL, counted so that a fork can wait for them (prepare_fork): a
+// fork while one of them holds a runtime lock would leave that lock held forever in the child,
+// whose first fill of that grammar would then deadlock. The count goes up before the GIL is
+// let go and down before it is taken back, so a thread that holds the GIL and sees zero knows
+// that none is running and none can start.
+std::atomic<int> calls_without_gil{0};
+
+class WithoutGil {
+ public:
+  WithoutGil() {
+    calls_without_gil.fetch_add(1, std::memory_order_acq_rel);
+    state_ = PyEval_SaveThread();
+  }
+  ~WithoutGil() {
+    calls_without_gil.fetch_sub(1, std::memory_order_acq_rel);
+    PyEval_RestoreThread(state_);
+  }
+  WithoutGil(const WithoutGil&) = delete;
+  WithoutGil& operator=(const WithoutGil&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
 
 // Background prewarms still running, so that they can all be stopped before the interpreter
 // exits or the process forks (a thread holding a cache mutex across fork() would leave it
@@ -34,7 +60,7 @@ gramkiln::PrewarmStats join_prewarm(gramkiln::BackgroundPrewarm& prewarm, bool s
   // A finished thread joins at once; only a running one is waited for without the GIL (never
   // released when the caller does not hold it, e.g. during interpreter shutdown).
   if (!prewarm.done() && PyGILState_Check()) {
-    py::gil_scoped_release release;
+    WithoutGil release;
     return prewarm.wait();
   }
   return prewarm.wait();
@@ -95,6 +121,13 @@ void stop_all_prewarms() {
     prewarm_registry.clear();
   }
   for (const auto& p : running) join_prewarm(*p, /*stop=*/true);
+}
+
+// Before a fork (called with the GIL held): stop every prewarm, then wait until no call runs
+// without the GIL; none can start while this thread holds it.
+void prepare_fork() {
+  stop_all_prewarms();
+  while (calls_without_gil.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
 py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
@@ -231,15 +264,15 @@ class PyMatcher {
     // A cached mask is a lookup and a copy: cheaper than releasing and retaking the GIL.
     gramkiln::Matcher::FillKeys keys;
     if (matcher_.fill_mask_if_cached(row, &keys)) return;
-    py::gil_scoped_release release;
+    WithoutGil release;
     matcher_.fill_mask_computed(row, &keys);
   }
   bool accept_token(int64_t id) {
-    py::gil_scoped_release release;
+    WithoutGil release;
     return matcher_.accept_token(id);
   }
   bool accept_tokens(const std::vector<int64_t>& ids) {
-    py::gil_scoped_release release;
+    WithoutGil release;
     for (size_t i = 0; i < ids.size(); ++i) {
       bool ok = false;
       try {
@@ -257,7 +290,7 @@ class PyMatcher {
   }
   bool accept_string(const py::object& text) {
     std::string bytes = as_bytes(text);
-    py::gil_scoped_release release;
+    WithoutGil release;
     return matcher_.accept_bytes(bytes);
   }
   void rollback(int64_t n) {
@@ -275,7 +308,7 @@ class PyMatcher {
   py::str jump_forward() const {
     std::string bytes;
     {
-      py::gil_scoped_release release;
+      WithoutGil release;
       bytes = complete_utf8_prefix(matcher_.jump_forward_bytes());
     }
     return py::reinterpret_steal<py::str>(
@@ -326,7 +359,7 @@ PYBIND11_MODULE(_core, m) {
           [](RuntimeHandle& h) {
             // None started yet: run it on this thread, which would only wait for another.
             if (auto here = h.start_prewarm_on_caller()) {
-              py::gil_scoped_release release;
+              WithoutGil release;
               here->run_here();
             }
             return prewarm_stats_dict(join_prewarm(*h.prewarm, /*stop=*/false));
@@ -343,7 +376,9 @@ PYBIND11_MODULE(_core, m) {
           "What the shared mask caches hold now.");
 
   m.def("stop_all_prewarms", &stop_all_prewarms,
-        "Stop and join every background prewarm (before exit and fork).");
+        "Stop and join every background prewarm (before exit).");
+  m.def("prepare_fork", &prepare_fork,
+        "Stop every prewarm and wait for the calls running without the GIL (before fork).");
 
   m.def(
       "load_runtime",
@@ -352,7 +387,7 @@ PYBIND11_MODULE(_core, m) {
         char* data = nullptr;
         Py_ssize_t size = 0;
         if (PyBytes_AsStringAndSize(blob.ptr(), &data, &size) != 0) throw py::error_already_set();
-        py::gil_scoped_release release;
+        WithoutGil release;
         return RuntimeHandle{gramkiln::load_runtime(std::string_view(data, size))};
       },
       py::arg("blob"), "Validate runtime tables; raises ArtifactError when they are bad.");
@@ -394,7 +429,7 @@ PYBIND11_MODULE(_core, m) {
           }
           v.is_text[static_cast<size_t>(id)] = 0;
         }
-        py::gil_scoped_release release;
+        WithoutGil release;
         return VocabIndexHandle{gramkiln::build_vocab_index(v)};
       },
       py::arg("vocab_size"), py::arg("tokens"), py::arg("special_ids"),
@@ -426,7 +461,7 @@ PYBIND11_MODULE(_core, m) {
         g.tokenset_ids = std::move(tokenset_ids);
         std::string blob;
         {
-          py::gil_scoped_release release;
+          WithoutGil release;
           blob = gramkiln::build_runtime_blob(g, *vocab.index, end_tokens);
         }
         return py::bytes(blob);
@@ -487,7 +522,7 @@ PYBIND11_MODULE(_core, m) {
         for (uint32_t r : rows) {
           if (r >= buf.rows) throw py::index_error("bitmask row index out of range");
         }
-        py::gil_scoped_release release;
+        WithoutGil release;
         gramkiln::fill_masks_parallel(cores, buf.data, words, rows, threads == 0 ? 1 : threads);
       },
       py::arg("matchers"), py::arg("bitmask"), py::arg("indices") = py::none(),
@@ -517,7 +552,7 @@ PYBIND11_MODULE(_core, m) {
         int32_t failure = 0;
         std::vector<int32_t> detail;
         {
-          py::gil_scoped_release release;
+          WithoutGil release;
           try {
             output = gramkiln::build_byte_dfa(input);
           } catch (const gramkiln::DfaBuildError& error) {

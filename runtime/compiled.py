@@ -32,11 +32,12 @@ GrammarMatcher = _core.GrammarMatcher
 RUNTIME_SECTION = "runtime"
 RUNTIME_LAYOUT = 1
 
-# A prewarm thread must not hold a cache lock across fork() (the child would inherit it locked)
-# nor still be running while the interpreter tears down.
+# No thread may hold a runtime lock across fork() (the child would inherit it locked): before a
+# fork, prewarms are stopped and the calls running without the GIL are waited for. Prewarms are
+# also stopped before the interpreter tears down.
 atexit.register(_core.stop_all_prewarms)
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_core.stop_all_prewarms)
+    os.register_at_fork(before=_core.prepare_fork)
 
 
 class CompiledGrammar:

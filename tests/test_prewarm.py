@@ -175,6 +175,52 @@ def _forked_fill(conn, compiled: CompiledGrammar, vocab_size: int) -> None:
     conn.close()
 
 
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork() on this platform"
+)
+def test_fork_while_other_threads_fill_does_not_deadlock_the_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two threads decode without pause (with a mask budget of a few kilobytes most fills
+    compute, taking the runtime's locks without the GIL) while the main thread forks again and
+    again: the fork waits for the calls running without the GIL, so no child inherits a held
+    lock, and each child fills the grammar's first mask."""
+    grammar, instances = bench_case("clike")
+    vocab = substring_vocab(instances)
+    data = compile_grammar(parse_lark(grammar), vocab).to_bytes()
+    token_lists = [greedy_tokens(vocab, text) for text in instances]
+    expected = mask_ids(
+        CompiledGrammar.load(data, vocab, prewarm=False).matcher(), vocab.vocab_size
+    )
+    monkeypatch.setenv("GRAMKILN_MASK_CACHE_BYTES", "4096")  # read at load
+    compiled = CompiledGrammar.load(data, vocab, prewarm=False)
+    stop = threading.Event()
+
+    def decode_until_stopped() -> None:
+        while not stop.is_set():
+            masks_along(compiled, token_lists)
+
+    threads = [threading.Thread(target=decode_until_stopped) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    context = multiprocessing.get_context("fork")
+    try:
+        for _ in range(20):
+            parent_end, child_end = context.Pipe()
+            child = context.Process(
+                target=_forked_fill, args=(child_end, compiled, vocab.vocab_size)
+            )
+            child.start()
+            assert parent_end.poll(60), "the forked child did not answer (deadlocked?)"
+            assert parent_end.recv() == expected
+            child.join(30)
+            assert child.exitcode == 0
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
 def _prewarm_into(compiled: CompiledGrammar, results: list[dict]) -> None:
     results.append(compiled.prewarm())
 
