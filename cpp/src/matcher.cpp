@@ -1939,19 +1939,22 @@ LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& cha
   // Kernel items waiting for `sym`, walked with group `g` (each dotted id once: items of one
   // dotted id with several origins go on at each of them).
   bool failed = false;
+  // The item walk of (g, dotted): its tokens into the local walk, and each group at which the
+  // item's left-hand side completes to on_pop(group, lhs); false when it could not be computed.
+  auto take_item_walk = [&](const ExitGroup* g, uint32_t dotted, auto&& on_pop) {
+    const ItemWalkPtr walk = find_item_walk(rt, sc, *g, dotted);
+    if (!walk) return false;
+    if (walk->tokens) local->parts.push_back(walk->tokens);
+    const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[dotted]];
+    for (const ExitGroup* pop : walk->pops) on_pop(pop, lhs);
+    return true;
+  };
   auto walk_kernel_items = [&](const ExitGroup* g, uint32_t sym) {
     for_waiting(chart, set, sym, [&](const Item waiting) {
       if (failed || waiting.origin == set || !done.insert(g, sym, waiting.dotted + 1)) return;
-      const ItemWalkPtr walk = find_item_walk(rt, sc, *g, waiting.dotted);
-      if (!walk) {
-        failed = true;
-        return;
-      }
-      if (walk->tokens) local->parts.push_back(walk->tokens);
-      const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[waiting.dotted]];
-      for (const ExitGroup* pop : walk->pops) {
+      failed = !take_item_walk(g, waiting.dotted, [&](const ExitGroup* pop, uint32_t lhs) {
         local->below.push_back(GroupCache::Continuation{pop, lhs, waiting.dotted});
-      }
+      });
     });
   };
   // Without a predicted item waiting for `symbol`, nothing completes inside the set: only the
@@ -2002,14 +2005,9 @@ LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& cha
       walk_kernel_items(g, sym);
       for_waiting(chart, set, sym, [&](const Item waiting) {
         if (failed || waiting.origin != set) return;
-        const ItemWalkPtr walk = find_item_walk(rt, sc, *g, waiting.dotted);
-        if (!walk) {
-          failed = true;
-          return;
-        }
-        if (walk->tokens) local->parts.push_back(walk->tokens);
-        const uint32_t lhs = rt.prod_lhs[rt.dotted_prod[waiting.dotted]];
-        for (const ExitGroup* pop : walk->pops) work.emplace_back(pop, lhs);
+        failed = !take_item_walk(g, waiting.dotted, [&](const ExitGroup* pop, uint32_t lhs) {
+          work.emplace_back(pop, lhs);
+        });
       });
       if (failed) return nullptr;
     }
