@@ -152,6 +152,7 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   out["fills_searched"] = stats.fills_searched;
   out["walk_hits_future"] = stats.walk_hits_future;
   out["interned_by_parts"] = stats.interned_by_parts;
+  out["mask_compares"] = stats.mask_compares;
   out["future_languages"] = stats.future_languages;
   out["future_memo_entries"] = stats.future_memo_entries;
   out["mask_bytes"] = stats.mask_bytes;

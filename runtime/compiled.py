@@ -187,7 +187,8 @@ class CompiledGrammar:
         computed fills answered by their thread's future (``walk_hits_future``), the computed
         fills that followed their exits by pending items (``fills_by_items``), the masks of
         computed fills found stored under the parts they were ORed from
-        (``interned_by_parts``: no content compare), the computed fills whose exit walks ran
+        (``interned_by_parts``: no content compare) and the stored masks compared word by
+        word with one being interned (``mask_compares``), the computed fills whose exit walks ran
         past the fill's walk budget and were answered by the trie search
         (``fills_searched``, ``GRAMKILN_FILL_WALK_BUDGET``); and
         ``future_languages`` /

@@ -373,6 +373,50 @@ def test_masks_are_unchanged_when_the_walk_tables_are_cleared(
     assert warm.cache_stats()["walk_clears"] > 0
 
 
+def test_sparse_masks_are_interned_without_compare_storms() -> None:
+    """Interning a mask compares it word by word only with stored masks of equal digest. The
+    masks inside the words of a large enum are sparse (a few tokens each) and differ in words
+    a sampled digest skips: hashed by their set words, each new mask meets at most a few
+    candidates, not every sparse mask stored before (10,011 compares for these 150 masks with
+    the sampled digest alone, 0 now). Every mask still equals brute force over the words."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    rng = random.Random(7)
+    words = sorted(
+        {"".join(rng.choice(letters) for _ in range(rng.randint(5, 9))) for _ in range(300)}
+    )
+    # 18,508 tokens (579 words a mask): bytes, then every two- and three-letter string.
+    tokens = [bytes([b]) for b in range(256)]
+    tokens += [(a + b).encode() for a in letters for b in letters]
+    tokens += [(a + b + c).encode() for a in letters for b in letters for c in letters]
+    vocab = Vocab(tokens + [b"<eos>"], eos_ids=[len(tokens)])
+    grammar = "start: " + " | ".join(f'"{word}"' for word in words) + "\n"
+    compiled = CompiledGrammar.load(
+        compile_grammar(parse_lark(grammar), vocab).to_bytes(), vocab, prewarm=False
+    )
+    encoded = [word.encode() for word in words]
+    ids = {token: i for i, token in enumerate(tokens)}
+    for word in encoded[::3]:
+        tokens_of_word = greedy_tokens(vocab, word)
+        matcher = compiled.matcher()
+        prefix = b""
+        for token in tokens_of_word:
+            # Tokens are at most three bytes: the next one, two or three bytes of some word.
+            expected = {
+                ids[rest[:size]]
+                for rest in (w[len(prefix) :] for w in encoded if w.startswith(prefix))
+                for size in (1, 2, 3)
+                if len(rest) >= size
+            }
+            if prefix in encoded:
+                expected.add(len(tokens))
+            assert set(mask_ids(matcher, compiled.vocab_size)) == expected
+            assert matcher.accept_token(token)
+            prefix += tokens[token]
+    stats = compiled.cache_stats()
+    assert stats["fills_computed"] > 100
+    assert stats["mask_compares"] <= 2 * stats["fills_computed"]
+
+
 def test_stored_masks_are_interned_by_content() -> None:
     """Thousands of stored masks share a few dozen contents: each distinct mask is stored once
     (with and without end tokens at most), and each of the three mask tables (whole-stack,

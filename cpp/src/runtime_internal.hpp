@@ -361,6 +361,7 @@ struct GroupCache {
   // past 64K entries. Guarded by mask_mutex.
   KeyMap<std::weak_ptr<const MaskWords>> composed_masks;
   std::atomic<size_t> interned_by_parts{0};  // computed masks found under their composition
+  std::atomic<size_t> mask_compares{0};      // stored masks compared with one being interned
   // Whole masks by parser configuration (128-bit structural key; see Chart).
   MaskTable masks;
   // Masks without the end tokens, by a bounded-depth key: the thread states with H_D of their

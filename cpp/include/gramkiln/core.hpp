@@ -101,6 +101,8 @@ struct CacheStats {
   // Masks of computed fills found stored under what they were ORed from (no compare), since
   // load.
   size_t interned_by_parts = 0;
+  // Stored masks compared word by word with a mask being interned (same digest), since load.
+  size_t mask_compares = 0;
   // Future-language automata canonicalised (see future.cpp), and memo entries over them.
   size_t future_languages = 0, future_memo_entries = 0;
 };
