@@ -37,7 +37,7 @@ from gramkiln.ir.nodes import (
 )
 from gramkiln.ir.utf8 import utf8_sequences
 
-from gramkiln.errors import CompileError
+from gramkiln.errors import AutomatonSizeError, CompileError
 
 DEAD = -1
 
@@ -137,7 +137,7 @@ class _ByteNFA:
 
     def new_state(self) -> int:
         if self.count >= self.max_states:
-            raise CompileError(
+            raise AutomatonSizeError(
                 f"terminal expression needs more than {self.max_states:,} NFA states "
                 "(raise max_states or simplify the expression)"
             )
@@ -195,7 +195,8 @@ def build_dfa(
         min(sys.getrecursionlimit(), _NATIVE_MAX_DEPTH),
     )
     if result[0] is None:
-        raise CompileError(_failure_message(result[1], result[2], program.names, max_states))
+        error = AutomatonSizeError if result[1] in _SIZE_FAILURES else CompileError
+        raise error(_failure_message(result[1], result[2], program.names, max_states))
     start, accepting, table_bytes = result
     table = np.frombuffer(table_bytes, dtype=np.int32).reshape(len(accepting), 256)
     dfa = ByteDFA(start=start, accepting=tuple(map(bool, accepting)), table=table)
@@ -235,6 +236,7 @@ def build_dfa_python(
 # referenced body is encoded once, after the root.
 _OP_EMPTY, _OP_BYTES, _OP_CLASS, _OP_SEQ, _OP_CHOICE, _OP_REPEAT, _OP_REF, _OP_INVALID = range(8)
 _FAILURE_NFA_LIMIT, _FAILURE_DFA_LIMIT, _FAILURE_RECURSIVE = 1, 2, 3
+_SIZE_FAILURES = (_FAILURE_NFA_LIMIT, _FAILURE_DFA_LIMIT)
 _FAILURE_UNKNOWN_REF, _FAILURE_INVALID, _FAILURE_TOO_DEEP = 4, 5, 6
 # Beyond these the native limits are unreachable in practice (memory runs out first); the
 # caps keep the C++ arithmetic in range. The depth cap bounds the C++ recursion's stack.
@@ -672,7 +674,7 @@ def _determinise(
             target_index = index.get(key)
             if target_index is None:
                 if len(subsets) >= max_states:
-                    raise CompileError(
+                    raise AutomatonSizeError(
                         f"terminal expression needs more than {max_states:,} DFA states "
                         "(the max_states limit)"
                     )

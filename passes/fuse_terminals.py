@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gramkiln.ir import (
     Bytes,
     Choice,
@@ -34,12 +36,16 @@ LITERAL_PREFIX = "__lit_"
 FUSED_PREFIX = "__t_"
 
 # A fused terminal becomes one byte DFA, whose size grows with every counted repetition in
-# it (a JSON string of at most n characters needs ~20n states). Counts above this stay in
+# it (a JSON string of at most n characters needs ~25n states). Counts above this stay in
 # the grammar, split into blocks (see _Fuser.split_counted_repeat). The split keeps compile
-# time and DFA size bounded but costs mask time (every block position is a distinct parser
-# state: maxLength 300 measured p50 145 us as blocks against 10 us as one DFA), so only
-# counts that one DFA cannot hold are split.
-MAX_FUSED_COUNT = 1024
+# time and DFA size bounded but costs mask time and size: every block position is a distinct
+# parser state, so nearly every fill is computed (`maxLength: 3000` under Llama 3: 32 MB and
+# mask p50 / p99 7.7 / 62 us as blocks, 6.7 MB and 1.3 / 16 us as one DFA, compiled in 0.4
+# against 1.6 s). So counts are fused whole up to MAX_FUSED_COUNT, and where one DFA then
+# passes the automaton limits (a repeated item of many states), the compiler lowers again
+# with fuse_terminals_in_blocks, which splits every count past BLOCKS_FALLBACK_COUNT.
+MAX_FUSED_COUNT = 4096
+BLOCKS_FALLBACK_COUNT = 1024
 COUNT_BLOCK = 32
 
 
@@ -73,7 +79,20 @@ def fuse_terminals(grammar: GrammarIR) -> GrammarIR:
     Preserves: the language, lexeme boundaries wherever ignore applies, existing rule names,
     options and spans (the replacing ``Ref`` carries the span of what it replaced).
     """
-    fuser = _Fuser(grammar)
+    return _fuse_terminals(grammar, MAX_FUSED_COUNT, fuse_terminals)
+
+
+def fuse_terminals_in_blocks(grammar: GrammarIR) -> GrammarIR:
+    """``fuse_terminals`` with every counted repetition past ``BLOCKS_FALLBACK_COUNT`` split
+    into blocks: the compiler's second lowering when a repetition fused whole needs more
+    automaton states than the limits allow. Preserves what ``fuse_terminals`` preserves."""
+    return _fuse_terminals(grammar, BLOCKS_FALLBACK_COUNT, fuse_terminals_in_blocks)
+
+
+def _fuse_terminals(
+    grammar: GrammarIR, max_count: int, same_pass: Callable[[GrammarIR], GrammarIR]
+) -> GrammarIR:
+    fuser = _Fuser(grammar, max_count)
     by_name = grammar.rule_map()
     rules = []
     for rule in grammar.rules:
@@ -88,7 +107,7 @@ def fuse_terminals(grammar: GrammarIR) -> GrammarIR:
     return grammar.model_copy(
         update={
             "rules": (*rules, *fuser.new_terminals),
-            "subgrammars": with_subgrammars(grammar, fuse_terminals),
+            "subgrammars": with_subgrammars(grammar, same_pass),
         }
     )
 
@@ -128,8 +147,9 @@ def _reachable_rules(rule: Rule, rules: dict[str, Rule]) -> set[str]:
 class _Fuser:
     """Creates and deduplicates the synthetic terminals of one grammar."""
 
-    def __init__(self, grammar: GrammarIR) -> None:
+    def __init__(self, grammar: GrammarIR, max_count: int) -> None:
         self._grammar = grammar
+        self._max_count = max_count  # counted repetitions past it are split into blocks
         self.terminals = frozenset(rule.name for rule in grammar.rules if rule.terminal)
         self._names = NameAllocator(rule.name for rule in grammar.rules)
         self._by_structure: dict[bytes, str] = {}
@@ -176,11 +196,14 @@ class _Fuser:
                 return expr
             return copy_with(expr, {"alternatives": alternatives})
         if isinstance(expr, Repeat):
-            if whole_runs and _large_count(expr) and self._fusable(expr.item):
+            if whole_runs and self._large_count(expr) and self._fusable(expr.item):
                 return self.split_counted_repeat(expr)
             item = self.fuse(expr.item, whole_runs=whole_runs)
             return expr if item is expr.item else copy_with(expr, {"item": item})
         return expr
+
+    def _large_count(self, repeat: Repeat) -> bool:
+        return max(repeat.min, repeat.max or 0) > self._max_count
 
     def split_counted_repeat(self, expr: Repeat) -> Expr:
         """``x{m,n}`` with a large count as blocks ``B = x{k}`` plus small remainders.
@@ -242,7 +265,7 @@ class _Fuser:
         if isinstance(expr, (Ref, Empty)) or not is_terminal_only(expr, self.terminals):
             return False
         facts = expr_facts(expr)
-        if facts.largest_count > MAX_FUSED_COUNT:
+        if facts.largest_count > self._max_count:
             return False
         if any(name.startswith(MARKER_PREFIXES) for name in facts.refs):
             return False
@@ -304,7 +327,3 @@ class _Fuser:
             span = expr.span  # type: ignore[union-attr]
             self.new_terminals.append(Rule(name=name, body=body, terminal=True, span=span))
         return Ref(name=name, span=expr.span)  # type: ignore[union-attr]
-
-
-def _large_count(repeat: Repeat) -> bool:
-    return max(repeat.min, repeat.max or 0) > MAX_FUSED_COUNT

@@ -32,10 +32,12 @@ from gramkiln.ir import (
     TokenSet,
     print_expr,
     structural_key,
+    walk,
 )
 from gramkiln.ir.automata import build_dfa
+from gramkiln.passes.fuse_terminals import BLOCKS_FALLBACK_COUNT
 
-from gramkiln.errors import CompileError, EmptyLanguageWarning
+from gramkiln.errors import AutomatonSizeError, CompileError, EmptyLanguageWarning
 
 # Largest bounded repetition expanded into productions (each bound adds one helper rule).
 MAX_REPEAT_EXPANSION = 100_000
@@ -44,16 +46,31 @@ MAX_DFA_STATES = 200_000
 MAX_TEXT_TOKEN_BYTES = 4096
 
 
-def lower_for_runtime(ir: GrammarIR) -> GrammarIR:
+def lower_for_runtime(ir: GrammarIR, counts_in_blocks: bool = False) -> GrammarIR:
     """The IR the flattener consumes: the compile pass pipeline's output.
 
     The verifier runs once on the result rather than after every pass: the passes are tested
     with per-pass verification, and per-pass checks cost more than the passes themselves on
-    large JSON Schema grammars.
+    large JSON Schema grammars. ``counts_in_blocks`` fuses with ``fuse_terminals_in_blocks``
+    (counted repetitions past ``BLOCKS_FALLBACK_COUNT`` split into blocks) instead.
     """
-    from gramkiln.passes.pipeline import COMPILE_PIPELINE, run_pipeline
+    from gramkiln.passes.fuse_terminals import fuse_terminals_in_blocks
+    from gramkiln.passes.pipeline import COMPILE_PIPELINE, FUSE_TERMINALS, run_pipeline
 
-    return run_pipeline(ir, COMPILE_PIPELINE, verify=False).verify()
+    pipeline = COMPILE_PIPELINE
+    if counts_in_blocks:
+        pipeline = tuple(fuse_terminals_in_blocks if p is FUSE_TERMINALS else p for p in pipeline)
+    return run_pipeline(ir, pipeline, verify=False).verify()
+
+
+def _has_count_past(ir: GrammarIR, count: int) -> bool:
+    """Whether a terminal of ``ir`` repeats something more than ``count`` times."""
+    return any(
+        isinstance(node, Repeat) and max(node.min, node.max or 0) > count
+        for rule in ir.rules
+        if rule.terminal
+        for node in walk(rule.body)
+    )
 
 
 def _located(span: Any) -> str:
@@ -123,7 +140,8 @@ class _Flattener:
             try:
                 dfa = _build_dfa(expr, self.terminal_bodies, lazy)
             except CompileError as exc:
-                raise CompileError(f"{self.describe_lexeme(key, expr)}: {exc}") from None
+                # The same class (a size error stays one: compile_grammar falls back on it).
+                raise type(exc)(f"{self.describe_lexeme(key, expr)}: {exc}") from None
             self.lexeme_ids[key] = len(self.flat.lexeme_names)
             self.flat.lexeme_names.append(key)
             self.flat.lexeme_dfas.append(dfa)
@@ -471,7 +489,14 @@ def compile_grammar(
             ends.append(token_id)
     ir = ir.verify()
     lowered = lower_for_runtime(ir)
-    flat = flatten_grammar(lowered, vocab)
+    try:
+        flat = flatten_grammar(lowered, vocab)
+    except AutomatonSizeError:
+        # A counted repetition fused whole (up to MAX_FUSED_COUNT) whose one DFA passes the
+        # limits: split such counts into blocks, as every count past them always is.
+        if not _has_count_past(lowered, BLOCKS_FALLBACK_COUNT):
+            raise
+        flat = flatten_grammar(lower_for_runtime(ir, counts_in_blocks=True), vocab)
     if not any(lhs == flat.start for lhs, _ in flat.productions):
         # Unproductive productions are gone, so a start symbol without any derives nothing.
         warnings.warn(

@@ -291,6 +291,33 @@ def test_lower_repeats_large_bound_is_linear() -> None:
     assert matcher.accepts("yz" * 150 + "x")
 
 
+def test_counts_past_the_fallback_bound_are_split_by_the_blocks_variant() -> None:
+    """``fuse_terminals`` fuses ``x{0,1100}`` whole; ``fuse_terminals_in_blocks`` (the
+    compiler's second lowering) splits every count past BLOCKS_FALLBACK_COUNT into 32-item
+    blocks, keeping the language."""
+    from gramkiln.ir import Repeat, walk
+    from gramkiln.passes.fuse_terminals import BLOCKS_FALLBACK_COUNT, fuse_terminals_in_blocks
+
+    grammar = parse_grammar('%start start\nrule start = "<" ("ab" | "c"){2,1100} ">"').verify()
+
+    def largest_terminal_count(lowered: GrammarIR) -> int:
+        return max(
+            max(n.min, n.max or 0)
+            for rule in lowered.rules
+            if rule.terminal
+            for n in walk(rule.body)
+            if isinstance(n, Repeat)
+        )
+
+    assert largest_terminal_count(get_pass("fuse_terminals")(grammar)) == 1100
+    blocks = fuse_terminals_in_blocks(grammar).verify()
+    assert largest_terminal_count(blocks) <= BLOCKS_FALLBACK_COUNT
+    old, new = ReferenceMatcher(grammar), ReferenceMatcher(blocks)
+    for count in (0, 1, 2, 3, 31, 32, 33, 1099, 1100, 1101):
+        text = "<" + "".join(random.Random(count).choice(["ab", "c"]) for _ in range(count))
+        assert old.accepts(text + ">") == new.accepts(text + ">") == (2 <= count <= 1100)
+
+
 @pytest.mark.parametrize(
     "low, high",
     [(0, 100), (0, 65), (1, 96), (70, 70), (5, 130), (40, None)],

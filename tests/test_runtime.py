@@ -283,6 +283,30 @@ def test_compile_errors_name_the_terminal_and_its_line(source: str, located: str
         Grammar.from_lark(source).compile()
 
 
+def test_a_count_fused_whole_past_the_dfa_limit_falls_back_to_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A counted repetition up to MAX_FUSED_COUNT is fused into one DFA; where that DFA needs
+    more states than the limit, the compiler lowers again with such counts split into blocks
+    (as every count past MAX_FUSED_COUNT is), and the language is the same."""
+    import gramkiln.runtime.compile as compile_module
+    from gramkiln.runtime.compile import flatten_grammar, lower_for_runtime
+
+    from gramkiln.errors import AutomatonSizeError
+
+    monkeypatch.setattr(compile_module, "MAX_DFA_STATES", 2500)  # ("ab" | "cd"){0,1500}: ~3,000
+    grammar = parse_grammar('%ir 1\n%start start\nrule start = "<" ("ab" | "cd"){0,1500} ">"\n')
+    with pytest.raises(AutomatonSizeError):
+        flatten_grammar(lower_for_runtime(grammar), VOCAB)
+    compiled = compile_grammar(grammar, VOCAB)
+    for count in (0, 1, 31, 32, 33, 1499, 1500, 1501):
+        pairs = "".join(random.Random(count).choice(["ab", "cd"]) for _ in range(count))
+        matcher = compiled.matcher()
+        assert (matcher.accept_string("<" + pairs + ">") and matcher.is_accepting()) == (
+            count <= 1500
+        ), count
+
+
 def test_empty_language_allows_nothing() -> None:
     ir = parse_grammar('%ir 1\n%start start\nrule start = "a" <[13]> \n')
     small = Vocab([b"a", b"b"])

@@ -3,6 +3,7 @@
 from gramkiln._grammar import Grammar
 from gramkiln.errors import (
     ArtifactError,
+    AutomatonSizeError,
     CompileError,
     EmptyLanguageWarning,
     GramkilnError,
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArtifactError",
+    "AutomatonSizeError",
     "CompileError",
     "CompiledGrammar",
     "EmptyLanguageWarning",

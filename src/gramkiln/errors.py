@@ -78,6 +78,10 @@ class CompileError(GramkilnError, ValueError):
     """A grammar is valid IR but cannot be compiled (unsupported construct or size limit)."""
 
 
+class AutomatonSizeError(CompileError):
+    """A terminal expression needs more automaton states than its NFA or DFA limit allows."""
+
+
 class EmptyLanguageWarning(UserWarning):
     """A compiled grammar accepts no string over its vocabulary: every mask will be empty.
 
