@@ -411,7 +411,7 @@ const ExitGroup& top_group(const Runtime& rt, int32_t state) {
   if (ready) return *ready;
   auto group = std::make_unique<ExitGroup>();
   group->lexeme = rt.dfa_lexeme[state];  // unused: walks take the thread's lexeme
-  const size_t base = static_cast<size_t>(state) * 256;
+  const size_t base = rt.exit_row(state);
   const uint32_t first = rt.exit_child_offsets[base];
   if (rt.exit_child_offsets[base + 256] > first) {
     group->child_offsets.resize(257);
@@ -446,7 +446,7 @@ const ExitGroup& top_group(const Runtime& rt, int32_t state) {
 template <typename F>
 void for_each_top_group(const Runtime& rt, F&& f) {
   for (uint32_t state = 0; state < rt.num_states; ++state) {
-    const size_t base = static_cast<size_t>(state) * 256;
+    const size_t base = rt.exit_row(static_cast<int32_t>(state));
     if (rt.exit_child_offsets[base] == rt.exit_child_offsets[base + 256]) continue;
     f(top_group(rt, static_cast<int32_t>(state)), rt.dfa_lexeme[state]);
   }
@@ -2893,7 +2893,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   assign_inside_sets(rt, sc, threads_, words);
   for (size_t i = 0; i < threads_.size() && !items_done; ++i) {
     const Thread& th = threads_[i];
-    const size_t base = static_cast<size_t>(th.state) * 256;
+    const size_t base = rt.exit_row(th.state);
     if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) {
       uint64_t result_id = 0;
       const int depth =

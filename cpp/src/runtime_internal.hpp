@@ -604,9 +604,12 @@ class Runtime {
   // inside_id_offsets[i + 1]) when inside_sparse[i], else it is only in inside_bits.
   std::vector<uint8_t> inside_sparse;
   std::vector<uint32_t> inside_id_offsets, inside_ids;
-  // Children of the trie nodes where a lexeme can end mid-token ("exits"), per DFA state and
-  // byte: state s, byte b -> exit_children[exit_child_offsets[s*256+b] .. [s*256+b+1]).
-  std::vector<uint32_t> exit_child_offsets, exit_children;
+  // Children of the trie nodes where a lexeme can end mid-token ("exits"), per class of DFA
+  // states and byte: state s, byte b, k = exit_class[s] ->
+  // exit_children[exit_child_offsets[k*256+b] .. [k*256+b+1]) (see exit_row).
+  std::vector<uint32_t> exit_class, exit_child_offsets, exit_children;
+  // Where state s's 257 exit offsets start in exit_child_offsets.
+  size_t exit_row(int32_t state) const { return static_cast<size_t>(exit_class[state]) * 256; }
   // Per DFA state, what mask keys hash in its place: a mix of its lexeme and its class of
   // states that agree on every byte string up to the longest token (the blob's state classes,
   // which share inside sets and exit lists). A thread's share of the mask is a function of its
