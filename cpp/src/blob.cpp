@@ -1594,9 +1594,10 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   }
   require(class_table.count == static_cast<uint64_t>(c.num_states) * num_byte_classes,
           "bad DFA table size");
-  rt->dfa_table.resize(static_cast<size_t>(c.num_states) * 256);
+  rt->dfa_classes = num_byte_classes;
+  for (uint32_t b = 0; b < 256; ++b) rt->dfa_byte_class[b] = static_cast<uint8_t>(byte_class[b]);
+  rt->dfa_table.resize(static_cast<size_t>(c.num_states) * num_byte_classes);
   {
-    std::vector<int32_t> row(num_byte_classes);
     for (uint32_t s = 0; s < c.num_states; ++s) {
       require(c.dfa_lexeme[s] < c.num_lexemes, "DFA state lexeme out of range");
       require(c.dfa_accepting[s] <= 1, "bad accepting flag");
@@ -1607,10 +1608,8 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
         require(t >= -1 && (t < 0 || static_cast<uint32_t>(t) < c.num_states),
                 "DFA transition out of range");
         require(t < 0 || c.dfa_lexeme[t] == c.dfa_lexeme[s], "DFA transition leaves its lexeme");
-        row[k] = t;
+        rt->dfa_table[static_cast<size_t>(s) * num_byte_classes + k] = t;
       }
-      int32_t* out = &rt->dfa_table[static_cast<size_t>(s) * 256];
-      for (uint32_t b = 0; b < 256; ++b) out[b] = row[byte_class.data[b]];
     }
   }
   require(c.tokenset_bits.size() == static_cast<uint64_t>(c.num_tokensets) * c.words,
@@ -1808,7 +1807,7 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   rt->lexeme_first_offsets.assign(1, 0);
   for (uint32_t l = 0; l < c.num_lexemes; ++l) {
     for (uint32_t b = 0; b < 256; ++b) {
-      if (c.dfa_table[static_cast<size_t>(c.lexeme_start[l]) * 256 + b] >= 0) {
+      if (c.next_state(static_cast<int32_t>(c.lexeme_start[l]), static_cast<uint8_t>(b)) >= 0) {
         rt->lexeme_first_bytes.push_back(static_cast<uint8_t>(b));
       }
     }

@@ -163,11 +163,11 @@ const FollowTable& follow_table(const Runtime& rt, Scratch& sc,
   table->states.resize(table->offsets[256]);
   std::vector<uint32_t> fill(table->offsets.begin(), table->offsets.end() - 1);
   for (uint32_t lexeme : sc.sorted_lexemes) {
-    const size_t start = static_cast<size_t>(rt.lexeme_start[lexeme]) * 256;
+    const int32_t start = static_cast<int32_t>(rt.lexeme_start[lexeme]);
     for (uint32_t f = rt.lexeme_first_offsets[lexeme]; f < rt.lexeme_first_offsets[lexeme + 1];
          ++f) {
       const uint8_t byte = rt.lexeme_first_bytes[f];
-      table->states[fill[byte]++] = rt.dfa_table[start + byte];
+      table->states[fill[byte]++] = rt.next_state(start, byte);
     }
   }
   cache.used.fetch_add(4 * (table->offsets.size() + table->states.size()) + 64);
@@ -281,9 +281,9 @@ void walk_trie(const Runtime& rt, const uint32_t* roots, size_t count,
       const uint32_t end = rt.trie_end[node];
       if (end == node + 1) continue;
       if (rt.dfa_accepting[state]) walk.exits.push_back(node);
-      const int32_t* row = &rt.dfa_table[static_cast<size_t>(state) * 256];
+      const int32_t* row = rt.dfa_row(state);
       for (uint32_t c = node + 1; c < end; c = rt.trie_end[c]) {
-        const int32_t next = row[rt.trie_byte[c]];
+        const int32_t next = row[rt.dfa_byte_class[rt.trie_byte[c]]];
         if (next >= 0) stack.emplace_back(c, next);
       }
     }
@@ -315,9 +315,7 @@ void walk_trie(const Runtime& rt, const uint32_t* roots, size_t count,
     for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
       bool alive = false;
       for (size_t i = 0; i < m; ++i) {
-        next[i] = current[i] < 0
-                      ? -1
-                      : rt.dfa_table[static_cast<size_t>(current[i]) * 256 + rt.trie_byte[c]];
+        next[i] = current[i] < 0 ? -1 : rt.next_state(current[i], rt.trie_byte[c]);
         alive = alive || next[i] >= 0;
       }
       if (!alive) continue;
@@ -847,9 +845,9 @@ std::vector<std::string> shortest_lexeme_strings(const Runtime& rt) {
     while (found < 0 && !layer.empty()) {
       next.clear();
       for (int32_t state : layer) {
-        const int32_t* row = &rt.dfa_table[static_cast<size_t>(state) * 256];
+        const int32_t* row = rt.dfa_row(state);
         for (int byte = 0; byte < 256 && found < 0; ++byte) {
-          const int32_t target = row[byte];
+          const int32_t target = row[rt.dfa_byte_class[byte]];
           if (target < 0 || !parent.emplace(target, std::make_pair(state, uint8_t(byte))).second) {
             continue;
           }
@@ -890,9 +888,9 @@ class InsideStates {
     while (!queue.empty() && parent.size() < kMaxVisited && out.size() < kMaxPerLexeme) {
       const int32_t state = queue.front();
       queue.pop_front();
-      const int32_t* row = &rt_.dfa_table[static_cast<size_t>(state) * 256];
+      const int32_t* row = rt_.dfa_row(state);
       for (int byte = 0; byte < 256; ++byte) {
-        const int32_t target = row[byte];
+        const int32_t target = row[rt_.dfa_byte_class[byte]];
         if (target < 0) continue;
         if (parent.size() < kMaxVisited &&
             parent.emplace(target, std::make_pair(state, uint8_t(byte))).second) {
@@ -2423,7 +2421,7 @@ bool Matcher::step_byte(uint8_t byte,
   scans.clear();
   next.clear();
   for (const Thread& th : threads_) {
-    const int32_t state = rt.dfa_table[static_cast<size_t>(th.state) * 256 + byte];
+    const int32_t state = rt.next_state(th.state, byte);
     if (state < 0) continue;
     next.push_back(Thread{th.origin, state});
     if (rt.dfa_accepting[state])
@@ -3235,9 +3233,9 @@ std::string Matcher::jump_forward_bytes(uint32_t limit) const {
     int only = -1;
     bool several = false;
     for (const Thread& th : probe.threads_) {
-      const int32_t* row = &rt.dfa_table[static_cast<size_t>(th.state) * 256];
+      const int32_t* row = rt.dfa_row(th.state);
       for (int b = 0; b < 256 && !several; ++b) {
-        if (row[b] < 0) continue;
+        if (row[rt.dfa_byte_class[b]] < 0) continue;
         if (only < 0) {
           only = b;
         } else if (only != b) {

@@ -587,7 +587,19 @@ class Runtime {
   uint32_t vocab_size = 0, num_tokens = 0, num_nonterminals = 0, num_lexemes = 0;
   uint32_t num_tokensets = 0, start = 0, num_states = 0, words = 0;
   std::vector<uint32_t> prod_lhs, prod_offsets, prod_rhs, lexeme_start;
+  // DFA transitions by byte class (bytes every lexeme's DFA treats alike): state s, byte b ->
+  // dfa_table[s * dfa_classes + dfa_byte_class[b]], -1 for none. Dense rows of 256 per state
+  // were 100 MB for a `maxLength: 4096` string (~100,000 states) and most of its load time.
   std::vector<int32_t> dfa_table;
+  uint32_t dfa_classes = 0;
+  uint8_t dfa_byte_class[256] = {};
+  int32_t next_state(int32_t state, uint8_t byte) const {
+    return dfa_table[static_cast<size_t>(state) * dfa_classes + dfa_byte_class[byte]];
+  }
+  // State s's transitions, to be indexed by dfa_byte_class[byte].
+  const int32_t* dfa_row(int32_t state) const {
+    return &dfa_table[static_cast<size_t>(state) * dfa_classes];
+  }
   std::vector<uint8_t> dfa_accepting;
   std::vector<uint32_t> dfa_lexeme;
   std::vector<uint32_t> tokenset_bits, end_bits, text_bits;
