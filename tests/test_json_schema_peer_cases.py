@@ -231,6 +231,23 @@ def test_length_bounded_email_loosens_only_the_address_literal() -> None:
     assert not grammar.accepts(json.dumps("x@mail.test." + "a" * 80))
 
 
+def test_email_with_a_long_bound_keeps_the_length_and_leaves_out_the_format() -> None:
+    # `maxLength: 254` (the SMTP limit, common in real schemas) with `format: email` failed to
+    # compile: even the address superset times the bound passed the product budget.
+    with pytest.warns(UserWarning, match="the format is not enforced; the length is"):
+        grammar = Grammar.from_json_schema({"type": "string", "format": "email", "maxLength": 254})
+    assert grammar.accepts(json.dumps("john.doe@example.com"))
+    assert grammar.accepts(json.dumps("x" * 254))  # the format is left out, as the note says
+    assert not grammar.accepts(json.dumps("x" * 255))
+    with pytest.warns(UserWarning, match="the format is not enforced; the length is"):
+        both = Grammar.from_json_schema(
+            {"type": "string", "format": "email", "pattern": "^[^A-Z]*$", "maxLength": 300}
+        )
+    # The pattern stays exact with the length.
+    assert both.accepts(json.dumps("a@b.c")) and not both.accepts(json.dumps("A@b.c"))
+    assert both.accepts(json.dumps("x" * 300)) and not both.accepts(json.dumps("x" * 301))
+
+
 # -- exponents under non-zero bounds (llguidance expects 1e-5 in (0, 1.5)) ----------------------
 
 _BOUND_SETS = [

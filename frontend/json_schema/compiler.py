@@ -1088,9 +1088,25 @@ class Compiler:
         except AutomatonTooLarge as exc:
             coarse = sorted(set(formats) & set(FORMAT_SUPERSETS))
             if coarse and not format_supersets and length_limited:
-                content = self.string_content(
-                    min_length, max_length, patterns, formats, excluded, pointer, anti, True
-                )
+                try:
+                    content = self.string_content(
+                        min_length, max_length, patterns, formats, excluded, pointer, anti, True
+                    )
+                except AutomatonTooLarge as coarse_exc:
+                    # Even the superset is too large times the bound (`format: email` with
+                    # `maxLength: 254`, a common pair): the length and the other keywords stay
+                    # exact, and the format is left out.
+                    rest = tuple(name for name in formats if name not in FORMAT_SUPERSETS)
+                    content = self.string_content(
+                        min_length, max_length, patterns, rest, excluded, pointer, anti
+                    )
+                    self.note(
+                        pointer,
+                        f"format {', '.join(coarse)} with minLength/maxLength: even the "
+                        f"format's coarser superset times the length bound is too large "
+                        f"({coarse_exc}), so the format is not enforced; the length is",
+                    )
+                    return content
                 self.note(
                     pointer,
                     f"format {', '.join(coarse)} with minLength/maxLength: the exact language "
@@ -1099,6 +1115,8 @@ class Compiler:
                     "literal)",
                 )
                 return content
+            if format_supersets:
+                raise  # the call that asked for the superset falls back further
             self.unsupported(
                 pointer, ["pattern", "maxLength"], f"combining string constraints: {exc}"
             )
