@@ -246,6 +246,10 @@ def test_email_with_a_long_bound_keeps_the_length_and_leaves_out_the_format() ->
     # The pattern stays exact with the length.
     assert both.accepts(json.dumps("a@b.c")) and not both.accepts(json.dumps("A@b.c"))
     assert both.accepts(json.dumps("x" * 300)) and not both.accepts(json.dumps("x" * 301))
+    # A format without a coarser superset (hostname, its usual bound 253) likewise.
+    with pytest.warns(UserWarning, match="format hostname .* the format is not enforced"):
+        host = Grammar.from_json_schema({"type": "string", "format": "hostname", "maxLength": 253})
+    assert host.accepts(json.dumps("a.example.com")) and not host.accepts(json.dumps("h" * 254))
 
 
 # -- exponents under non-zero bounds (llguidance expects 1e-5 in (0, 1.5)) ----------------------

@@ -1085,40 +1085,43 @@ class Compiler:
                 combined = intersect(
                     combined, length_dfa(min_length, max_length), max_states=budget
                 )
-        except AutomatonTooLarge as exc:
+        except AutomatonTooLarge as too_large:
+            reason = str(too_large)
+            if format_supersets:
+                raise  # the call that asked for the supersets falls back further
             coarse = sorted(set(formats) & set(FORMAT_SUPERSETS))
-            if coarse and not format_supersets and length_limited:
+            if coarse and length_limited:
                 try:
                     content = self.string_content(
                         min_length, max_length, patterns, formats, excluded, pointer, anti, True
                     )
-                except AutomatonTooLarge as coarse_exc:
-                    # Even the superset is too large times the bound (`format: email` with
-                    # `maxLength: 254`, a common pair): the length and the other keywords stay
-                    # exact, and the format is left out.
-                    rest = tuple(name for name in formats if name not in FORMAT_SUPERSETS)
-                    content = self.string_content(
-                        min_length, max_length, patterns, rest, excluded, pointer, anti
-                    )
+                except AutomatonTooLarge as coarse_too_large:
+                    reason = str(coarse_too_large)
+                else:
                     self.note(
                         pointer,
-                        f"format {', '.join(coarse)} with minLength/maxLength: even the "
-                        f"format's coarser superset times the length bound is too large "
-                        f"({coarse_exc}), so the format is not enforced; the length is",
+                        f"format {', '.join(coarse)} with minLength/maxLength: the exact "
+                        f"language times the length bound is too large ({reason}), so the format "
+                        "is enforced as its coarser superset (URIs: the character set; e-mail: "
+                        "any address literal)",
                     )
                     return content
+            if formats and length_limited:
+                # Even that is too large (`format: email` with `maxLength: 254`, `hostname`
+                # with 253: common pairs): the length and the other keywords stay exact, and
+                # the format is left out.
+                content = self.string_content(
+                    min_length, max_length, patterns, (), excluded, pointer, anti
+                )
                 self.note(
                     pointer,
-                    f"format {', '.join(coarse)} with minLength/maxLength: the exact language "
-                    f"times the length bound is too large ({exc}), so the format is enforced "
-                    "as its coarser superset (URIs: the character set; e-mail: any address "
-                    "literal)",
+                    f"format {', '.join(formats)} with minLength/maxLength: the format (or its "
+                    f"coarser superset) times the length bound is too large ({reason}), so the "
+                    "format is not enforced; the length is",
                 )
                 return content
-            if format_supersets:
-                raise  # the call that asked for the superset falls back further
             self.unsupported(
-                pointer, ["pattern", "maxLength"], f"combining string constraints: {exc}"
+                pointer, ["pattern", "maxLength"], f"combining string constraints: {reason}"
             )
             return (
                 encode_expr(languages[0], self.char)
