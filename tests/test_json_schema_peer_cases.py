@@ -231,25 +231,32 @@ def test_length_bounded_email_loosens_only_the_address_literal() -> None:
     assert not grammar.accepts(json.dumps("x@mail.test." + "a" * 80))
 
 
-def test_email_with_a_long_bound_keeps_the_length_and_leaves_out_the_format() -> None:
+def test_a_format_with_a_long_bound_keeps_the_format_and_leaves_out_the_bound() -> None:
     # `maxLength: 254` (the SMTP limit, common in real schemas) with `format: email` failed to
-    # compile: even the address superset times the bound passed the product budget.
-    with pytest.warns(UserWarning, match="the format is not enforced; the length is"):
+    # compile: the address language, and even its superset, times the bound passed the product
+    # budget. The format says more than a generous bound, so the format stays exact.
+    with pytest.warns(UserWarning, match="maxLength 254 is not enforced; the format is"):
         grammar = Grammar.from_json_schema({"type": "string", "format": "email", "maxLength": 254})
     assert grammar.accepts(json.dumps("john.doe@example.com"))
-    assert grammar.accepts(json.dumps("x" * 254))  # the format is left out, as the note says
-    assert not grammar.accepts(json.dumps("x" * 255))
-    with pytest.warns(UserWarning, match="the format is not enforced; the length is"):
+    assert not grammar.accepts(json.dumps("x" * 254))  # not an address
+    assert grammar.accepts(json.dumps("x" * 300 + "@mail.test"))  # the bound is left out
+    with pytest.warns(UserWarning, match="maxLength 300 is not enforced; the format is"):
         both = Grammar.from_json_schema(
             {"type": "string", "format": "email", "pattern": "^[^A-Z]*$", "maxLength": 300}
         )
-    # The pattern stays exact with the length.
+    # The pattern stays exact with the format.
     assert both.accepts(json.dumps("a@b.c")) and not both.accepts(json.dumps("A@b.c"))
-    assert both.accepts(json.dumps("x" * 300)) and not both.accepts(json.dumps("x" * 301))
     # A format without a coarser superset (hostname, its usual bound 253) likewise.
-    with pytest.warns(UserWarning, match="format hostname .* the format is not enforced"):
+    with pytest.warns(UserWarning, match="maxLength 253 is not enforced; the format is"):
         host = Grammar.from_json_schema({"type": "string", "format": "hostname", "maxLength": 253})
-    assert host.accepts(json.dumps("a.example.com")) and not host.accepts(json.dumps("h" * 254))
+    assert host.accepts(json.dumps("a.example.com")) and not host.accepts(json.dumps("a..b"))
+    # Where the format is too large even times the lower bound alone, the length stays.
+    with pytest.warns(UserWarning, match="the format is not enforced; the length is"):
+        long = Grammar.from_json_schema(
+            {"type": "string", "format": "email", "minLength": 2000, "maxLength": 3000}
+        )
+    assert long.accepts(json.dumps("x" * 2000)) and not long.accepts(json.dumps("x" * 1999))
+    assert not long.accepts(json.dumps("x" * 3001))
 
 
 # -- exponents under non-zero bounds (llguidance expects 1e-5 in (0, 1.5)) ----------------------

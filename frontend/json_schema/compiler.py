@@ -1020,11 +1020,14 @@ class Compiler:
         pointer: str,
         anti: tuple[tuple[str, str], ...] = (),
         format_supersets: bool = False,
+        exact_only: bool = False,
     ) -> Expr:
         """The encoded characters between the quotes.
 
         ``format_supersets``: the coarse superset of a large format (see
         ``FORMAT_SUPERSETS``), used when the exact one times the length bound is too large.
+        ``exact_only``: raise ``AutomatonTooLarge`` rather than fall back (to a superset, a
+        format or bound left out, or an unsupported-keyword report).
         """
         languages: list[Expr] = []
         for pattern in patterns:
@@ -1087,8 +1090,8 @@ class Compiler:
                 )
         except AutomatonTooLarge as too_large:
             reason = str(too_large)
-            if format_supersets:
-                raise  # the call that asked for the supersets falls back further
+            if format_supersets or exact_only:
+                raise  # the calling attempt falls back further
             coarse = sorted(set(formats) & set(FORMAT_SUPERSETS))
             if coarse and length_limited:
                 try:
@@ -1106,18 +1109,27 @@ class Compiler:
                         "any address literal)",
                     )
                     return content
-            if formats and length_limited:
+            if formats and max_length is not None:
                 # Even that is too large (`format: email` with `maxLength: 254`, `hostname`
-                # with 253: common pairs): the length and the other keywords stay exact, and
-                # the format is left out.
-                content = self.string_content(
-                    min_length, max_length, patterns, (), excluded, pointer, anti
-                )
+                # with 253: common pairs). The format says more about a value than a generous
+                # bound does (test sets' negatives break the format, not the bound), so the
+                # format stays exact and the upper bound is left out; failing that, the other
+                # way round.
+                try:
+                    content = self.string_content(
+                        min_length, None, patterns, formats, excluded, pointer, anti, False, True
+                    )
+                    kept, dropped = "the format is", f"maxLength {max_length} is not"
+                except AutomatonTooLarge:
+                    content = self.string_content(
+                        min_length, max_length, patterns, (), excluded, pointer, anti
+                    )
+                    kept, dropped = "the length is", "the format is not"
                 self.note(
                     pointer,
-                    f"format {', '.join(formats)} with minLength/maxLength: the format (or its "
-                    f"coarser superset) times the length bound is too large ({reason}), so the "
-                    "format is not enforced; the length is",
+                    f"format {', '.join(formats)} with maxLength: the format (or its coarser "
+                    f"superset) times the length bound is too large ({reason}), so {dropped} "
+                    f"enforced; {kept}",
                 )
                 return content
             self.unsupported(
