@@ -30,9 +30,9 @@ from gramkiln.ir import (
     Seq,
     SpecialToken,
     TokenSet,
+    expr_facts,
     print_expr,
     structural_key,
-    walk,
 )
 from gramkiln.ir.automata import build_dfa
 from gramkiln.passes.fuse_terminals import BLOCKS_FALLBACK_COUNT
@@ -65,12 +65,7 @@ def lower_for_runtime(ir: GrammarIR, counts_in_blocks: bool = False) -> GrammarI
 
 def _has_count_past(ir: GrammarIR, count: int) -> bool:
     """Whether a terminal of ``ir`` repeats something more than ``count`` times."""
-    return any(
-        isinstance(node, Repeat) and max(node.min, node.max or 0) > count
-        for rule in ir.rules
-        if rule.terminal
-        for node in walk(rule.body)
-    )
+    return any(expr_facts(rule.body).largest_count > count for rule in ir.rules if rule.terminal)
 
 
 def _located(span: Any) -> str:
