@@ -192,7 +192,9 @@ class CompiledGrammar:
         past the fill's walk budget and were answered by the trie search
         (``fills_searched``, ``GRAMKILN_FILL_WALK_BUDGET``); and
         ``future_languages`` /
-        ``future_memo_entries`` (the future-language automata behind the future key). For
+        ``future_memo_entries`` (the future-language automata behind the future key), and the
+        future keys found by the configuration's anchors in one probe
+        (``future_keys_by_anchors``). For
         monitoring; masks never depend on it."""
         return {key: int(value) for key, value in self._runtime.cache_stats().items()}
 

@@ -639,7 +639,10 @@ def test_future_key_merges_contexts_with_equal_futures() -> None:
     compiled.prewarm()
     for text in ["a(baa),b(baa)", "b(ba),(baa)a(b)", "(b)(ba)b(b),a(baa)"]:
         check_string(ir, text.encode("utf-8"), compiled)
-    assert compiled.cache_stats()["hits_future"] > 0
+    stats = compiled.cache_stats()
+    assert stats["hits_future"] > 0
+    # Most future keys come from the memo by the configuration's anchors (one probe).
+    assert stats["future_keys_by_anchors"] > 0
 
 
 def test_special_tokens_and_eos() -> None:

@@ -2599,6 +2599,8 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
     out.future_languages = fl.canonical.size() + fl.next_unique;
     out.future_memo_entries = fl.ids.size() + fl.concatenations.size() + fl.unions.size();
   }
+  out.future_keys_by_anchors =
+      runtime.futures->keys_by_anchors_hits.load(std::memory_order_relaxed);
   return out;
 }
 
@@ -2683,6 +2685,64 @@ std::pair<uint64_t, uint64_t> Matcher::future_key() const {
   return future_mask_key();
 }
 
+std::pair<uint64_t, uint64_t> Matcher::anchored_configuration_key() const {
+  // What future_mask_key reads: per thread its class of DFA states, its lexeme and what follows
+  // at its origin, which future_after finds by the origin's anchors (its memo key); at a
+  // frontier the token-set symbols the last set waits for, and the last set's anchors; whether
+  // the input is accepted.
+  const Runtime& rt = *runtime_;
+  MaskKey key{0x243f6a8885a308d3ull, 0x13198a2e03707344ull};
+  for (const Thread& th : threads_) {
+    const uint64_t state = rt.state_key[th.state] ^ (uint64_t{rt.dfa_lexeme[th.state]} << 40);
+    const uint64_t lo = chart_.anchors_hash[2 * th.origin];
+    const uint64_t hi = chart_.anchors_hash[2 * th.origin + 1];
+    key.first += mix64(state ^ lo);
+    key.second += mix64(state + hi * 0xd6e8feb86659fd93ull);
+  }
+  uint64_t flags = (frontier_ ? 1u : 0u) | (accepting_now() ? 2u : 0u);
+  if (frontier_) {
+    const uint32_t last = chart_.num_sets() - 1;
+    key.first = mix64(key.first ^ chart_.anchors_hash[2 * last]);
+    key.second = mix64(key.second + chart_.anchors_hash[2 * last + 1]);
+    if (rt.num_tokensets > 0) {
+      for (uint32_t w = chart_.wait_begin[last]; w < chart_.wait_begin[last + 1]; ++w) {
+        const uint32_t symbol = static_cast<uint32_t>(chart_.waits[w] >> 32);
+        if (symbol >= rt.tokenset_base()) flags = mix64(flags + symbol);
+      }
+    }
+  }
+  return {mix64(key.first + flags), mix64(key.second ^ (flags * 0x9e3779b97f4a7c15ull))};
+}
+
+std::pair<uint64_t, uint64_t> Matcher::memoised_future_mask_key() const {
+  // Configurations recur by their anchors much as by their futures, and a thread's future is
+  // a memo probe of its own (future_after): one probe here replaces one per thread, the cost
+  // of a cached fill that misses the whole-stack key (C-like: ~11 lexer threads).
+  FutureLanguages& fl = *runtime_->futures;
+  const MaskKey anchored = anchored_configuration_key();
+  {
+    std::lock_guard<std::mutex> lock(fl.mutex);
+    if (const MaskKey* found = fl.keys_by_anchors.find(anchored)) {
+      fl.keys_by_anchors_hits.fetch_add(1, std::memory_order_relaxed);
+      // The per-thread parts in the scratch are another configuration's.
+      thread_scratch().thread_futures_key = MaskKey{0, 0};
+      return *found;
+    }
+  }
+  const bool was_short = FutureWork::short_of_budget;
+  FutureWork::short_of_budget = false;
+  const MaskKey key = future_mask_key();
+  // A key built short of the language budget is exact but not canonical: not kept, so that a
+  // later fill with the languages canonicalised finds the canonical one.
+  if (!FutureWork::short_of_budget) {
+    std::lock_guard<std::mutex> lock(fl.mutex);
+    if (fl.keys_by_anchors.size() >= FutureLanguages::kMaxMemo) fl.keys_by_anchors.clear();
+    fl.keys_by_anchors.emplace(anchored, key);
+  }
+  FutureWork::short_of_budget = FutureWork::short_of_budget || was_short;
+  return key;
+}
+
 std::pair<uint64_t, uint64_t> Matcher::future_mask_key() const {
   // The mask is a function of the future language: per thread, its DFA state and what follows
   // its lexeme at its origin; at a frontier, what follows each token-set symbol expected there,
@@ -2750,7 +2810,7 @@ bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
   }
   if (uses_futures()) {
     GroupCache::StoredMask found;
-    const MaskKey future = future_mask_key();
+    const MaskKey future = memoised_future_mask_key();
     if (keys) *keys = FillKeys{key, future, true};
     if (find_mask(cache, cache.future_masks, future, words, &found)) {
       cache.hits_future.fetch_add(1, std::memory_order_relaxed);

@@ -499,6 +499,11 @@ struct FutureLanguages {
   };
   KeyMap<MemoValue> futures;
   static constexpr size_t kMaxMemo = size_t{1} << 16;  // ~6 MB of slots at most
+  // Whole future mask keys by the configuration's anchors (see
+  // Matcher::anchored_configuration_key): one probe where future_mask_key would probe
+  // `futures` once per thread. Only canonical keys are kept; cleared past kMaxMemo.
+  KeyMap<std::pair<uint64_t, uint64_t>> keys_by_anchors;
+  std::atomic<size_t> keys_by_anchors_hits{0};
   // Canonical forms kept at most (each ~100 bytes); past it no new language is combined.
   static constexpr size_t kMaxLanguages = size_t{1} << 16;
   // Canonical minimal automata -> id, and back (forms[id - 1]); ids from kUniqueBase up stand

@@ -105,6 +105,9 @@ struct CacheStats {
   size_t mask_compares = 0;
   // Future-language automata canonicalised (see future.cpp), and memo entries over them.
   size_t future_languages = 0, future_memo_entries = 0;
+  // Future mask keys found by the configuration's anchors, one probe instead of one per
+  // thread (see Matcher::memoised_future_mask_key), since load.
+  size_t future_keys_by_anchors = 0;
 };
 CacheStats runtime_cache_stats(const Runtime& runtime);
 
@@ -314,6 +317,9 @@ class Matcher {
   std::pair<uint64_t, uint64_t> depth_mask_key(uint32_t depth) const;
   std::pair<uint64_t, uint64_t> whole_mask_key() const;
   std::pair<uint64_t, uint64_t> future_mask_key() const;
+  // future_mask_key through the memo by anchors (FutureLanguages::keys_by_anchors).
+  std::pair<uint64_t, uint64_t> memoised_future_mask_key() const;
+  std::pair<uint64_t, uint64_t> anchored_configuration_key() const;
   bool uses_futures() const;
   void restore(Snapshot&& snap);
   void restore_copy(const Snapshot& snap);
