@@ -2869,10 +2869,13 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
       !future_keys_pay(rt)) {
     rt.futures->decide(false);
   }
-  // With future keys, each thread's top-level exit walk is also kept by its future (the
-  // per-thread parts of the future key, left in this OS thread's scratch by computing it).
+  // With future keys, each thread's top-level exit walk by sets is also kept by its future
+  // (the per-thread parts of the future key, left in this OS thread's scratch by computing
+  // it). Fills by items do not read them (a fill by items that falls back to walks by sets
+  // then walks without them: exact, fewer hits), and the key may have come from the memo by
+  // anchors without its parts.
   const MaskKey* thread_futures = nullptr;
-  if (uses_futures()) {
+  if (uses_futures() && rt.groups->item_walks_mode != GroupCache::ItemWalks::kOn) {
     const Scratch& sc = thread_scratch();
     const bool fresh = known && keys->future == sc.thread_futures_key &&
                        sc.thread_futures.size() == threads_.size();
