@@ -160,7 +160,7 @@ class CompiledGrammar:
         background thread that shares the caches with concurrent fills, which build whatever
         is missing themselves. Without `wait` it returns at once (a started prewarm is not started
         again); with `wait` it blocks until done and returns ``{"levels", "masks",
-        "explored", "item_walks", "bytes", "complete"}``. Masks never depend on it. Running prewarms are
+        "explored", "item_walks", "local_walks", "bytes", "complete"}``. Masks never depend on it. Running prewarms are
         stopped before the process forks or exits.
         """
         if not wait:

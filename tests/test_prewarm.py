@@ -62,6 +62,7 @@ def test_prewarmed_masks_equal_brute_force_on_random_grammars(data: st.DataObjec
         "masks",
         "explored",
         "item_walks",
+        "local_walks",
         "bytes",
         "complete",
     }
@@ -591,6 +592,27 @@ def test_the_prewarm_computes_every_item_walk_a_decode_looks_up(
     by_sets = CompiledGrammar.load(data, vocab, prewarm=False)
     assert by_sets.prewarm()["item_walks"] == 0  # type: ignore[index]
     assert masks_along(by_sets, token_lists) == masks
+
+
+def test_the_prewarm_computes_local_walks_at_every_kernel_it_met(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After its exploration, the prewarm computes the local walk of every completion it knows
+    (a group and the symbol it completes) at every kernel its matchers built, not only the
+    pairs its own fills met: the C-like decode then computes 18 local walks instead of 122
+    (without this phase), and its masks are those of a matcher that was never prewarmed."""
+    monkeypatch.delenv("GRAMKILN_ITEM_WALKS", raising=False)
+    monkeypatch.setenv("GRAMKILN_PREWARM_MS", "60000")  # the whole prewarm, on a slow host too
+    data, vocab, token_lists = bench_artifact("clike")
+    compiled = CompiledGrammar.load(data, vocab, prewarm=False)
+    prewarm = compiled.prewarm()
+    assert prewarm is not None and prewarm["local_walks"] > 0
+    before = compiled.cache_stats()
+    masks = masks_along(compiled, token_lists)
+    after = compiled.cache_stats()
+    assert after["local_walk_entries"] - before["local_walk_entries"] <= 30
+    cold = CompiledGrammar.load(data, vocab, prewarm=False)
+    assert masks_along(cold, token_lists) == masks
 
 
 def test_the_prewarm_follows_an_object_to_its_last_property() -> None:

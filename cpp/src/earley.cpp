@@ -515,6 +515,10 @@ uint32_t build_earley_set(const Runtime& rt, ChartView& view,
     chart.leo_begin.push_back(static_cast<uint32_t>(chart.leo.size()));
   }
   chart.set_begin.push_back(static_cast<uint32_t>(chart.items.size()));
+  // The prewarm keeps one set of every kernel its matchers build (see prewarm_local_walks).
+  if (view.base == nullptr && FutureWork::prewarming && chart.depth_hashed) {
+    record_prewarm_kernel(rt, chart, self);
+  }
   return self;
 }
 

@@ -1084,6 +1084,8 @@ std::vector<GroupSymbol> prewarm_item_walks(const Runtime& rt, PrewarmBudget& bu
                                             PrewarmStats& stats);
 void prewarm_closure_walks(const Runtime& rt, PrewarmBudget& budget,
                            const std::vector<GroupSymbol>& completions);
+void prewarm_local_walks(const Runtime& rt, PrewarmBudget& budget,
+                         const std::vector<GroupSymbol>& completions, PrewarmStats& stats);
 
 }  // namespace
 
@@ -1140,15 +1142,17 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
     ~Restore() { FutureWork::prewarming = value; }
   } restore{was_prewarming};
   prewarm_groups(*runtime, budget, stats);
+  std::vector<GroupSymbol> completions;
   {
     // Item and closure walks get at most half the time: on grammars whose groups are huge they
     // could take it all, and the masks of the first configurations matter more.
     PrewarmBudget walk_budget(stop, time_budget / 2);
-    const std::vector<GroupSymbol> completions = prewarm_item_walks(*runtime, walk_budget, stats);
+    completions = prewarm_item_walks(*runtime, walk_budget, stats);
     prewarm_closure_walks(*runtime, walk_budget, completions);
   }
   prewarm_first_masks(runtime, budget, stats);
   prewarm_structure(runtime, budget, stats);
+  prewarm_local_walks(*runtime, budget, completions, stats);
   if (budget.spent()) stats.complete = false;
   constexpr size_t kResidentFreeMasks = 32;  // two slabs: 512 KB at 128K tokens
   runtime->groups->mask_pool->keep_free(runtime->words, kResidentFreeMasks);
@@ -2042,6 +2046,82 @@ LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& cha
   return store_walk(cache, cache.local_walks, key, std::move(local), below);
 }
 
+// Keep a copy of set `set` of `chart` as the representative of its kernel `signature` (see
+// GroupCache::kernel_snapshots), unless one is kept already. The initial set is not kept: its
+// predictions include the start symbol's, which a copy at set 1 would lose.
+void record_kernel(GroupCache& cache, const Chart& chart, uint32_t set,
+                   const std::pair<uint64_t, uint64_t>& signature) {
+  if (set == 0) return;
+  std::lock_guard<std::mutex> lock(cache.kernel_mutex);
+  if (cache.kernel_snapshots.size() >= GroupCache::kMaxKernelSnapshots ||
+      cache.kernel_index.contains(signature)) {
+    return;
+  }
+  GroupCache::KernelSnapshot snapshot;
+  snapshot.signature = signature;
+  Chart& copy = snapshot.chart;
+  const uint32_t begin = chart.set_begin[set], end = chart.set_begin[set + 1];
+  copy.items.reserve(end - begin);
+  for (uint32_t i = begin; i < end; ++i) {
+    const Item item = chart.items[i];
+    // compute_local_walk reads only whether an item was predicted here (origin the set) and
+    // the kernel items' dotted ids; where they continue is looked up on the real chart.
+    copy.items.push_back(Item{item.dotted, item.origin == set ? 1u : 0u});
+  }
+  copy.set_begin.assign({0, 0, end - begin});
+  const uint32_t waits_begin = chart.wait_begin[set], waits_end = chart.wait_begin[set + 1];
+  copy.waits.reserve(waits_end - waits_begin);
+  for (uint32_t w = waits_begin; w < waits_end; ++w) {
+    const uint64_t entry = chart.waits[w];
+    copy.waits.push_back((entry & ~uint64_t{0xffffffffu}) | (static_cast<uint32_t>(entry) - begin));
+  }
+  copy.wait_begin.assign({0, 0, waits_end - waits_begin});
+  cache.kernel_index.emplace(signature, static_cast<uint32_t>(cache.kernel_snapshots.size()));
+  cache.kernel_snapshots.push_back(std::move(snapshot));
+}
+
+// The local walks of every completion `completions` holds (the pairs (group, symbol) a descent
+// can follow, from prewarm_item_walks) at every kernel the prewarm's descents met, where the
+// kernel's set waits for the symbol. The exploration meets only some of the pairs at each
+// kernel; the decode meets the others (C-like: 165 local walks computed in the bench decode,
+// 1.5-5 us each, in the fills that set the p99, 104 of them at a kernel and with a pair the
+// prewarm had met separately).
+void prewarm_local_walks(const Runtime& rt, PrewarmBudget& budget,
+                         const std::vector<GroupSymbol>& completions, PrewarmStats& stats) {
+  GroupCache& cache = *rt.groups;
+  if (cache.item_walks_mode != GroupCache::ItemWalks::kOn) return;
+  size_t kernels;
+  {
+    std::lock_guard<std::mutex> lock(cache.kernel_mutex);
+    kernels = cache.kernel_snapshots.size();
+  }
+  Scratch& sc = thread_scratch();
+  for (size_t k = 0; k < kernels; ++k) {
+    const GroupCache::KernelSnapshot* snapshot;
+    {
+      // Entries are only appended (by prewarm fills, none of which runs now) and never moved
+      // while this reads them: the vector is not appended to past `kernels` during this loop.
+      std::lock_guard<std::mutex> lock(cache.kernel_mutex);
+      snapshot = &cache.kernel_snapshots[k];
+    }
+    for (const auto& [group, symbol] : completions) {
+      bool waits = false;
+      for_waiting(snapshot->chart, 1, symbol, [&](const Item) { waits = true; });
+      if (!waits) continue;
+      const auto key = local_walk_key(*group, symbol, snapshot->signature);
+      {
+        std::lock_guard<std::mutex> lock(cache.walk_mutex);
+        if (cache.local_walks.contains(key)) continue;
+      }
+      if (budget.spent() || walk_tables_half_full(cache)) return;
+      start_walk_budget(cache, sc);
+      if (compute_local_walk(rt, sc, snapshot->chart, *group, symbol, 1, key)) {
+        ++stats.local_walks;
+      }
+    }
+  }
+}
+
 // Set `words` to the union of the inside sets of all thread states (the first write of a
 // computed mask, so it need not be zeroed first). The union depends only on the set of states,
 // so it is cached (within the memory budget) and one copy replaces one OR per thread.
@@ -2289,6 +2369,10 @@ bool copy_composed_mask(const Runtime& rt, const Scratch& sc, uint32_t* words) {
 }
 
 }  // namespace
+
+void record_prewarm_kernel(const Runtime& rt, const Chart& chart, uint32_t set) {
+  record_kernel(*rt.groups, chart, set, kernel_signature(rt, chart, set));
+}
 
 GroupCache::StoredMask GroupCache::MaskPool::copy(const std::shared_ptr<MaskPool>& pool,
                                                   const uint32_t* words, uint32_t count) {
@@ -3031,6 +3115,7 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       if (known == set) return signature;
     }
     signatures.emplace_back(set, kernel_signature(rt, chart_, set));
+    if (FutureWork::prewarming) record_kernel(cache, chart_, set, signatures.back().second);
     return signatures.back().second;
   };
   thread_local std::vector<WalkResultPtr> thread_parts;

@@ -408,6 +408,20 @@ struct GroupCache {
     std::vector<Continuation> below;
   };
   KeyMap<std::shared_ptr<const LocalWalk>> local_walks;
+  // The kernels the prewarm's descents met (see record_kernel in matcher.cpp): per kernel
+  // signature, one set with that kernel, copied into a chart of its own (set 1; set 0 empty,
+  // the origin of its kernel items), so that after its exploration the prewarm can compute
+  // the local walks of every completion it knows at every kernel it met (prewarm_local_walks)
+  // instead of only the pairs its fills happened to meet. Guarded by kernel_mutex, taken
+  // after walk_mutex where both are held.
+  struct KernelSnapshot {
+    std::pair<uint64_t, uint64_t> signature;
+    Chart chart;
+  };
+  std::mutex kernel_mutex;
+  std::vector<KernelSnapshot> kernel_snapshots;
+  KeyMap<uint32_t> kernel_index;  // signature -> position in kernel_snapshots
+  static constexpr size_t kMaxKernelSnapshots = 4096;
   // What a completion does among the items predicted from one nonterminal (see
   // compute_closure_walk in matcher.cpp): by (group, symbol, nonterminal Y), the tokens of the
   // items of Y's prediction closure it reaches, and every (group, symbol) completed on the way
@@ -853,6 +867,9 @@ Future future_after(const Runtime& rt, FutureLanguages& fl, const Chart& chart, 
 // Append the anchors of set `self` (items [begin, end) of `chart`, the matcher's own chart),
 // or an empty list when the chart does not keep anchors (see anchors_complete).
 void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin);
+// Keep set `set` of a prewarm matcher's chart as the representative of its kernel, unless one
+// is kept already (see GroupCache::kernel_snapshots; matcher.cpp).
+void record_prewarm_kernel(const Runtime& rt, const Chart& chart, uint32_t set);
 // Whether every set of `chart` so far has its anchors and new sets get them: while the
 // chart's matcher uses future keys, or once item merging needed them (Chart::merge_anchored).
 inline bool anchors_complete(const Runtime& rt, const Chart& chart) {

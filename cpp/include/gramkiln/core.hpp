@@ -119,6 +119,7 @@ struct PrewarmStats {
   uint32_t masks = 0;     // other configurations filled: the first bytes, and inside lexemes
   uint32_t explored = 0;  // configurations reached lexeme by lexeme (see prewarm_structure)
   uint32_t item_walks = 0;  // item walks computed ahead (see prewarm_item_walks)
+  uint32_t local_walks = 0;  // local walks computed ahead (see prewarm_local_walks)
   size_t bytes = 0;
   bool complete = false;
 };
