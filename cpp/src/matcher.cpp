@@ -2099,8 +2099,7 @@ void prewarm_local_walks(const Runtime& rt, PrewarmBudget& budget,
   for (size_t k = 0; k < kernels; ++k) {
     const GroupCache::KernelSnapshot* snapshot;
     {
-      // Entries are only appended (by prewarm fills, none of which runs now) and never moved
-      // while this reads them: the vector is not appended to past `kernels` during this loop.
+      // Entries are only appended, to a deque, so the reference outlives the lock.
       std::lock_guard<std::mutex> lock(cache.kernel_mutex);
       snapshot = &cache.kernel_snapshots[k];
     }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -419,7 +420,7 @@ struct GroupCache {
     Chart chart;
   };
   std::mutex kernel_mutex;
-  std::vector<KernelSnapshot> kernel_snapshots;
+  std::deque<KernelSnapshot> kernel_snapshots;  // appended only: references stay valid
   KeyMap<uint32_t> kernel_index;  // signature -> position in kernel_snapshots
   static constexpr size_t kMaxKernelSnapshots = 4096;
   // What a completion does among the items predicted from one nonterminal (see
