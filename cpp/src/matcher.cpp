@@ -2999,6 +2999,12 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
 int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) const {
   const Runtime& rt = *runtime_;
   Scratch& sc = thread_scratch();
+  // The parts are released at the end of the fill, while their reference counts are in the
+  // core's cache (see fill_exits_by_items).
+  struct ReleaseParts {
+    Scratch& sc;
+    ~ReleaseParts() { sc.item_parts.clear(); }
+  } release_item_parts{sc};
   reset_overlay(sc);
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   sc.composition.clear();
@@ -3118,6 +3124,15 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
     return signatures.back().second;
   };
   thread_local std::vector<WalkResultPtr> thread_parts;
+  // Released before returning, while their reference counts are still in the core's cache:
+  // held until the next fill, they are evicted by then (the caller reads the mask), and
+  // releasing them at the start of the next computed fill took 0.3-1.3 us (17 us in the first
+  // computed fill after a prewarm, whose last fill's parts they were; a RelWithDebInfo trace of
+  // the JSON decode). C-like p99 of all fills 31.1 / 30.7 / 31.9 -> 29.0 / 29.9 / 28.6 us.
+  struct ReleaseParts {
+    std::vector<WalkResultPtr>& parts;
+    ~ReleaseParts() { parts.clear(); }
+  } release_thread_parts{thread_parts};
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   for (const Thread& th : threads_) {
     const ExitGroup& top = top_group(rt, th.state);
@@ -3203,7 +3218,7 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
     std::sort(thread_parts.begin(), thread_parts.end());
     thread_parts.erase(std::unique(thread_parts.begin(), thread_parts.end()), thread_parts.end());
     auto descent = std::make_shared<GroupCache::Descent>();
-    descent->parts = thread_parts;
+    descent->parts.swap(thread_parts);
     const size_t size = 96 + 16 * descent->parts.size();
     make_walk_room_locked(cache, size);
     if (cache.descents.emplace(walk_key(top, lexeme, depth, depth_hash(depth)),
