@@ -2103,6 +2103,9 @@ void prewarm_local_walks(const Runtime& rt, PrewarmBudget& budget,
       std::lock_guard<std::mutex> lock(cache.kernel_mutex);
       snapshot = &cache.kernel_snapshots[k];
     }
+    // Most pairs do not apply (the kernel's set does not wait for the symbol): the budget is
+    // also checked per kernel, so a grammar with many kernels and completions stays bounded.
+    if (budget.spent()) return;
     for (const auto& [group, symbol] : completions) {
       bool waits = false;
       for_waiting(snapshot->chart, 1, symbol, [&](const Item) { waits = true; });
