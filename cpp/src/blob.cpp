@@ -791,11 +791,11 @@ std::shared_ptr<const VocabIndex> build_vocab_index(const VocabSpec& v) {
     std::vector<uint16_t> height(num_nodes, 0);
     index->subtree_summary.assign(num_nodes, kNoSummary);
     for (uint32_t c = 1; c < num_nodes; c = trie.end[c]) {
-      uint16_t height = 0;
+      uint16_t root_height = 0;
       for (uint32_t n = c; n < trie.end[c]; ++n) {
-        height = std::max<uint16_t>(height, static_cast<uint16_t>(trie.depth[n] - 1));
+        root_height = std::max<uint16_t>(root_height, static_cast<uint16_t>(trie.depth[n] - 1));
       }
-      index->root_height[trie.byte[c]] = height;
+      index->root_height[trie.byte[c]] = root_height;
     }
     for (uint32_t n = num_nodes; n-- > 1;) {
       uint64_t* mine = &below[static_cast<size_t>(n) * 4];
