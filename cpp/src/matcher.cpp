@@ -2047,7 +2047,8 @@ LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& cha
 }
 
 // Keep a copy of set `set` of `chart` as the representative of its kernel `signature` (see
-// GroupCache::kernel_snapshots), unless one is kept already. The initial set is not kept: its
+// GroupCache::kernel_snapshots), unless one is kept already; called for every set a prewarm
+// matcher builds (record_prewarm_kernel). The initial set is not kept: its
 // predictions include the start symbol's, which a copy at set 1 would lose.
 void record_kernel(GroupCache& cache, const Chart& chart, uint32_t set,
                    const std::pair<uint64_t, uint64_t>& signature) {
@@ -2081,7 +2082,7 @@ void record_kernel(GroupCache& cache, const Chart& chart, uint32_t set,
 }
 
 // The local walks of every completion `completions` holds (the pairs (group, symbol) a descent
-// can follow, from prewarm_item_walks) at every kernel the prewarm's descents met, where the
+// can follow, from prewarm_item_walks) at every kernel the prewarm's matchers built, where the
 // kernel's set waits for the symbol. The exploration meets only some of the pairs at each
 // kernel; the decode meets the others (C-like: 165 local walks computed in the bench decode,
 // 1.5-5 us each, in the fills that set the p99, 104 of them at a kernel and with a pair the
@@ -3123,7 +3124,6 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       if (known == set) return signature;
     }
     signatures.emplace_back(set, kernel_signature(rt, chart_, set));
-    if (FutureWork::prewarming) record_kernel(cache, chart_, set, signatures.back().second);
     return signatures.back().second;
   };
   thread_local std::vector<WalkResultPtr> thread_parts;

@@ -409,12 +409,11 @@ struct GroupCache {
     std::vector<Continuation> below;
   };
   KeyMap<std::shared_ptr<const LocalWalk>> local_walks;
-  // The kernels the prewarm's descents met (see record_kernel in matcher.cpp): per kernel
+  // The kernels the prewarm's matchers built (see record_kernel in matcher.cpp): per kernel
   // signature, one set with that kernel, copied into a chart of its own (set 1; set 0 empty,
   // the origin of its kernel items), so that after its exploration the prewarm can compute
   // the local walks of every completion it knows at every kernel it met (prewarm_local_walks)
-  // instead of only the pairs its fills happened to meet. Guarded by kernel_mutex, taken
-  // after walk_mutex where both are held.
+  // instead of only the pairs its fills happened to meet. Guarded by kernel_mutex.
   struct KernelSnapshot {
     std::pair<uint64_t, uint64_t> signature;
     Chart chart;
