@@ -137,6 +137,7 @@ py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
   out["explored"] = stats.explored;
   out["item_walks"] = stats.item_walks;
   out["local_walks"] = stats.local_walks;
+  out["kernels"] = stats.kernels;
   out["bytes"] = stats.bytes;
   out["complete"] = stats.complete;
   return out;

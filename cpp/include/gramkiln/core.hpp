@@ -120,6 +120,7 @@ struct PrewarmStats {
   uint32_t explored = 0;  // configurations reached lexeme by lexeme (see prewarm_structure)
   uint32_t item_walks = 0;  // item walks computed ahead (see prewarm_item_walks)
   uint32_t local_walks = 0;  // local walks computed ahead (see prewarm_local_walks)
+  uint32_t kernels = 0;      // kernels (sets of pending items) its matchers built and kept
   size_t bytes = 0;
   bool complete = false;
 };
