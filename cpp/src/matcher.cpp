@@ -1152,6 +1152,7 @@ void leave_table_headroom(const Runtime& rt) {
     cache.item_walks.reserve(headroom(cache.item_walks.size()));
     cache.local_walks.reserve(headroom(cache.local_walks.size()));
     cache.descents.reserve(headroom(cache.descents.size()));
+    cache.walk_contents.reserve(headroom(cache.walk_contents.size()));
   }
   {
     std::lock_guard<std::mutex> lock(cache.mask_mutex);
@@ -1159,6 +1160,7 @@ void leave_table_headroom(const Runtime& rt) {
       table->current.reserve(headroom(table->current.size()));
     }
     cache.composed_masks.reserve(headroom(cache.composed_masks.size()));
+    cache.mask_contents.reserve(headroom(cache.mask_contents.size()));
   }
   FutureLanguages& fl = *rt.futures;
   std::lock_guard<std::mutex> lock(fl.mutex);
@@ -1310,6 +1312,8 @@ void clear_walks_locked(GroupCache& cache) {
   cache.closure_walks.clear();
   cache.descents.clear();
   cache.walk_contents.clear();
+  cache.walk_arena.clear();
+  ++cache.walk_generation;
   cache.walk_bytes = 0;
   ++cache.walk_clears;
 }
@@ -1801,8 +1805,8 @@ ItemWalkPtr compute_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& g
   return shared;
 }
 
-using LocalWalkPtr = std::shared_ptr<const GroupCache::LocalWalk>;
-using DescentPtr = std::shared_ptr<const GroupCache::Descent>;
+using PackedLocalWalk = GroupCache::PackedLocalWalk;
+using PartRef = GroupCache::PartRef;
 
 // A 128-bit hash of the dotted ids of a set's pending kernel items (origin an earlier set):
 // the set's predictions (origin the set itself) are a function of them, and completions at
@@ -1824,6 +1828,36 @@ std::pair<uint64_t, uint64_t> local_walk_key(const ExitGroup& group, uint32_t sy
   const uint64_t id = reinterpret_cast<uintptr_t>(&group);
   return {mix64(signature.first ^ mix64(id + symbol)),
           mix64(signature.second + mix64(id ^ (uint64_t{symbol} << 32)))};
+}
+
+// `local` (its parts made sorted and distinct) packed into the walk arena and stored under
+// `key`, or the one another thread stored there meanwhile. The block lives until the walk
+// tables are next cleared: a caller that reads it after releasing walk_mutex checks
+// walk_generation first. Null, and nothing stored, when the tables were cleared since
+// `generation` (when the walk began): its parts may be results the clear dropped from
+// walk_contents, which a packed walk must not name. Call without walk_mutex.
+const PackedLocalWalk* store_local_walk(GroupCache& cache, const std::pair<uint64_t, uint64_t>& key,
+                                        GroupCache::LocalWalk& local, uint64_t generation) {
+  std::sort(local.parts.begin(), local.parts.end());
+  local.parts.erase(std::unique(local.parts.begin(), local.parts.end()), local.parts.end());
+  std::lock_guard<std::mutex> lock(cache.walk_mutex);
+  if (const PackedLocalWalk* const* found = cache.local_walks.find(key)) return *found;
+  const size_t bytes = sizeof(PackedLocalWalk) + sizeof(PartRef) * local.parts.size() +
+                       sizeof(GroupCache::Continuation) * local.below.size();
+  make_walk_room_locked(cache, 64 + bytes);
+  if (cache.walk_generation != generation) return nullptr;
+  auto* packed = static_cast<PackedLocalWalk*>(cache.walk_arena.allocate(bytes));
+  packed->num_parts = static_cast<uint32_t>(local.parts.size());
+  packed->num_below = static_cast<uint32_t>(local.below.size());
+  auto* parts = const_cast<PartRef*>(packed->parts());
+  for (size_t i = 0; i < local.parts.size(); ++i) {
+    parts[i] = PartRef{local.parts[i].get(), local.parts[i]->id};
+  }
+  std::copy(local.below.begin(), local.below.end(),
+            const_cast<GroupCache::Continuation*>(packed->below()));
+  cache.local_walks.emplace(key, packed);
+  cache.walk_bytes += 64 + bytes;
+  return packed;
 }
 
 // `walk` (its parts made sorted and distinct) stored under `key` in `table`, or the one another
@@ -1999,7 +2033,8 @@ void prewarm_closure_walks(const Runtime& rt, PrewarmBudget& budget,
 // the set's items waiting for it; the predicted ones (origin the set) are a function of the
 // set's kernel, and so are the completions their item walks lead to within the set, so their
 // tokens and the pairs (group, symbol) that reach the kernel items are kept by the kernel's
-// signature. Null as compute_item_walk. Call without walk_mutex.
+// signature. Null as compute_item_walk, or when the walk tables were cleared meanwhile (see
+// store_local_walk); the packed walk lives until their next clear. Call without walk_mutex.
 //
 // The predicted items are the union of the prediction closures of the kernel items' next
 // nonterminals (and of the start symbol at the initial set), and a completion's way up through
@@ -2009,11 +2044,21 @@ void prewarm_closure_walks(const Runtime& rt, PrewarmBudget& budget,
 // then walked one by one. (Measured on C-like: a completion at an expression start meets ~25
 // predicted items across the precedence levels, each an item-walk lookup.) Without prediction
 // closures the set's items are walked one by one.
-LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& chart,
-                                const ExitGroup& group, uint32_t symbol, uint32_t set,
-                                const std::pair<uint64_t, uint64_t>& key) {
+const PackedLocalWalk* compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& chart,
+                                          const ExitGroup& group, uint32_t symbol, uint32_t set,
+                                          const std::pair<uint64_t, uint64_t>& key) {
   GroupCache& cache = *rt.groups;
-  auto local = std::make_shared<GroupCache::LocalWalk>();
+  // Built here, then packed (see store_local_walk); its shared results are owned by
+  // walk_contents, so it keeps none once stored.
+  thread_local GroupCache::LocalWalk built;
+  built.parts.clear();
+  built.below.clear();
+  GroupCache::LocalWalk* const local = &built;
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(cache.walk_mutex);
+    generation = cache.walk_generation;
+  }
   thread_local StepSet done;
   done.clear();
   // Kernel items waiting for `sym`, walked with group `g` (each dotted id once: items of one
@@ -2092,8 +2137,9 @@ LocalWalkPtr compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& cha
       if (failed) return nullptr;
     }
   }
-  const size_t below = local->below.size();
-  return store_walk(cache, cache.local_walks, key, std::move(local), below);
+  const PackedLocalWalk* packed = store_local_walk(cache, key, built, generation);
+  built.parts.clear();
+  return packed;
 }
 
 // Keep a copy of set `set` of `chart` as the representative of its kernel `signature` (see
@@ -3053,12 +3099,6 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
 int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) const {
   const Runtime& rt = *runtime_;
   Scratch& sc = thread_scratch();
-  // The parts are released at the end of the fill, while their reference counts are in the
-  // core's cache (see fill_exits_by_items).
-  struct ReleaseParts {
-    Scratch& sc;
-    ~ReleaseParts() { sc.item_parts.clear(); }
-  } release_item_parts{sc};
   reset_overlay(sc);
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   sc.composition.clear();
@@ -3081,9 +3121,24 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
                            sc.composition.end());
       if (copy_composed_mask(rt, sc, words)) return dependency;
       assign_inside_sets(rt, sc, threads_, words);
-      for (const auto& part : sc.item_parts) emit_result(*part, nullptr, words, rt.words);
-      or_frontier_token_sets(words);
-      return dependency;
+      bool parts_alive;
+      {
+        // The parts are read under walk_mutex, while their generation of the walk tables lasts
+        // (see fill_exits_by_items); past a clear, the fill walks by sets below.
+        GroupCache& cache = *rt.groups;
+        std::lock_guard<std::mutex> lock(cache.walk_mutex);
+        parts_alive = cache.walk_generation == sc.item_parts_generation;
+        if (parts_alive) {
+          for (const PartRef& part : sc.item_parts) {
+            emit_result(*part.result, nullptr, words, rt.words);
+          }
+        }
+      }
+      if (parts_alive) {
+        or_frontier_token_sets(words);
+        return dependency;
+      }
+      items_done = false;
     }
     if (!items_done) {
       reset_overlay(sc);
@@ -3160,10 +3215,10 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
   StepSet& done = step_set();    // completions one thread's descent has followed
   thread_local StepSet collected;  // results among sc.item_parts, by address
   collected.clear();
-  auto add_part = [&](const WalkResultPtr& part) {
-    if (collected.insert(part.get(), 0, 0)) {
+  auto add_part = [&](const PartRef& part) {
+    if (collected.insert(part.result, 0, 0)) {
       sc.item_parts.push_back(part);
-      sc.composition.push_back(part->id);
+      sc.composition.push_back(part.id);
     }
   };
   // Kernel signatures of the sets this fill visits (a few, each met many times).
@@ -3176,17 +3231,13 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
     signatures.emplace_back(set, kernel_signature(rt, chart_, set));
     return signatures.back().second;
   };
-  thread_local std::vector<WalkResultPtr> thread_parts;
-  // Released before returning, while their reference counts are still in the core's cache:
-  // held until the next fill, they are evicted by then (the caller reads the mask), and
-  // releasing them at the start of the next computed fill took 0.3-1.3 us (17 us in the first
-  // computed fill after a prewarm, whose last fill's parts they were; a RelWithDebInfo trace of
-  // the JSON decode). C-like p99 of all fills 31.1 / 30.7 / 31.9 -> 29.0 / 29.9 / 28.6 us.
-  struct ReleaseParts {
-    std::vector<WalkResultPtr>& parts;
-    ~ReleaseParts() { parts.clear(); }
-  } release_thread_parts{thread_parts};
+  // Parts are collected by address and id, with no reference count: the packed walks they
+  // come from, and the results, live until the walk tables are cleared (walk_generation),
+  // which this fill checks wherever it has released walk_mutex; a clear meanwhile sends the
+  // fill back to walks by sets.
+  thread_local std::vector<PartRef> thread_parts;
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
+  const uint64_t generation = cache.walk_generation;
   for (const Thread& th : threads_) {
     const ExitGroup& top = top_group(rt, th.state);
     if (top.child_nodes.empty()) continue;
@@ -3201,9 +3252,11 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
     bool hit = false;
     for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
       if (!((stored >> d) & 1u)) continue;
-      const DescentPtr* found = cache.descents.find(walk_key(top, lexeme, d, depth_hash(d)));
+      const GroupCache::PackedDescent* const* found =
+          cache.descents.find(walk_key(top, lexeme, d, depth_hash(d)));
       if (!found) continue;
-      for (const WalkResultPtr& part : (*found)->parts) add_part(part);
+      const PartRef* parts = (*found)->parts();
+      for (uint32_t p = 0; p < (*found)->num_parts; ++p) add_part(parts[p]);
       if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(d));
       hit = true;
     }
@@ -3231,20 +3284,21 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       sc.item_reads.push_back(set);
       // Everything the completion does at `set` in one lookup (see compute_local_walk), then
       // where it goes on: at the origins of the kernel items it completes.
-      const GroupCache::LocalWalk* local = nullptr;
-      LocalWalkPtr computed_local;
+      const PackedLocalWalk* local = nullptr;
       const auto local_key = local_walk_key(*group, symbol, signature_of(set));
-      if (const LocalWalkPtr* found = cache.local_walks.find(local_key)) {
-        local = found->get();
+      if (const PackedLocalWalk* const* found = cache.local_walks.find(local_key)) {
+        local = *found;
       } else {
         lock.unlock();
-        computed_local = compute_local_walk(rt, sc, chart_, *group, symbol, set, local_key);
+        local = compute_local_walk(rt, sc, chart_, *group, symbol, set, local_key);
         lock.lock();
-        local = computed_local.get();
+        if (cache.walk_generation != generation) return false;
       }
       if (!local) return !sc.item_walk_unkept;
-      thread_parts.insert(thread_parts.end(), local->parts.begin(), local->parts.end());
-      for (const GroupCache::Continuation& next : local->below) {
+      thread_parts.insert(thread_parts.end(), local->parts(), local->parts() + local->num_parts);
+      const GroupCache::Continuation* below = local->below();
+      for (uint32_t b = 0; b < local->num_below; ++b) {
+        const GroupCache::Continuation& next = below[b];
         const uint32_t waits_for = rt.dotted_next[next.dotted];
         for_waiting(chart_, set, waits_for, [&](const Item waiting) {
           if (waiting.dotted == next.dotted && waiting.origin != set) {
@@ -3253,7 +3307,7 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
         });
       }
     }
-    for (const WalkResultPtr& part : thread_parts) add_part(part);
+    for (const PartRef& part : thread_parts) add_part(part);
     uint32_t depth = 0;
     if (reads_known) {
       std::sort(sc.item_reads.begin(), sc.item_reads.end());
@@ -3262,24 +3316,34 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       lock.unlock();
       depth = depth_needed(chart_view, sc, th.origin, sc.item_reads);
       lock.lock();
+      if (cache.walk_generation != generation) return false;
     }
     if (depth == 0) {
       *dependency = -1;
       continue;
     }
     if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(depth));
-    std::sort(thread_parts.begin(), thread_parts.end());
-    thread_parts.erase(std::unique(thread_parts.begin(), thread_parts.end()), thread_parts.end());
-    auto descent = std::make_shared<GroupCache::Descent>();
-    descent->parts.swap(thread_parts);
-    const size_t size = 96 + 16 * descent->parts.size();
-    make_walk_room_locked(cache, size);
-    if (cache.descents.emplace(walk_key(top, lexeme, depth, depth_hash(depth)),
-                               std::move(descent))) {
-      cache.walk_bytes += size;
-      cache.descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
-    }
+    std::sort(thread_parts.begin(), thread_parts.end(),
+              [](const PartRef& a, const PartRef& b) { return a.result < b.result; });
+    thread_parts.erase(
+        std::unique(thread_parts.begin(), thread_parts.end(),
+                    [](const PartRef& a, const PartRef& b) { return a.result == b.result; }),
+        thread_parts.end());
+    const size_t bytes = sizeof(GroupCache::PackedDescent) + sizeof(PartRef) * thread_parts.size();
+    // A clear here would free what the parts point to: the fill goes back to walks by sets.
+    make_walk_room_locked(cache, 64 + bytes);
+    if (cache.walk_generation != generation) return false;
+    const auto key = walk_key(top, lexeme, depth, depth_hash(depth));
+    if (cache.descents.contains(key)) continue;
+    auto* descent = static_cast<GroupCache::PackedDescent*>(cache.walk_arena.allocate(bytes));
+    descent->num_parts = static_cast<uint32_t>(thread_parts.size());
+    descent->unused = 0;
+    std::copy(thread_parts.begin(), thread_parts.end(), const_cast<PartRef*>(descent->parts()));
+    cache.descents.emplace(key, descent);
+    cache.walk_bytes += 64 + bytes;
+    cache.descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
   }
+  sc.item_parts_generation = generation;
   return true;
 }
 

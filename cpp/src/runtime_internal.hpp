@@ -408,7 +408,57 @@ struct GroupCache {
     std::vector<std::shared_ptr<const WalkResult>> parts;  // the item walks' tokens, distinct
     std::vector<Continuation> below;
   };
-  KeyMap<std::shared_ptr<const LocalWalk>> local_walks;
+  // A walk result as fills collect it: its address and its id, without a reference count
+  // (every result a local walk or descent names is owned by `walk_contents`, and every walk
+  // table is cleared with it, at which `walk_generation` changes).
+  struct PartRef {
+    const WalkResult* result;
+    uint64_t id;
+  };
+  // Local walks and descents as the fill path reads them: one block in `walk_arena`, the
+  // header and then the arrays, so a lookup is the table's slot and one block (a shared
+  // LocalWalk was the slot, the object, its parts array and each part's reference count).
+  struct PackedLocalWalk {
+    uint32_t num_parts, num_below;
+    const PartRef* parts() const { return reinterpret_cast<const PartRef*>(this + 1); }
+    const Continuation* below() const {
+      return reinterpret_cast<const Continuation*>(parts() + num_parts);
+    }
+  };
+  struct PackedDescent {
+    uint32_t num_parts, unused;
+    const PartRef* parts() const { return reinterpret_cast<const PartRef*>(this + 1); }
+  };
+  static_assert(sizeof(PackedLocalWalk) == 8 && sizeof(PackedDescent) == 8 &&
+                    sizeof(PartRef) == 16 && sizeof(Continuation) == 16,
+                "packed walk blocks are arrays of 8-byte-aligned 16-byte entries");
+  // Bump allocation of packed blocks in 64 KB chunks, freed together by clear_walks_locked.
+  class WalkArena {
+   public:
+    void* allocate(size_t bytes) {
+      const size_t words = (bytes + 7) / 8;
+      if (used_ + words > capacity_) {
+        capacity_ = std::max<size_t>(kChunkWords, words);
+        chunks_.emplace_back(new uint64_t[capacity_]);
+        used_ = 0;
+      }
+      void* block = chunks_.back().get() + used_;
+      used_ += words;
+      return block;
+    }
+    void clear() {
+      chunks_.clear();
+      used_ = capacity_ = 0;
+    }
+
+   private:
+    static constexpr size_t kChunkWords = 8192;
+    std::vector<std::unique_ptr<uint64_t[]>> chunks_;
+    size_t used_ = 0, capacity_ = 0;
+  };
+  WalkArena walk_arena;          // guarded by walk_mutex
+  uint64_t walk_generation = 0;  // guarded by walk_mutex; changes whenever the walks are cleared
+  KeyMap<const PackedLocalWalk*> local_walks;
   // The kernels the prewarm's matchers built (see record_kernel in matcher.cpp): per kernel
   // signature, one set with that kernel, copied into a chart of its own (set 1; set 0 empty,
   // the origin of its kernel items), so that after its exploration the prewarm can compute
@@ -436,10 +486,7 @@ struct GroupCache {
   // A thread's whole descent by items (its parts), by (top group, lexeme, d, H_d of its
   // origin), where d covers every set the descent read; `descent_depths` has bit d set once
   // one was stored at depth d.
-  struct Descent {
-    std::vector<std::shared_ptr<const WalkResult>> parts;
-  };
-  KeyMap<std::shared_ptr<const Descent>> descents;
+  KeyMap<const PackedDescent*> descents;
   std::atomic<uint32_t> descent_depths{0};
   // Top-level exit walks by (thread state, future language after its lexeme at its origin),
   // where future keys are in use (see walk_level); cleared with `walks`.
@@ -532,6 +579,7 @@ struct FutureLanguages {
   template <typename Entries>
   void reserve_headroom(Entries entries) {
     futures.reserve(entries(futures.size()));
+    keys_by_anchors.reserve(entries(keys_by_anchors.size()));
     ids.reserve(entries(ids.size()));
     concatenations.reserve(entries(concatenations.size()));
     unions.reserve(entries(unions.size()));
@@ -747,7 +795,9 @@ struct Scratch {
   Chart item_chart;
   std::vector<std::tuple<const ExitGroup*, uint32_t, uint32_t>> item_work;
   std::vector<uint32_t> item_reads;
-  std::vector<std::shared_ptr<const GroupCache::WalkResult>> item_parts;  // what the mask ORs
+  // What the mask ORs, valid while the walk tables' generation is item_parts_generation.
+  std::vector<GroupCache::PartRef> item_parts;
+  uint64_t item_parts_generation = 0;
   bool item_walk_unkept = false;  // a group or level built for one use was met
   // One frame per nesting level of exit walks (see walk_level in matcher.cpp); owned through
   // pointers so that growing the list never moves a frame in use.
