@@ -153,11 +153,11 @@ class CompiledGrammar:
         inner DFA states of each, nearest first (`{"c`, `{"cu` ... of `{"customer_name"`);
         then one path up to 64 lexemes deep along the first expected lexemes that leave the
         text incomplete (an object's declared properties in order, to the last), with up to
-        4,096 masks inside lexemes along it; then, without filling masks, up to 4,096
-        configurations told apart only by their last set's pending items (its kernel), each
-        lexeme written as its shortest string and as that string after a space, so that the
-        kernels real text passes through are built; and the local walks of every known
-        completion at every kernel built (`kernels` counts them).
+        4,096 masks inside lexemes along it; then the masks of up to 4,096 configurations
+        told apart only by their last set's pending items (its kernel), each lexeme written
+        as its shortest string and as that string after a space, so that the kernels real
+        text passes through are built; and the local walks of every known completion at
+        every kernel built (`kernels` counts them).
         The whole prewarm stops after about a second of wall time (typical grammars take
         10-320 ms; fills on highly ambiguous grammars grow with the text); the environment
         variable ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a

@@ -1069,21 +1069,24 @@ void follow_first_choices(const std::shared_ptr<const Runtime>& runtime, Prewarm
 }
 
 // Configurations told apart only by their kernel neighbourhood (H_1: the pending kernel items
-// of the last set, and the lexer threads), breadth-first and without fills, so that the
+// of the last set, and the lexer threads), breadth-first, each filled once, so that the
 // prewarm's matchers build every kernel real text passes through (each kept by
-// record_prewarm_kernel for prewarm_local_walks). The two explorations above tell
-// configurations apart by their futures or H_6 and so spend their budget on the same few
-// kernels under many stacks: C-like's declarations inside a function body (`int t = `) were
-// never built, and a decode computed their local walks in the fills that set the p99. Each
-// lexeme is written as its shortest string and as that string after a space: shortest strings
-// written back to back lex ambiguously where real text has a separator (`intA` is a type and a
-// name, or one name), and the ambiguous sets have other kernels than real text's (C-like:
+// record_prewarm_kernel for prewarm_local_walks) and the masks and futures at them are known. The
+// two explorations above tell configurations apart by their futures or H_6 and so spend their
+// budget on the same few kernels under many stacks: C-like's declarations inside a function body
+// (`int t = `) were never built, and a decode computed their local walks in the fills that set the
+// p99. Each lexeme is written as its shortest string and as that string after a space: shortest
+// strings written back to back lex ambiguously where real text has a separator (`intA` is a type
+// and a name, or one name), and the ambiguous sets have other kernels than real text's (C-like:
 // {name = . expr, decl = . expr} where `int t =` builds {decl = . expr}). Measured on C-like
 // (Llama 3, the bench decode): 545 configurations, ~15 ms; kernels 59 -> 64; local walks
 // computed in the decode 25 -> 0; computed fills 62 -> 54 (the accepts also canonicalise
 // futures). Deduplicating by H_2 instead took the whole prewarm budget (27K configurations).
+// Filling each configuration's mask as well (C-like: 52 computed decode fills instead of 54,
+// the slowest of them, after `} else`, no longer computed; MaskBench: 300 instead of 312,
+// median per-schema p99 11.8 -> 10.5 us, median prewarm unchanged, max 163 -> 218 ms).
 void explore_kernels(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
-                     const std::vector<std::string>& shortest) {
+                     PrewarmStats& stats, const std::vector<std::string>& shortest) {
   constexpr uint32_t kMaxConfigurations = 4096, kMaxAttempts = 32768, kMaxLexemes = 64;
   constexpr uint32_t kKernelDepth = 1;
   std::deque<Matcher> queue;
@@ -1092,11 +1095,14 @@ void explore_kernels(const std::shared_ptr<const Runtime>& runtime, PrewarmBudge
   seen.insert(queue.back().neighbourhood_key(kKernelDepth));
   uint32_t explored = 0, attempts = 0;
   std::string spaced;
+  std::vector<uint32_t> words(runtime->words);
   while (!queue.empty() && explored < kMaxConfigurations) {
     if (budget.spent()) return;
     Matcher matcher = std::move(queue.front());
     queue.pop_front();
     ++explored;
+    matcher.fill_mask(words.data());
+    ++stats.masks;
     if (matcher.history_size() >= kMaxLexemes) continue;
     for (uint32_t lexeme : matcher.lexemes_expected_here()) {
       const std::string& text = shortest[lexeme];
@@ -1121,7 +1127,7 @@ void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBud
   const std::vector<std::string> shortest = shortest_lexeme_strings(*runtime);
   explore_breadth_first(runtime, budget, stats, shortest, inside_states);
   if (!budget.spent()) follow_first_choices(runtime, budget, stats, shortest, inside_states);
-  if (!budget.spent()) explore_kernels(runtime, budget, shortest);
+  if (!budget.spent()) explore_kernels(runtime, budget, stats, shortest);
 }
 
 // Item and closure walks ahead of the decode (defined with the item walks below).
@@ -1808,19 +1814,15 @@ ItemWalkPtr compute_item_walk(const Runtime& rt, Scratch& sc, const ExitGroup& g
 using PackedLocalWalk = GroupCache::PackedLocalWalk;
 using PartRef = GroupCache::PartRef;
 
-// A 128-bit hash of the dotted ids of a set's pending kernel items (origin an earlier set):
-// the set's predictions (origin the set itself) are a function of them, and completions at
-// the set advance only them. The initial set has no kernel.
-std::pair<uint64_t, uint64_t> kernel_signature(const Runtime& rt, const Chart& chart,
-                                               uint32_t set) {
-  uint64_t lo = 0x3c6ef372fe94f82bull, hi = 0xa54ff53a5f1d36f1ull;
-  for (uint32_t i = chart.set_begin[set]; i < chart.set_begin[set + 1]; ++i) {
-    const Item item = chart.items[i];
-    if (item.origin == set || rt.dotted_next[item.dotted] == kComplete) continue;
-    lo += mix64(item.dotted * 0x9e3779b97f4a7c15ull + 0x510e527fade682d1ull);
-    hi += mix64(item.dotted ^ 0x1f83d9abfb41bd6bull);
-  }
-  return {mix64(lo), mix64(hi ^ lo)};
+// A 128-bit hash of the dotted ids of a set's pending kernel items (origin an earlier set; for
+// the initial set, its items): the set's predictions (origin the set itself) are a function of
+// them, and completions at the set advance only them. That is H_1 of the set (see
+// Chart::depth_hash: with H_0 a constant, it hashes the kernel items' dotted ids alone), which
+// every set of a chart with depth hashes has from its commit; a fill read it back instead of
+// hashing the set's items again at each set its descents visited (session 26).
+std::pair<uint64_t, uint64_t> kernel_signature(const Chart& chart, uint32_t set) {
+  const uint64_t* h1 = &chart.depth_hash[static_cast<size_t>(set) * Chart::kDepthHashes * 2];
+  return {h1[0], h1[1]};
 }
 
 std::pair<uint64_t, uint64_t> local_walk_key(const ExitGroup& group, uint32_t symbol,
@@ -2470,7 +2472,7 @@ bool copy_composed_mask(const Runtime& rt, const Scratch& sc, uint32_t* words) {
 }  // namespace
 
 void record_prewarm_kernel(const Runtime& rt, const Chart& chart, uint32_t set) {
-  record_kernel(*rt.groups, chart, set, kernel_signature(rt, chart, set));
+  record_kernel(*rt.groups, chart, set, kernel_signature(chart, set));
 }
 
 GroupCache::StoredMask GroupCache::MaskPool::copy(const std::shared_ptr<MaskPool>& pool,
@@ -3221,16 +3223,7 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       sc.composition.push_back(part.id);
     }
   };
-  // Kernel signatures of the sets this fill visits (a few, each met many times).
-  thread_local std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> signatures;
-  signatures.clear();
-  auto signature_of = [&](uint32_t set) {
-    for (const auto& [known, signature] : signatures) {
-      if (known == set) return signature;
-    }
-    signatures.emplace_back(set, kernel_signature(rt, chart_, set));
-    return signatures.back().second;
-  };
+  auto signature_of = [&](uint32_t set) { return kernel_signature(chart_, set); };
   // Parts are collected by address and id, with no reference count: the packed walks they
   // come from, and the results, live until the walk tables are cleared (walk_generation),
   // which this fill checks wherever it has released walk_mutex; a clear meanwhile sends the
