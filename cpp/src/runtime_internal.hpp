@@ -404,6 +404,7 @@ struct GroupCache {
     const ExitGroup* group;
     uint32_t symbol, dotted;
   };
+  // A local walk as compute_local_walk builds it; the table keeps it packed (below).
   struct LocalWalk {
     std::vector<std::shared_ptr<const WalkResult>> parts;  // the item walks' tokens, distinct
     std::vector<Continuation> below;
