@@ -18,7 +18,12 @@ import pytest
 from gramkiln.frontend.lark import parse_lark
 from gramkiln.ir import GrammarIR
 from gramkiln.runtime.compile import compile_grammar
-from gramkiln.runtime.compiled import CompiledGrammar, allocate_token_bitmask, bitmask_to_ids
+from gramkiln.runtime.compiled import (
+    CompiledGrammar,
+    allocate_token_bitmask,
+    bitmask_to_ids,
+    fill_next_token_bitmask_batch,
+)
 from gramkiln.runtime.vocab import Vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -359,6 +364,47 @@ def test_masks_are_unchanged_when_the_mask_tables_turn_over(
     warm = CompiledGrammar.load(data, vocab, prewarm=False)
     warm.prewarm()
     assert masks_along(warm, token_lists) == expected
+
+
+def test_batch_fills_stay_exact_while_other_threads_clear_the_walk_tables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fills by items collect walk results by address, without reference counts, valid until
+    the walk tables are next cleared: a fill that released the walk lock checks their
+    generation and goes back to walks by sets after a clear. With a 16 KB walk budget every
+    few walks clear the tables, so batch fills on four threads clear them under each other;
+    masks equal serial fills of a grammar loaded with the default budget."""
+    data, vocab, token_lists = bench_artifact("clike")
+    matchers_at: list[tuple[int, int]] = [
+        (list_index, length)
+        for list_index, tokens in enumerate(token_lists)
+        for length in range(0, len(tokens), 3)
+    ]
+
+    def matchers_of(compiled: CompiledGrammar) -> list:
+        matchers = []
+        for list_index, length in matchers_at:
+            matcher = compiled.matcher()
+            for token in token_lists[list_index][:length]:
+                assert matcher.accept_token(token)
+            matchers.append(matcher)
+        return matchers
+
+    reference = CompiledGrammar.load(data, vocab, prewarm=False)
+    expected = allocate_token_bitmask(len(matchers_at), vocab.vocab_size)
+    for row, matcher in enumerate(matchers_of(reference)):
+        matcher.fill_next_token_bitmask(expected, row)
+    monkeypatch.setenv("GRAMKILN_WALK_CACHE_BYTES", "16384")  # read at load
+    for prewarm in (False, True):
+        small = CompiledGrammar.load(data, vocab, prewarm=False)
+        if prewarm:
+            small.prewarm()
+        matchers = matchers_of(small)
+        for _ in range(2):  # the second round meets tables the first one filled and cleared
+            batch = allocate_token_bitmask(len(matchers), vocab.vocab_size)
+            fill_next_token_bitmask_batch(matchers, batch, threads=4)
+            assert (batch == expected).all()
+        assert small.cache_stats()["walk_clears"] > 0
 
 
 @pytest.mark.parametrize("name", ["json", "clike"])
