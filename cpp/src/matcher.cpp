@@ -3223,7 +3223,6 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       sc.composition.push_back(part.id);
     }
   };
-  auto signature_of = [&](uint32_t set) { return kernel_signature(chart_, set); };
   // Parts are collected by address and id, with no reference count: the packed walks they
   // come from, and the results, live until the walk tables are cleared (walk_generation),
   // which this fill checks wherever it has released walk_mutex; a clear meanwhile sends the
@@ -3278,7 +3277,7 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       // Everything the completion does at `set` in one lookup (see compute_local_walk), then
       // where it goes on: at the origins of the kernel items it completes.
       const PackedLocalWalk* local = nullptr;
-      const auto local_key = local_walk_key(*group, symbol, signature_of(set));
+      const auto local_key = local_walk_key(*group, symbol, kernel_signature(chart_, set));
       if (const PackedLocalWalk* const* found = cache.local_walks.find(local_key)) {
         local = *found;
       } else {
