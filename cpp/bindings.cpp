@@ -153,6 +153,7 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   out["fills_computed"] = stats.fills_computed;
   out["fills_searched"] = stats.fills_searched;
   out["walk_hits_future"] = stats.walk_hits_future;
+  out["descent_hits_future"] = stats.descent_hits_future;
   out["interned_by_parts"] = stats.interned_by_parts;
   out["mask_compares"] = stats.mask_compares;
   out["future_languages"] = stats.future_languages;

@@ -188,7 +188,8 @@ class CompiledGrammar:
         cleared at their budget (``walk_clears``, ``GRAMKILN_WALK_CACHE_BYTES``),
         the fills answered by each mask table (``hits_whole_stack``, ``hits_future``,
         ``hits_depth``) and those computed (``fills_computed``), the top-level exit walks of
-        computed fills answered by their thread's future (``walk_hits_future``), the computed
+        computed fills answered by their thread's future (``walk_hits_future``; walking by
+        items, their descents: ``descent_hits_future``), the computed
         fills that followed their exits by pending items (``fills_by_items``), the masks of
         computed fills found stored under the parts they were ORed from
         (``interned_by_parts``: no content compare) and the stored masks compared word by

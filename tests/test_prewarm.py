@@ -600,9 +600,11 @@ def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
 ) -> None:
     """The future-language key is used always (GRAMKILN_FUTURE_KEYS=on), never (off), or
     where the prewarm finds it pays (the default): masks are the same either way, and off
-    means no fill is answered by it (nor any exit walk by its thread's future). Computed fills
-    walk by items (the default) either way; walking by sets instead (GRAMKILN_ITEM_WALKS=off)
-    where the key is used, they take top-level exit walks from the future-keyed walk table."""
+    means no fill is answered by it (nor any exit walk or descent by its thread's future).
+    Computed fills walk by items (the default) either way, and where the key is used take
+    descents by their thread's future where their neighbourhood is new; walking by sets
+    instead (GRAMKILN_ITEM_WALKS=off), they take top-level exit walks from the future-keyed
+    walk table."""
     data, vocab, token_lists = bench_artifact(name)
     results = {}
     for mode, item_walks in (("on", "auto"), ("on", "off"), ("off", "auto"), ("auto", "auto")):
@@ -614,8 +616,11 @@ def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
         stats = compiled.cache_stats()
         if mode == "off":
             assert stats["hits_future"] == stats["walk_hits_future"] == 0
+            assert stats["descent_hits_future"] == 0
         if item_walks == "auto":
             assert stats["fills_by_items"] > 0 and stats["walk_hits_future"] == 0
+        if mode == "on" and item_walks == "auto":
+            assert stats["descent_hits_future"] > 0
         if mode == "on" and item_walks == "off":
             assert stats["walk_hits_future"] > 0 and stats["fills_by_items"] == 0
     first = next(iter(results.values()))
@@ -704,7 +709,8 @@ def test_the_prewarm_keeps_future_keys_where_they_pay(
     before = compiled.cache_stats()
     masks_along(compiled, token_lists)
     after = compiled.cache_stats()
-    answered = (after["hits_future"] - before["hits_future"]) + (
-        after["walk_hits_future"] - before["walk_hits_future"]
+    answered = sum(
+        after[key] - before[key]
+        for key in ("hits_future", "walk_hits_future", "descent_hits_future")
     )
     assert (answered > 0) == used

@@ -300,6 +300,43 @@ const std::vector<uint32_t>& predicted_with(const Runtime& rt, FutureLanguages& 
   return fl.predicted.emplace(x, std::move(list)).first->second;
 }
 
+// Whether the first symbol `first` of a start node can lead to `x` completing: x itself, or a
+// production of a nonterminal predicted with x that `first` is a left corner of. What
+// compute_language_id tests before building an automaton.
+bool leads_to(const Runtime& rt, FutureLanguages& fl, uint32_t first, uint32_t x) {
+  if (first == x) return true;
+  if (x >= rt.num_nonterminals) return false;
+  const std::vector<uint32_t>& allowed = predicted_with(rt, fl, x);
+  for (uint32_t k = fl.corner_offsets[first]; k < fl.corner_offsets[first + 1]; ++k) {
+    if (std::binary_search(allowed.begin(), allowed.end(), dotted_lhs(rt, fl.corner_after[k]))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Per nonterminal x, leads_to for every symbol as a bitset, built at first use: most anchors of
+// a set cannot follow a given completed symbol, and this answers them without a memo probe
+// (a fill's new futures probed the id memo once per anchor and thread).
+const std::vector<uint64_t>& starts_reaching(const Runtime& rt, FutureLanguages& fl, uint32_t x) {
+  auto found = fl.reaching.find(x);
+  if (found != fl.reaching.end()) return found->second;
+  // The left corners of the productions of the nonterminals predicted with x, and x.
+  std::vector<uint64_t> bits((rt.num_symbols() + 63) / 64, 0);
+  auto set = [&](uint32_t symbol) { bits[symbol / 64] |= uint64_t{1} << (symbol % 64); };
+  set(x);
+  for (const uint32_t nt : predicted_with(rt, fl, x)) {
+    for (uint32_t k = rt.nt_prod_offsets[nt]; k < rt.nt_prod_offsets[nt + 1]; ++k) {
+      const uint32_t p = rt.nt_prods[k];
+      for (uint32_t at = rt.prod_offsets[p]; at < rt.prod_offsets[p + 1]; ++at) {
+        set(rt.prod_rhs[at]);
+        if (!nullable_symbol(rt, rt.prod_rhs[at])) break;
+      }
+    }
+  }
+  return fl.reaching.emplace(x, std::move(bits)).first->second;
+}
+
 // L(start, x) (see the top of the file) as an id.
 uint32_t compute_language_id(const Runtime& rt, FutureLanguages& fl, uint32_t start, uint32_t x) {
   const uint32_t dotted_count = static_cast<uint32_t>(rt.dotted_next.size());
@@ -313,12 +350,7 @@ uint32_t compute_language_id(const Runtime& rt, FutureLanguages& fl, uint32_t st
   // ("A just completed": accept when A is x; else advance the predictions waiting for A).
   const uint32_t first_symbol =
       start >= dotted_count ? start - dotted_count : dotted_lhs(rt, start);
-  bool live = first_symbol == x;  // a quick test for the common empty case
-  for (uint32_t k = fl.corner_offsets[first_symbol];
-       !live && k < fl.corner_offsets[first_symbol + 1]; ++k) {
-    live = is_allowed(dotted_lhs(rt, fl.corner_after[k]));
-  }
-  if (!live) return 0;
+  if (!leads_to(rt, fl, first_symbol, x)) return 0;  // the common empty case
   Nfa nfa;
   std::unordered_map<uint32_t, uint32_t> state_of_node;
   std::vector<uint32_t> nodes;
@@ -369,6 +401,13 @@ bool take_budget() {
 }
 
 uint32_t language_id(const Runtime& rt, FutureLanguages& fl, uint32_t start, uint32_t x) {
+  const uint32_t dotted_count = static_cast<uint32_t>(rt.dotted_next.size());
+  if (start >= dotted_count && x < rt.num_nonterminals) {
+    const uint32_t first = start - dotted_count;
+    if (!((starts_reaching(rt, fl, x)[first / 64] >> (first % 64)) & 1u)) return 0;
+  } else if (start >= dotted_count && start - dotted_count != x) {
+    return 0;  // a lexeme or token set follows only itself
+  }
   const uint64_t key = (static_cast<uint64_t>(start) << 32) | x;
   if (const uint32_t* found = fl.ids.find(key)) return *found;
   // Past the budget, a provisional id that names this language only (a later computation with

@@ -638,7 +638,8 @@ std::vector<std::vector<uint32_t>> static_lexeme_follow(const Runtime& rt, size_
   // The lexeme set of symbol `sym` in `table` (a lexeme is its own first and last lexeme;
   // token sets have none).
   auto lexemes_of = [&](uint32_t sym, const std::vector<uint64_t>& table) -> const uint64_t* {
-    if (sym < nt) return &table[static_cast<size_t>(sym) * lw];
+    // data() + offset, not &table[offset]: a grammar without lexemes has empty rows (lw == 0).
+    if (sym < nt) return table.data() + static_cast<size_t>(sym) * lw;
     std::fill(single.begin(), single.end(), 0);
     if (sym < nt + lex) single[(sym - nt) / 64] |= uint64_t{1} << ((sym - nt) % 64);
     return single.data();
@@ -658,11 +659,11 @@ std::vector<std::vector<uint32_t>> static_lexeme_follow(const Runtime& rt, size_
     for (uint32_t p = 0; p < prods; ++p) {
       const size_t row = static_cast<size_t>(rt.prod_lhs[p]) * lw;
       for (uint32_t k = rt.prod_offsets[p]; k < rt.prod_offsets[p + 1]; ++k) {
-        changed = merge(&first[row], lexemes_of(rt.prod_rhs[k], first)) || changed;
+        changed = merge(first.data() + row, lexemes_of(rt.prod_rhs[k], first)) || changed;
         if (!nullable(rt.prod_rhs[k])) break;
       }
       for (uint32_t k = rt.prod_offsets[p + 1]; k-- > rt.prod_offsets[p];) {
-        changed = merge(&last[row], lexemes_of(rt.prod_rhs[k], last)) || changed;
+        changed = merge(last.data() + row, lexemes_of(rt.prod_rhs[k], last)) || changed;
         if (!nullable(rt.prod_rhs[k])) break;
       }
     }
@@ -1158,6 +1159,7 @@ void leave_table_headroom(const Runtime& rt) {
     cache.item_walks.reserve(headroom(cache.item_walks.size()));
     cache.local_walks.reserve(headroom(cache.local_walks.size()));
     cache.descents.reserve(headroom(cache.descents.size()));
+    cache.future_descents.reserve(headroom(cache.future_descents.size()));
     cache.walk_contents.reserve(headroom(cache.walk_contents.size()));
   }
   {
@@ -1317,6 +1319,7 @@ void clear_walks_locked(GroupCache& cache) {
   cache.local_walks.clear();
   cache.closure_walks.clear();
   cache.descents.clear();
+  cache.future_descents.clear();
   cache.walk_contents.clear();
   cache.walk_arena.clear();
   ++cache.walk_generation;
@@ -2775,6 +2778,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   out.fills_computed = cache.fills_computed.load(std::memory_order_relaxed);
   out.fills_searched = cache.fills_searched.load(std::memory_order_relaxed);
   out.walk_hits_future = cache.hits_future_walks.load(std::memory_order_relaxed);
+  out.descent_hits_future = cache.hits_future_descents.load(std::memory_order_relaxed);
   out.fills_by_items = cache.fills_by_items.load(std::memory_order_relaxed);
   out.interned_by_parts = cache.interned_by_parts.load(std::memory_order_relaxed);
   out.mask_compares = cache.mask_compares.load(std::memory_order_relaxed);
@@ -3060,11 +3064,14 @@ void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
   // then walks without them: exact, fewer hits), and the key may have come from the memo by
   // anchors without its parts.
   const MaskKey* thread_futures = nullptr;
-  if (uses_futures() && rt.groups->item_walks_mode != GroupCache::ItemWalks::kOn) {
+  if (uses_futures()) {
     const Scratch& sc = thread_scratch();
     const bool fresh = known && keys->future == sc.thread_futures_key &&
                        sc.thread_futures.size() == threads_.size();
-    if (fresh || future_mask_key() == sc.thread_futures_key) {
+    // Fills by items take the parts only where the key's computation left them (a key from
+    // the memo by anchors has none): computing them again costs what a descent saves.
+    if (fresh || (rt.groups->item_walks_mode != GroupCache::ItemWalks::kOn &&
+                  future_mask_key() == sc.thread_futures_key)) {
       thread_futures = sc.thread_futures.data();
     }
   }
@@ -3111,7 +3118,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   bool items_done = false;
   if (by_items) {
     sc.item_parts.clear();
-    items_done = fill_exits_by_items(&dependency);
+    items_done = fill_exits_by_items(&dependency, thread_futures);
     if (items_done) rt.groups->fills_by_items.fetch_add(1, std::memory_order_relaxed);
     if (items_done && !sc.walks_exhausted) {
       // The mask is the inside union, the parts and the frontier's token sets: when that
@@ -3207,7 +3214,7 @@ void Matcher::or_frontier_token_sets(uint32_t* words) const {
   }
 }
 
-bool Matcher::fill_exits_by_items(int* dependency) const {
+bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures) const {
   const Runtime& rt = *runtime_;
   Scratch& sc = thread_scratch();
   GroupCache& cache = *rt.groups;
@@ -3230,9 +3237,15 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
   thread_local std::vector<PartRef> thread_parts;
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   const uint64_t generation = cache.walk_generation;
-  for (const Thread& th : threads_) {
+  for (size_t thread = 0; thread < threads_.size(); ++thread) {
+    const Thread& th = threads_[thread];
     const ExitGroup& top = top_group(rt, th.state);
     if (top.child_nodes.empty()) continue;
+    // Tagged apart from the future key's other uses of the same part.
+    const MaskKey future_key =
+        thread_futures ? MaskKey{mix64(thread_futures[thread].first ^ 0x5be0cd19137e2179ull),
+                                 thread_futures[thread].second}
+                       : MaskKey{0, 0};
     const uint32_t lexeme = rt.lexeme_base() + rt.dfa_lexeme[th.state];
     // A thread's whole descent is a function of its group, its lexeme and the sets it read:
     // kept by H_d of its origin for the smallest d that covers them, as walks by sets are, so
@@ -3240,6 +3253,19 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
     auto depth_hash = [&](uint32_t d) {
       return &chart_.depth_hash[(static_cast<size_t>(th.origin) * Chart::kDepthHashes + d - 1) * 2];
     };
+    // By its future first: one probe, where the depths take one each. Not in the prewarm,
+    // whose descents collect the completions it then walks at every kernel it built (one
+    // skipped there left the C-like decode two local walks to compute).
+    if (thread_futures && !FutureWork::prewarming) {
+      if (const GroupCache::PackedDescent* const* found = cache.future_descents.find(future_key)) {
+        const PartRef* parts = (*found)->parts();
+        for (uint32_t p = 0; p < (*found)->num_parts; ++p) add_part(parts[p]);
+        // Which of this chart's sets the descent would read is not known: no depth key.
+        *dependency = -1;
+        cache.hits_future_descents.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+    }
     const uint32_t stored = cache.descent_depths.load(std::memory_order_relaxed);
     bool hit = false;
     for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
@@ -3251,6 +3277,12 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       for (uint32_t p = 0; p < (*found)->num_parts; ++p) add_part(parts[p]);
       if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(d));
       hit = true;
+      // Kept by its future too, for neighbourhoods it has not been seen in (no copy: the
+      // tables share the block, and are cleared together).
+      if (thread_futures) {
+        cache.future_descents.emplace(future_key, *found);
+        cache.walk_bytes += 32;
+      }
     }
     if (hit) continue;
     done.clear();
@@ -3310,10 +3342,8 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
       lock.lock();
       if (cache.walk_generation != generation) return false;
     }
-    if (depth == 0) {
-      *dependency = -1;
-      continue;
-    }
+    if (depth == 0) *dependency = -1;
+    if (depth == 0 && !thread_futures) continue;
     if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(depth));
     std::sort(thread_parts.begin(), thread_parts.end(),
               [](const PartRef& a, const PartRef& b) { return a.result < b.result; });
@@ -3325,15 +3355,26 @@ bool Matcher::fill_exits_by_items(int* dependency) const {
     // A clear here would free what the parts point to: the fill goes back to walks by sets.
     make_walk_room_locked(cache, 64 + bytes);
     if (cache.walk_generation != generation) return false;
-    const auto key = walk_key(top, lexeme, depth, depth_hash(depth));
-    if (cache.descents.contains(key)) continue;
-    auto* descent = static_cast<GroupCache::PackedDescent*>(cache.walk_arena.allocate(bytes));
-    descent->num_parts = static_cast<uint32_t>(thread_parts.size());
-    descent->unused = 0;
-    std::copy(thread_parts.begin(), thread_parts.end(), const_cast<PartRef*>(descent->parts()));
-    cache.descents.emplace(key, descent);
-    cache.walk_bytes += 64 + bytes;
-    cache.descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
+    const auto key = depth ? walk_key(top, lexeme, depth, depth_hash(depth)) : MaskKey{0, 0};
+    const GroupCache::PackedDescent* const* stored_by_depth =
+        depth ? cache.descents.find(key) : nullptr;
+    const GroupCache::PackedDescent* descent = stored_by_depth ? *stored_by_depth : nullptr;
+    if (!descent) {
+      auto* packed = static_cast<GroupCache::PackedDescent*>(cache.walk_arena.allocate(bytes));
+      packed->num_parts = static_cast<uint32_t>(thread_parts.size());
+      packed->unused = 0;
+      std::copy(thread_parts.begin(), thread_parts.end(), const_cast<PartRef*>(packed->parts()));
+      descent = packed;
+      cache.walk_bytes += 64 + bytes;
+      if (depth) {
+        cache.descents.emplace(key, descent);
+        cache.descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
+      }
+    }
+    if (thread_futures && !cache.future_descents.contains(future_key)) {
+      cache.future_descents.emplace(future_key, descent);
+      cache.walk_bytes += 32;
+    }
   }
   sc.item_parts_generation = generation;
   return true;

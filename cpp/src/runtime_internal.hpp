@@ -489,6 +489,11 @@ struct GroupCache {
   // one was stored at depth d.
   KeyMap<const PackedDescent*> descents;
   std::atomic<uint32_t> descent_depths{0};
+  // The same descents by the thread's part of the future key (its lexeme, class of DFA states
+  // and the future language after its lexeme at its origin), of which a descent's tokens are a
+  // function: a neighbourhood new to `descents` often has a future seen before.
+  KeyMap<const PackedDescent*> future_descents;
+  std::atomic<size_t> hits_future_descents{0};
   // Top-level exit walks by (thread state, future language after its lexeme at its origin),
   // where future keys are in use (see walk_level); cleared with `walks`.
   KeyMap<std::shared_ptr<const WalkResult>> future_walks;
@@ -517,6 +522,9 @@ struct FutureLanguages {
   // Per nonterminal X (on first use), the nonterminals predicted with it (X included), as a
   // sorted list: what the closure of a set waiting for X contains.
   std::unordered_map<uint32_t, std::vector<uint32_t>> predicted;
+  // Per nonterminal X (on first use), a bitset over symbols A: whether A completing can lead
+  // to X completing (L("A just completed", X) is not empty); see starts_reaching.
+  std::unordered_map<uint32_t, std::vector<uint64_t>> reaching;
   // (start node << 32 | X) -> language id (0: empty). Start nodes are dotted ids, or
   // dotted count + symbol for "symbol just completed".
   IdMap ids;

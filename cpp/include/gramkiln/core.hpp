@@ -96,6 +96,8 @@ struct CacheStats {
   size_t fills_searched = 0;
   // Top-level exit walks answered by their future key (inside computed fills), since load.
   size_t walk_hits_future = 0;
+  // Descents by items (inside computed fills) answered by their thread's future, since load.
+  size_t descent_hits_future = 0;
   // Computed fills that followed their exits by pending items, since load.
   size_t fills_by_items = 0;
   // Masks of computed fills found stored under what they were ORed from (no compare), since
@@ -310,8 +312,10 @@ class Matcher {
   // fill_mask_uncached's exit walks by pending items (see compute_item_walk in matcher.cpp):
   // their results into the scratch's item_parts and composition, the depth their mask depends
   // on into `dependency`. False when a group built for one use was met (the caller then walks
-  // by hypothetical sets).
-  bool fill_exits_by_items(int* dependency) const;
+  // by hypothetical sets). `thread_futures`, when given, holds each thread's part of the
+  // future key (see future_mask_key), which keys its descent as well.
+  bool fill_exits_by_items(int* dependency,
+                           const std::pair<uint64_t, uint64_t>* thread_futures) const;
   // The frontier's token sets: their composition ids (see GroupCache::composed_masks), and
   // their tokens ORed into `words`.
   void append_frontier_token_sets(const Runtime& rt, Scratch& sc) const;
