@@ -3266,7 +3266,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         continue;
       }
     }
-    const uint32_t stored = cache.descent_depths.load(std::memory_order_relaxed);
+    const uint32_t stored = top.descent_depths.load(std::memory_order_relaxed);
     bool hit = false;
     for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
       if (!((stored >> d) & 1u)) continue;
@@ -3279,8 +3279,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       hit = true;
       // Kept by its future too, for neighbourhoods it has not been seen in (no copy: the
       // tables share the block, and are cleared together).
-      if (thread_futures) {
-        cache.future_descents.emplace(future_key, *found);
+      if (thread_futures && cache.future_descents.emplace(future_key, *found)) {
         cache.walk_bytes += 32;
       }
     }
@@ -3368,11 +3367,10 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       cache.walk_bytes += 64 + bytes;
       if (depth) {
         cache.descents.emplace(key, descent);
-        cache.descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
+        top.descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
       }
     }
-    if (thread_futures && !cache.future_descents.contains(future_key)) {
-      cache.future_descents.emplace(future_key, descent);
+    if (thread_futures && cache.future_descents.emplace(future_key, descent)) {
       cache.walk_bytes += 32;
     }
   }

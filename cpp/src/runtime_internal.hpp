@@ -81,6 +81,9 @@ struct ExitGroup {
   // Bit d set once a walk of this group was stored at depth d (see walk_level): lookups skip
   // the depths never stored. Never cleared, so stale bits only cost a probe.
   mutable std::atomic<uint32_t> stored_depths{0};
+  // The same for descents by items from this (top) group (see fill_exits_by_items): a thread's
+  // lookups probe only the depths its own kind of thread was stored at.
+  mutable std::atomic<uint32_t> descent_depths{0};
   // Memo members: filled lazily through const references, always under `mutex`.
   mutable std::mutex mutex;
   mutable std::unordered_map<uint64_t, std::unique_ptr<ExitGroup>> children;  // state << 8 | byte
@@ -485,10 +488,9 @@ struct GroupCache {
   };
   KeyMap<std::shared_ptr<const ClosureWalk>> closure_walks;
   // A thread's whole descent by items (its parts), by (top group, lexeme, d, H_d of its
-  // origin), where d covers every set the descent read; `descent_depths` has bit d set once
-  // one was stored at depth d.
+  // origin), where d covers every set the descent read (ExitGroup::descent_depths has bit d
+  // set once one from that group was stored at depth d).
   KeyMap<const PackedDescent*> descents;
-  std::atomic<uint32_t> descent_depths{0};
   // The same descents by the thread's part of the future key (its lexeme, class of DFA states
   // and the future language after its lexeme at its origin), of which a descent's tokens are a
   // function: a neighbourhood new to `descents` often has a future seen before.
