@@ -366,14 +366,17 @@ def test_masks_are_unchanged_when_the_mask_tables_turn_over(
     assert masks_along(warm, token_lists) == expected
 
 
+@pytest.mark.parametrize(("walk_bytes", "future_keys"), [("16384", "auto"), ("131072", "on")])
 def test_batch_fills_stay_exact_while_other_threads_clear_the_walk_tables(
-    monkeypatch: pytest.MonkeyPatch,
+    walk_bytes: str, future_keys: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fills by items collect walk results by address, without reference counts, valid until
     the walk tables are next cleared: a fill that released the walk lock checks their
     generation and goes back to walks by sets after a clear. With a 16 KB walk budget every
     few walks clear the tables, so batch fills on four threads clear them under each other;
-    masks equal serial fills of a grammar loaded with the default budget."""
+    masks equal serial fills of a grammar loaded with the default budget. With 128 KB and
+    future keys on, descents are also found by their thread's future between the clears."""
+    monkeypatch.setenv("GRAMKILN_FUTURE_KEYS", future_keys)  # read at load
     data, vocab, token_lists = bench_artifact("clike")
     matchers_at: list[tuple[int, int]] = [
         (list_index, length)
@@ -394,7 +397,7 @@ def test_batch_fills_stay_exact_while_other_threads_clear_the_walk_tables(
     expected = allocate_token_bitmask(len(matchers_at), vocab.vocab_size)
     for row, matcher in enumerate(matchers_of(reference)):
         matcher.fill_next_token_bitmask(expected, row)
-    monkeypatch.setenv("GRAMKILN_WALK_CACHE_BYTES", "16384")  # read at load
+    monkeypatch.setenv("GRAMKILN_WALK_CACHE_BYTES", walk_bytes)  # read at load
     for prewarm in (False, True):
         small = CompiledGrammar.load(data, vocab, prewarm=False)
         if prewarm:
@@ -404,7 +407,10 @@ def test_batch_fills_stay_exact_while_other_threads_clear_the_walk_tables(
             batch = allocate_token_bitmask(len(matchers), vocab.vocab_size)
             fill_next_token_bitmask_batch(matchers, batch, threads=4)
             assert (batch == expected).all()
-        assert small.cache_stats()["walk_clears"] > 0
+        stats = small.cache_stats()
+        assert stats["walk_clears"] > 0
+        if future_keys == "on" and not prewarm:
+            assert stats["descent_hits_future"] > 0
 
 
 @pytest.mark.parametrize("name", ["json", "clike"])
