@@ -300,29 +300,14 @@ const std::vector<uint32_t>& predicted_with(const Runtime& rt, FutureLanguages& 
   return fl.predicted.emplace(x, std::move(list)).first->second;
 }
 
-// Whether the first symbol `first` of a start node can lead to `x` completing: x itself, or a
-// production of a nonterminal predicted with x that `first` is a left corner of. What
-// compute_language_id tests before building an automaton.
-bool leads_to(const Runtime& rt, FutureLanguages& fl, uint32_t first, uint32_t x) {
-  if (first == x) return true;
-  if (x >= rt.num_nonterminals) return false;
-  const std::vector<uint32_t>& allowed = predicted_with(rt, fl, x);
-  for (uint32_t k = fl.corner_offsets[first]; k < fl.corner_offsets[first + 1]; ++k) {
-    if (std::binary_search(allowed.begin(), allowed.end(), dotted_lhs(rt, fl.corner_after[k]))) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// Per nonterminal x, leads_to for every symbol as a bitset, built at first use: most anchors of
-// a set cannot follow a given completed symbol, and this answers them without a memo probe
-// (a fill's new futures probed the id memo once per anchor and thread).
+// Per nonterminal x, built at first use: a bitset over symbols, set for x and for the left
+// corners of the productions of the nonterminals predicted with x, i.e. the symbols A whose
+// completion can lead to x completing (L("A just completed", x) is not empty).
 const std::vector<uint64_t>& starts_reaching(const Runtime& rt, FutureLanguages& fl, uint32_t x) {
-  auto found = fl.reaching.find(x);
-  if (found != fl.reaching.end()) return found->second;
-  // The left corners of the productions of the nonterminals predicted with x, and x.
-  std::vector<uint64_t> bits((rt.num_symbols() + 63) / 64, 0);
+  if (fl.reaching.empty()) fl.reaching.resize(rt.num_nonterminals);
+  std::vector<uint64_t>& bits = fl.reaching[x];
+  if (!bits.empty()) return bits;
+  bits.assign((rt.num_symbols() + 63) / 64, 0);
   auto set = [&](uint32_t symbol) { bits[symbol / 64] |= uint64_t{1} << (symbol % 64); };
   set(x);
   for (const uint32_t nt : predicted_with(rt, fl, x)) {
@@ -334,7 +319,16 @@ const std::vector<uint64_t>& starts_reaching(const Runtime& rt, FutureLanguages&
       }
     }
   }
-  return fl.reaching.emplace(x, std::move(bits)).first->second;
+  return bits;
+}
+
+// Whether `first` completing can lead to `x` completing. Most anchors of a set cannot follow a
+// given completed symbol: answered from a bitset, with no probe of the language memo (a fill's
+// new futures probed it once per anchor and thread). A lexeme or token set leads only to itself.
+bool leads_to(const Runtime& rt, FutureLanguages& fl, uint32_t first, uint32_t x) {
+  if (first == x) return true;
+  if (x >= rt.num_nonterminals) return false;
+  return (starts_reaching(rt, fl, x)[first / 64] >> (first % 64)) & 1u;
 }
 
 // L(start, x) (see the top of the file) as an id.
@@ -402,12 +396,7 @@ bool take_budget() {
 
 uint32_t language_id(const Runtime& rt, FutureLanguages& fl, uint32_t start, uint32_t x) {
   const uint32_t dotted_count = static_cast<uint32_t>(rt.dotted_next.size());
-  if (start >= dotted_count && x < rt.num_nonterminals) {
-    const uint32_t first = start - dotted_count;
-    if (!((starts_reaching(rt, fl, x)[first / 64] >> (first % 64)) & 1u)) return 0;
-  } else if (start >= dotted_count && start - dotted_count != x) {
-    return 0;  // a lexeme or token set follows only itself
-  }
+  if (start >= dotted_count && !leads_to(rt, fl, start - dotted_count, x)) return 0;
   const uint64_t key = (static_cast<uint64_t>(start) << 32) | x;
   if (const uint32_t* found = fl.ids.find(key)) return *found;
   // Past the budget, a provisional id that names this language only (a later computation with

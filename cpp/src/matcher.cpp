@@ -3234,6 +3234,10 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   // come from, and the results, live until the walk tables are cleared (walk_generation),
   // which this fill checks wherever it has released walk_mutex; a clear meanwhile sends the
   // fill back to walks by sets.
+  auto add_descent = [&](const GroupCache::PackedDescent& descent) {
+    const PartRef* parts = descent.parts();
+    for (uint32_t p = 0; p < descent.num_parts; ++p) add_part(parts[p]);
+  };
   thread_local std::vector<PartRef> thread_parts;
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   const uint64_t generation = cache.walk_generation;
@@ -3258,8 +3262,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     // skipped there left the C-like decode two local walks to compute).
     if (thread_futures && !FutureWork::prewarming) {
       if (const GroupCache::PackedDescent* const* found = cache.future_descents.find(future_key)) {
-        const PartRef* parts = (*found)->parts();
-        for (uint32_t p = 0; p < (*found)->num_parts; ++p) add_part(parts[p]);
+        add_descent(**found);
         // Which of this chart's sets the descent would read is not known: no depth key.
         *dependency = -1;
         cache.hits_future_descents.fetch_add(1, std::memory_order_relaxed);
@@ -3273,8 +3276,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       const GroupCache::PackedDescent* const* found =
           cache.descents.find(walk_key(top, lexeme, d, depth_hash(d)));
       if (!found) continue;
-      const PartRef* parts = (*found)->parts();
-      for (uint32_t p = 0; p < (*found)->num_parts; ++p) add_part(parts[p]);
+      add_descent(**found);
       if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(d));
       hit = true;
       // Kept by its future too, for neighbourhoods it has not been seen in (no copy: the

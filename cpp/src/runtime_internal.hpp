@@ -524,9 +524,9 @@ struct FutureLanguages {
   // Per nonterminal X (on first use), the nonterminals predicted with it (X included), as a
   // sorted list: what the closure of a set waiting for X contains.
   std::unordered_map<uint32_t, std::vector<uint32_t>> predicted;
-  // Per nonterminal X (on first use), a bitset over symbols A: whether A completing can lead
-  // to X completing (L("A just completed", X) is not empty); see starts_reaching.
-  std::unordered_map<uint32_t, std::vector<uint64_t>> reaching;
+  // Per nonterminal X (empty until first use), a bitset over symbols A: whether A completing
+  // can lead to X completing (L("A just completed", X) is not empty); see starts_reaching.
+  std::vector<std::vector<uint64_t>> reaching;
   // (start node << 32 | X) -> language id (0: empty). Start nodes are dotted ids, or
   // dotted count + symbol for "symbol just completed".
   IdMap ids;
