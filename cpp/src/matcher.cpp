@@ -1262,6 +1262,8 @@ uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
       // recur: give up (the walk is simply not cached) rather than pay for it on every miss.
       if (sc.hop_frontier.size() >= kMaxHopSearch) return 0;
       sc.hop_frontier.emplace_back(origin, hops + 1);
+      uint32_t at;
+      __builtin_prefetch(&view.chart_of(origin, &at).wait_begin[at]);  // read when its turn comes
       if (is_touched(origin)) {
         ++found;
         deepest = hops + 1;
@@ -3307,6 +3309,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         }
       }
       sc.item_reads.push_back(set);
+      // Read after the lookup below: asked for now, so that the two misses overlap.
+      __builtin_prefetch(chart_.waits.data() + chart_.wait_begin[set]);
       // Everything the completion does at `set` in one lookup (see compute_local_walk), then
       // where it goes on: at the origins of the kernel items it completes.
       const PackedLocalWalk* local = nullptr;
@@ -3328,6 +3332,11 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         for_waiting(chart_, set, waits_for, [&](const Item waiting) {
           if (waiting.dotted == next.dotted && waiting.origin != set) {
             sc.item_work.emplace_back(next.group, next.symbol, waiting.origin);
+            // The chart entries of its set are read next, each a dependent miss otherwise.
+            const size_t at = waiting.origin;
+            __builtin_prefetch(&chart_.leo_begin[at]);
+            __builtin_prefetch(&chart_.depth_hash[at * Chart::kDepthHashes * 2]);
+            __builtin_prefetch(&chart_.wait_begin[at]);
           }
         });
       }
