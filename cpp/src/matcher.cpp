@@ -1341,7 +1341,7 @@ void put_walk_locked(GroupCache& cache, KeyMap<WalkResultPtr>& table,
                      const std::pair<uint64_t, uint64_t>& key, WalkResultPtr result, size_t size) {
   if (cache.walk_bytes + size > cache.walk_budget_bytes) {
     clear_walks_locked(cache);
-    size = 96 + 4 * result->data.size() + 64;
+    size = 96 + 4 * result->size() + 64;
   }
   if (table.emplace(key, std::move(result))) cache.walk_bytes += size;
 }
@@ -1361,13 +1361,10 @@ WalkResultPtr intern_walk_locked(GroupCache& cache, const Scratch::WalkFrame& fr
   *added = 0;
   auto& same_digest = cache.walk_contents[digest];
   for (const auto& candidate : same_digest) {
-    if (candidate->dense == frame.dense && candidate->data == data) return candidate;
+    if (candidate->dense == frame.dense && candidate->same_words(data)) return candidate;
   }
-  auto result = std::make_shared<GroupCache::WalkResult>();
-  result->dense = frame.dense;
-  result->data = data;
-  result->id = cache.next_walk_id++;
-  *added = 4 * result->data.size() + 64;
+  auto result = GroupCache::WalkResult::make(frame.dense, data, cache.next_walk_id++);
+  *added = 4 * result->size() + 64;
   same_digest.push_back(result);
   return result;
 }
@@ -1456,9 +1453,9 @@ void emit_bits(Scratch::WalkFrame* frame, uint32_t* words, const uint32_t* bits,
 void emit_result(const GroupCache::WalkResult& result, Scratch::WalkFrame* frame, uint32_t* words,
                  uint32_t mask_words) {
   if (result.dense) {
-    emit_bits(frame, words, result.data.data(), mask_words);
+    emit_bits(frame, words, result.data(), mask_words);
   } else {
-    emit_tokens(frame, words, result.data.data(), result.data.size(), mask_words);
+    emit_tokens(frame, words, result.data(), result.size(), mask_words);
   }
 }
 

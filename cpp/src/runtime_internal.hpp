@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -384,11 +385,33 @@ struct GroupCache {
   // Exit walks by (group, lexeme, depth d, H_d of the set they start from); see walk_level.
   // Sparse token lists when short, else bitsets.
   std::mutex walk_mutex;  // guards `walks` and `walk_bytes`
+  // One block: this header, then the words (token ids, or mask words when dense), so that
+  // ORing a part reads its words right after the header instead of following a pointer to a
+  // separate buffer (a second dependent miss per part in a computed fill).
   struct WalkResult {
     bool dense = false;
-    std::vector<uint32_t> data;  // token ids, or mask words when dense
-    uint64_t id = 0;             // unique per stored content, never reused (see `composed_masks`)
+    uint32_t count = 0;
+    uint64_t id = 0;  // unique per stored content, never reused (see `composed_masks`)
+    const uint32_t* data() const { return reinterpret_cast<const uint32_t*>(this + 1); }
+    size_t size() const { return count; }
+    bool same_words(const std::vector<uint32_t>& words) const {
+      return words.size() == count && std::equal(words.begin(), words.end(), data());
+    }
+    static std::shared_ptr<const WalkResult> make(bool dense, const std::vector<uint32_t>& words,
+                                                  uint64_t id) {
+      void* block = ::operator new(sizeof(WalkResult) + 4 * words.size());
+      auto* result = new (block) WalkResult;
+      result->dense = dense;
+      result->count = static_cast<uint32_t>(words.size());
+      result->id = id;
+      std::copy(words.begin(), words.end(), const_cast<uint32_t*>(result->data()));
+      return std::shared_ptr<const WalkResult>(result, [](const WalkResult* done) {
+        done->~WalkResult();
+        ::operator delete(const_cast<WalkResult*>(done));
+      });
+    }
   };
+  static_assert(sizeof(WalkResult) == 16, "a walk result's words follow its 16-byte header");
   // Many walks give the same tokens, so results are interned by content and shared.
   KeyMap<std::shared_ptr<const WalkResult>> walks;
   // Item walks (see compute_item_walk in matcher.cpp): for a group and one pending item, the tokens
