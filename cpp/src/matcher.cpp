@@ -1834,34 +1834,47 @@ std::pair<uint64_t, uint64_t> local_walk_key(const ExitGroup& group, uint32_t sy
           mix64(signature.second + mix64(id ^ (uint64_t{symbol} << 32)))};
 }
 
-// `local` (its parts made sorted and distinct) packed into the walk arena and stored under
-// `key`, or the one another thread stored there meanwhile. The block lives until the walk
-// tables are next cleared: a caller that reads it after releasing walk_mutex checks
-// walk_generation first. Null, and nothing stored, when the tables were cleared since
-// `generation` (when the walk began): its parts may be results the clear dropped from
-// walk_contents, which a packed walk must not name. Call without walk_mutex.
-const PackedLocalWalk* store_local_walk(GroupCache& cache, const std::pair<uint64_t, uint64_t>& key,
-                                        GroupCache::LocalWalk& local, uint64_t generation) {
+// `local` (its parts made sorted and distinct) stored under `key` (in its table slot when it
+// is small, else packed into the walk arena), or the one another thread stored there
+// meanwhile; `view` receives what is stored. A block lives until the walk tables are next
+// cleared: a caller that reads it after releasing walk_mutex checks walk_generation first.
+// False, and nothing stored, when the tables were cleared since `generation` (when the walk
+// began): its parts may be results the clear dropped from walk_contents, which a stored walk
+// must not name. Call without walk_mutex.
+bool store_local_walk(GroupCache& cache, const std::pair<uint64_t, uint64_t>& key,
+                      GroupCache::LocalWalk& local, uint64_t generation,
+                      GroupCache::LocalWalkView* view) {
   std::sort(local.parts.begin(), local.parts.end());
   local.parts.erase(std::unique(local.parts.begin(), local.parts.end()), local.parts.end());
   std::lock_guard<std::mutex> lock(cache.walk_mutex);
-  if (const PackedLocalWalk* const* found = cache.local_walks.find(key)) return *found;
-  const size_t bytes = sizeof(PackedLocalWalk) + sizeof(PartRef) * local.parts.size() +
-                       sizeof(GroupCache::Continuation) * local.below.size();
+  if (cache.local_walks.find(key, view)) return true;
+  const bool in_slot =
+      GroupCache::LocalWalkTable::fits_in_slot(local.parts.size(), local.below.size());
+  const size_t bytes = in_slot ? 0
+                               : sizeof(PackedLocalWalk) + sizeof(PartRef) * local.parts.size() +
+                                     sizeof(GroupCache::Continuation) * local.below.size();
   make_walk_room_locked(cache, 64 + bytes);
-  if (cache.walk_generation != generation) return nullptr;
-  auto* packed = static_cast<PackedLocalWalk*>(cache.walk_arena.allocate(bytes));
-  packed->num_parts = static_cast<uint32_t>(local.parts.size());
-  packed->num_below = static_cast<uint32_t>(local.below.size());
-  auto* parts = const_cast<PartRef*>(packed->parts());
-  for (size_t i = 0; i < local.parts.size(); ++i) {
-    parts[i] = PartRef{local.parts[i].get(), local.parts[i]->id};
+  if (cache.walk_generation != generation) return false;
+  const PartRef first_part =
+      local.parts.empty() ? PartRef{nullptr, 0} : PartRef{local.parts[0].get(), local.parts[0]->id};
+  const GroupCache::Continuation first_below =
+      local.below.empty() ? GroupCache::Continuation{nullptr, 0, 0} : local.below[0];
+  PackedLocalWalk* packed = nullptr;
+  if (!in_slot) {
+    packed = static_cast<PackedLocalWalk*>(cache.walk_arena.allocate(bytes));
+    packed->num_parts = static_cast<uint32_t>(local.parts.size());
+    packed->num_below = static_cast<uint32_t>(local.below.size());
+    auto* parts = const_cast<PartRef*>(packed->parts());
+    for (size_t i = 0; i < local.parts.size(); ++i) {
+      parts[i] = PartRef{local.parts[i].get(), local.parts[i]->id};
+    }
+    std::copy(local.below.begin(), local.below.end(),
+              const_cast<GroupCache::Continuation*>(packed->below()));
   }
-  std::copy(local.below.begin(), local.below.end(),
-            const_cast<GroupCache::Continuation*>(packed->below()));
-  cache.local_walks.emplace(key, packed);
+  cache.local_walks.emplace(key, packed, static_cast<uint32_t>(local.parts.size()), first_part,
+                            static_cast<uint32_t>(local.below.size()), first_below);
   cache.walk_bytes += 64 + bytes;
-  return packed;
+  return cache.local_walks.find(key, view);
 }
 
 // `walk` (its parts made sorted and distinct) stored under `key` in `table`, or the one another
@@ -2037,8 +2050,9 @@ void prewarm_closure_walks(const Runtime& rt, PrewarmBudget& budget,
 // the set's items waiting for it; the predicted ones (origin the set) are a function of the
 // set's kernel, and so are the completions their item walks lead to within the set, so their
 // tokens and the pairs (group, symbol) that reach the kernel items are kept by the kernel's
-// signature. Null as compute_item_walk, or when the walk tables were cleared meanwhile (see
-// store_local_walk); the packed walk lives until their next clear. Call without walk_mutex.
+// signature, and `view` receives it. False as compute_item_walk is null, or when the walk
+// tables were cleared meanwhile (see store_local_walk); a packed walk lives until their next
+// clear. Call without walk_mutex.
 //
 // The predicted items are the union of the prediction closures of the kernel items' next
 // nonterminals (and of the start symbol at the initial set), and a completion's way up through
@@ -2048,9 +2062,9 @@ void prewarm_closure_walks(const Runtime& rt, PrewarmBudget& budget,
 // then walked one by one. (Measured on C-like: a completion at an expression start meets ~25
 // predicted items across the precedence levels, each an item-walk lookup.) Without prediction
 // closures the set's items are walked one by one.
-const PackedLocalWalk* compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& chart,
-                                          const ExitGroup& group, uint32_t symbol, uint32_t set,
-                                          const std::pair<uint64_t, uint64_t>& key) {
+bool compute_local_walk(const Runtime& rt, Scratch& sc, const Chart& chart, const ExitGroup& group,
+                        uint32_t symbol, uint32_t set, const std::pair<uint64_t, uint64_t>& key,
+                        GroupCache::LocalWalkView* view) {
   GroupCache& cache = *rt.groups;
   // Built here, then packed (see store_local_walk); its shared results are owned by
   // walk_contents, so it keeps none once stored.
@@ -2094,7 +2108,7 @@ const PackedLocalWalk* compute_local_walk(const Runtime& rt, Scratch& sc, const 
   });
   if (!predicted_waits) {
     walk_kernel_items(&group, symbol);
-    if (failed) return nullptr;
+    if (failed) return false;
   } else if (!rt.closure_offsets.empty()) {
     // The nonterminals whose closures were predicted here, once each.
     thread_local std::vector<uint32_t> predicted;
@@ -2116,14 +2130,14 @@ const PackedLocalWalk* compute_local_walk(const Runtime& rt, Scratch& sc, const 
           rt.closure_waits.data() + rt.closure_wait_offsets[nonterminal + 1];
       if (!std::binary_search(waits, waits_end, symbol)) continue;
       const ClosureWalkPtr closure = find_closure_walk(rt, sc, group, symbol, nonterminal);
-      if (!closure) return nullptr;
+      if (!closure) return false;
       local->parts.insert(local->parts.end(), closure->parts.begin(), closure->parts.end());
       for (const auto& [g, sym] : closure->reached) {
         if (done.insert(g, sym, 0)) walk_kernel_items(g, sym);
       }
-      if (failed) return nullptr;
+      if (failed) return false;
     }
-    if (failed) return nullptr;
+    if (failed) return false;
   } else {
     thread_local std::vector<std::pair<const ExitGroup*, uint32_t>> work;
     work.assign(1, {&group, symbol});
@@ -2138,12 +2152,12 @@ const PackedLocalWalk* compute_local_walk(const Runtime& rt, Scratch& sc, const 
           work.emplace_back(pop, lhs);
         });
       });
-      if (failed) return nullptr;
+      if (failed) return false;
     }
   }
-  const PackedLocalWalk* packed = store_local_walk(cache, key, built, generation);
+  const bool stored = store_local_walk(cache, key, built, generation, view);
   built.parts.clear();
-  return packed;
+  return stored;
 }
 
 // Keep a copy of set `set` of `chart` as the representative of its kernel `signature` (see
@@ -2218,7 +2232,8 @@ void prewarm_local_walks(const Runtime& rt, PrewarmBudget& budget,
       }
       if (budget.spent() || walk_tables_half_full(cache)) return;
       start_walk_budget(cache, sc);
-      if (compute_local_walk(rt, sc, snapshot->chart, *group, symbol, 1, key)) {
+      GroupCache::LocalWalkView computed;
+      if (compute_local_walk(rt, sc, snapshot->chart, *group, symbol, 1, key, &computed)) {
         ++stats.local_walks;
       }
     }
@@ -3310,20 +3325,19 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       __builtin_prefetch(chart_.waits.data() + chart_.wait_begin[set]);
       // Everything the completion does at `set` in one lookup (see compute_local_walk), then
       // where it goes on: at the origins of the kernel items it completes.
-      const PackedLocalWalk* local = nullptr;
+      GroupCache::LocalWalkView local;
       const auto local_key = local_walk_key(*group, symbol, kernel_signature(chart_, set));
-      if (const PackedLocalWalk* const* found = cache.local_walks.find(local_key)) {
-        local = *found;
-      } else {
+      if (!cache.local_walks.find(local_key, &local)) {
         lock.unlock();
-        local = compute_local_walk(rt, sc, chart_, *group, symbol, set, local_key);
+        const bool computed =
+            compute_local_walk(rt, sc, chart_, *group, symbol, set, local_key, &local);
         lock.lock();
         if (cache.walk_generation != generation) return false;
+        if (!computed) return !sc.item_walk_unkept;
       }
-      if (!local) return !sc.item_walk_unkept;
-      thread_parts.insert(thread_parts.end(), local->parts(), local->parts() + local->num_parts);
-      const GroupCache::Continuation* below = local->below();
-      for (uint32_t b = 0; b < local->num_below; ++b) {
+      thread_parts.insert(thread_parts.end(), local.parts(), local.parts() + local.num_parts);
+      const GroupCache::Continuation* below = local.below();
+      for (uint32_t b = 0; b < local.num_below; ++b) {
         const GroupCache::Continuation& next = below[b];
         const uint32_t waits_for = rt.dotted_next[next.dotted];
         for_waiting(chart_, set, waits_for, [&](const Item waiting) {
