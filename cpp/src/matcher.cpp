@@ -1855,6 +1855,8 @@ bool store_local_walk(GroupCache& cache, const std::pair<uint64_t, uint64_t>& ke
                                      sizeof(GroupCache::Continuation) * local.below.size();
   make_walk_room_locked(cache, 64 + bytes);
   if (cache.walk_generation != generation) return false;
+  const auto num_parts = static_cast<uint32_t>(local.parts.size());
+  const auto num_below = static_cast<uint32_t>(local.below.size());
   const PartRef first_part =
       local.parts.empty() ? PartRef{nullptr, 0} : PartRef{local.parts[0].get(), local.parts[0]->id};
   const GroupCache::Continuation first_below =
@@ -1862,8 +1864,8 @@ bool store_local_walk(GroupCache& cache, const std::pair<uint64_t, uint64_t>& ke
   PackedLocalWalk* packed = nullptr;
   if (!in_slot) {
     packed = static_cast<PackedLocalWalk*>(cache.walk_arena.allocate(bytes));
-    packed->num_parts = static_cast<uint32_t>(local.parts.size());
-    packed->num_below = static_cast<uint32_t>(local.below.size());
+    packed->num_parts = num_parts;
+    packed->num_below = num_below;
     auto* parts = const_cast<PartRef*>(packed->parts());
     for (size_t i = 0; i < local.parts.size(); ++i) {
       parts[i] = PartRef{local.parts[i].get(), local.parts[i]->id};
@@ -1871,10 +1873,10 @@ bool store_local_walk(GroupCache& cache, const std::pair<uint64_t, uint64_t>& ke
     std::copy(local.below.begin(), local.below.end(),
               const_cast<GroupCache::Continuation*>(packed->below()));
   }
-  cache.local_walks.emplace(key, packed, static_cast<uint32_t>(local.parts.size()), first_part,
-                            static_cast<uint32_t>(local.below.size()), first_below);
+  cache.local_walks.emplace(key, packed, num_parts, first_part, num_below, first_below);
   cache.walk_bytes += 64 + bytes;
-  return cache.local_walks.find(key, view);
+  *view = GroupCache::LocalWalkView{packed, num_parts, num_below, first_part, first_below};
+  return true;
 }
 
 // `walk` (its parts made sorted and distinct) stored under `key` in `table`, or the one another
