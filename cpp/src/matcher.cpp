@@ -1728,37 +1728,41 @@ class StepSet {
     size_ = 0;
   }
   // False when the triple is in the set already.
-  bool insert(const void* group, uint32_t symbol, uint32_t set) {
+  // `owner` keeps apart the triples of walks that share the set (one descent per thread).
+  bool insert(const void* group, uint32_t symbol, uint32_t set, uint32_t owner = 0) {
     if (4 * (size_ + 1) > 3 * slots_.size()) grow();
     const size_t mask = slots_.size() - 1;
-    for (size_t i = hash(group, symbol, set) & mask;; i = (i + 1) & mask) {
+    for (size_t i = hash(group, symbol, set, owner) & mask;; i = (i + 1) & mask) {
       Slot& slot = slots_[i];
       if (slot.epoch != epoch_) {
-        slot = Slot{group, symbol, set, epoch_};
+        slot = Slot{group, symbol, set, epoch_, owner};
         ++size_;
         return true;
       }
-      if (slot.group == group && slot.symbol == symbol && slot.set == set) return false;
+      if (slot.group == group && slot.symbol == symbol && slot.set == set && slot.owner == owner) {
+        return false;
+      }
     }
   }
 
  private:
   struct Slot {
     const void* group;
-    uint32_t symbol, set, epoch;
+    uint32_t symbol, set, epoch, owner;
   };
-  static size_t hash(const void* group, uint32_t symbol, uint32_t set) {
+  static size_t hash(const void* group, uint32_t symbol, uint32_t set, uint32_t owner) {
     return static_cast<size_t>(
-        mix64(reinterpret_cast<uintptr_t>(group) ^ (static_cast<uint64_t>(symbol) << 32 | set)));
+        mix64((reinterpret_cast<uintptr_t>(group) + owner * 0x9e3779b97f4a7c15ull) ^
+              (static_cast<uint64_t>(symbol) << 32 | set)));
   }
   void grow() {
     std::vector<Slot> old;
     old.swap(slots_);
-    slots_.assign(old.empty() ? 256 : 2 * old.size(), Slot{nullptr, 0, 0, 0});
+    slots_.assign(old.empty() ? 256 : 2 * old.size(), Slot{nullptr, 0, 0, 0, 0});
     const uint32_t epoch = epoch_;
     size_ = 0;
     for (const Slot& slot : old) {
-      if (slot.epoch == epoch) insert(slot.group, slot.symbol, slot.set);
+      if (slot.epoch == epoch) insert(slot.group, slot.symbol, slot.set, slot.owner);
     }
   }
   std::vector<Slot> slots_;
@@ -3254,7 +3258,26 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     const PartRef* parts = descent.parts();
     for (uint32_t p = 0; p < descent.num_parts; ++p) add_part(parts[p]);
   };
-  thread_local std::vector<PartRef> thread_parts;
+  // A thread whose descent no table holds, walked below with the others (see there).
+  struct DescentWalker {
+    uint32_t thread;
+    const ExitGroup* top;
+    uint32_t lexeme;
+    MaskKey future_key;
+    std::vector<std::tuple<const ExitGroup*, uint32_t, uint32_t>> work;  // (group, symbol, set)
+    std::vector<PartRef> parts;
+    std::vector<uint32_t> reads;  // the sets its completions read (see depth_needed)
+    bool reads_known;
+    // A node whose set was read at its first turn, its local walk asked for (local_key).
+    bool pending;
+    std::tuple<const ExitGroup*, uint32_t, uint32_t> node;
+    std::pair<uint64_t, uint64_t> local_key;
+    uint32_t depth;  // the smallest that covers `reads`, 0 for none (see depth_needed)
+    MaskKey depth_key;
+    bool finished() const { return !pending && work.empty(); }
+  };
+  thread_local std::vector<DescentWalker> walkers;  // kept between fills for their buffers
+  size_t num_walkers = 0;
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   const uint64_t generation = cache.walk_generation;
   for (size_t thread = 0; thread < threads_.size(); ++thread) {
@@ -3302,72 +3325,132 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       }
     }
     if (hit) continue;
-    done.clear();
-    thread_parts.clear();
-    sc.item_reads.clear();
-    bool reads_known = true;
-    sc.item_work.assign(1, {&top, lexeme, th.origin});
-    while (!sc.item_work.empty()) {
-      const auto [group, symbol, set] = sc.item_work.back();
-      sc.item_work.pop_back();
-      if (!done.insert(group, symbol, set)) continue;
-      // A deterministic chain of completions (Chart::leo) ends in one complete item: the items
-      // on the way go on with nothing, so the walk goes on where the chain ends. Short chains are
-      // followed set by set, so that their reads are known (see depth_needed).
-      if (symbol < rt.num_nonterminals) {
-        const LeoItem* leo = find_leo(chart_, set, symbol);
-        if (leo && leo->hops >= Chart::kDepthHashes) {
-          reads_known = false;
-          sc.item_work.emplace_back(group, rt.prod_lhs[rt.dotted_prod[leo->dotted]], leo->origin);
-          continue;
+    // Walked below, together with the other threads that missed.
+    if (num_walkers == walkers.size()) walkers.emplace_back();
+    DescentWalker& walker = walkers[num_walkers++];
+    walker.thread = static_cast<uint32_t>(thread);
+    walker.top = &top;
+    walker.lexeme = lexeme;
+    walker.future_key = future_key;
+    walker.reads_known = true;
+    walker.pending = false;
+    walker.parts.clear();
+    walker.reads.clear();
+    walker.work.assign(1, {&top, lexeme, th.origin});
+    __builtin_prefetch(&chart_.leo_begin[th.origin]);
+    __builtin_prefetch(&chart_.depth_hash[th.origin * Chart::kDepthHashes * 2]);
+    __builtin_prefetch(&chart_.wait_begin[th.origin]);
+  }
+  // The walking threads' descents, one node of each in turn. A descent is a chain of dependent
+  // misses (a set's chart lines, then the local walk its kernel keys, then the sets it goes
+  // on at); taking the threads in turn, with each step's next lines asked for ahead, lets the
+  // misses of several chains overlap instead of following one another. A node takes two
+  // turns: the first reads its set's lines and asks for its local walk's slot, the second
+  // reads the slot and asks for the lines of the sets it goes on at.
+  done.clear();
+  for (size_t left = num_walkers; left > 0;) {
+    for (size_t k = 0; k < num_walkers; ++k) {
+      DescentWalker& w = walkers[k];
+      if (w.finished()) continue;
+      const uint32_t owner = static_cast<uint32_t>(k);
+      if (w.pending) {
+        w.pending = false;
+        const auto [group, symbol, set] = w.node;
+        // Everything the completion does at `set` in one lookup (see compute_local_walk), then
+        // where it goes on: at the origins of the kernel items it completes.
+        GroupCache::LocalWalkView local;
+        if (!cache.local_walks.find(w.local_key, &local)) {
+          lock.unlock();
+          const bool computed =
+              compute_local_walk(rt, sc, chart_, *group, symbol, set, w.local_key, &local);
+          lock.lock();
+          if (cache.walk_generation != generation) return false;
+          if (!computed) return !sc.item_walk_unkept;
         }
+        w.parts.insert(w.parts.end(), local.parts(), local.parts() + local.num_parts);
+        const GroupCache::Continuation* below = local.below();
+        for (uint32_t b = 0; b < local.num_below; ++b) {
+          const GroupCache::Continuation& next = below[b];
+          const uint32_t waits_for = rt.dotted_next[next.dotted];
+          for_waiting(chart_, set, waits_for, [&](const Item waiting) {
+            if (waiting.dotted == next.dotted && waiting.origin != set) {
+              w.work.emplace_back(next.group, next.symbol, waiting.origin);
+              // The chart lines of its set are read at its first turn.
+              const size_t at = waiting.origin;
+              __builtin_prefetch(&chart_.leo_begin[at]);
+              __builtin_prefetch(&chart_.depth_hash[at * Chart::kDepthHashes * 2]);
+              __builtin_prefetch(&chart_.wait_begin[at]);
+            }
+          });
+        }
+        if (w.work.empty()) --left;
+        continue;
       }
-      sc.item_reads.push_back(set);
-      // Read after the lookup below: asked for now, so that the two misses overlap.
-      __builtin_prefetch(chart_.waits.data() + chart_.wait_begin[set]);
-      // Everything the completion does at `set` in one lookup (see compute_local_walk), then
-      // where it goes on: at the origins of the kernel items it completes.
-      GroupCache::LocalWalkView local;
-      const auto local_key = local_walk_key(*group, symbol, kernel_signature(chart_, set));
-      if (!cache.local_walks.find(local_key, &local)) {
-        lock.unlock();
-        const bool computed =
-            compute_local_walk(rt, sc, chart_, *group, symbol, set, local_key, &local);
-        lock.lock();
-        if (cache.walk_generation != generation) return false;
-        if (!computed) return !sc.item_walk_unkept;
-      }
-      thread_parts.insert(thread_parts.end(), local.parts(), local.parts() + local.num_parts);
-      const GroupCache::Continuation* below = local.below();
-      for (uint32_t b = 0; b < local.num_below; ++b) {
-        const GroupCache::Continuation& next = below[b];
-        const uint32_t waits_for = rt.dotted_next[next.dotted];
-        for_waiting(chart_, set, waits_for, [&](const Item waiting) {
-          if (waiting.dotted == next.dotted && waiting.origin != set) {
-            sc.item_work.emplace_back(next.group, next.symbol, waiting.origin);
-            // The chart entries of its set are read next, each a dependent miss otherwise.
-            const size_t at = waiting.origin;
-            __builtin_prefetch(&chart_.leo_begin[at]);
-            __builtin_prefetch(&chart_.depth_hash[at * Chart::kDepthHashes * 2]);
-            __builtin_prefetch(&chart_.wait_begin[at]);
+      while (!w.work.empty()) {
+        const auto [group, symbol, set] = w.work.back();
+        w.work.pop_back();
+        if (!done.insert(group, symbol, set, owner)) continue;
+        // A deterministic chain of completions (Chart::leo) ends in one complete item: the items
+        // on the way go on with nothing, so the walk goes on where the chain ends. Short chains
+        // are followed set by set, so that their reads are known (see depth_needed).
+        if (symbol < rt.num_nonterminals) {
+          const LeoItem* leo = find_leo(chart_, set, symbol);
+          if (leo && leo->hops >= Chart::kDepthHashes) {
+            w.reads_known = false;
+            w.work.emplace_back(group, rt.prod_lhs[rt.dotted_prod[leo->dotted]], leo->origin);
+            continue;
           }
-        });
+        }
+        w.reads.push_back(set);
+        __builtin_prefetch(chart_.waits.data() + chart_.wait_begin[set]);
+        w.node = {group, symbol, set};
+        w.local_key = local_walk_key(*group, symbol, kernel_signature(chart_, set));
+        cache.local_walks.prefetch(w.local_key);
+        w.pending = true;
+        break;
       }
+      if (!w.pending) --left;
     }
-    for (const PartRef& part : thread_parts) add_part(part);
-    uint32_t depth = 0;
-    if (reads_known) {
-      std::sort(sc.item_reads.begin(), sc.item_reads.end());
-      sc.item_reads.erase(std::unique(sc.item_reads.begin(), sc.item_reads.end()),
-                          sc.item_reads.end());
-      lock.unlock();
-      depth = depth_needed(chart_view, sc, th.origin, sc.item_reads);
-      lock.lock();
-      if (cache.walk_generation != generation) return false;
+  }
+  // Each walked descent is kept by H_d of its origin and by its thread's future. The depths
+  // first, for every walker, and the slots of both keys asked for ahead of the stores, which
+  // are otherwise a few dependent misses each.
+  for (size_t k = 0; k < num_walkers; ++k) {
+    DescentWalker& w = walkers[k];
+    if (thread_futures) cache.future_descents.prefetch(w.future_key);
+    for (const PartRef& part : w.parts) add_part(part);
+  }
+  if (num_walkers) lock.unlock();  // the depths read only this matcher's chart
+  for (size_t k = 0; k < num_walkers; ++k) {
+    DescentWalker& w = walkers[k];
+    w.depth = 0;
+    if (!w.reads_known) continue;
+    std::sort(w.reads.begin(), w.reads.end());
+    w.reads.erase(std::unique(w.reads.begin(), w.reads.end()), w.reads.end());
+    w.depth = depth_needed(chart_view, sc, threads_[w.thread].origin, w.reads);
+  }
+  if (num_walkers) {
+    lock.lock();
+    if (cache.walk_generation != generation) return false;
+  }
+  for (size_t k = 0; k < num_walkers; ++k) {
+    DescentWalker& w = walkers[k];
+    if (w.depth) {
+      const auto* hashes =
+          &chart_.depth_hash[(static_cast<size_t>(threads_[w.thread].origin) * Chart::kDepthHashes +
+                              w.depth - 1) *
+                             2];
+      w.depth_key = walk_key(*w.top, w.lexeme, w.depth, hashes);
+      cache.descents.prefetch(w.depth_key);
     }
+  }
+  for (size_t k = 0; k < num_walkers; ++k) {
+    DescentWalker& w = walkers[k];
+    const uint32_t depth = w.depth;
     if (depth == 0) *dependency = -1;
     if (depth == 0 && !thread_futures) continue;
     if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(depth));
+    std::vector<PartRef>& thread_parts = w.parts;
     std::sort(thread_parts.begin(), thread_parts.end(),
               [](const PartRef& a, const PartRef& b) { return a.result < b.result; });
     thread_parts.erase(
@@ -3378,7 +3461,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     // A clear here would free what the parts point to: the fill goes back to walks by sets.
     make_walk_room_locked(cache, 64 + bytes);
     if (cache.walk_generation != generation) return false;
-    const auto key = depth ? walk_key(top, lexeme, depth, depth_hash(depth)) : MaskKey{0, 0};
+    const MaskKey key = depth ? w.depth_key : MaskKey{0, 0};
     const GroupCache::PackedDescent* const* stored_by_depth =
         depth ? cache.descents.find(key) : nullptr;
     const GroupCache::PackedDescent* descent = stored_by_depth ? *stored_by_depth : nullptr;
@@ -3391,10 +3474,10 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       cache.walk_bytes += 64 + bytes;
       if (depth) {
         cache.descents.emplace(key, descent);
-        top.descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
+        w.top->descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
       }
     }
-    if (thread_futures && cache.future_descents.emplace(future_key, descent)) {
+    if (thread_futures && cache.future_descents.emplace(w.future_key, descent)) {
       cache.walk_bytes += 32;
     }
   }

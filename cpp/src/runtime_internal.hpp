@@ -129,6 +129,14 @@ class KeyMap {
     }
   }
   bool contains(const Key& key) const { return find(key) != nullptr; }
+  // Ask for the lines that find(key) and emplace(key) read first: its filter words and slot.
+  void prefetch(const Key& key) const {
+    if (slots_.empty()) return;
+    const size_t mask = filter_.size() * 64 - 1;
+    __builtin_prefetch(&filter_[(key.second & mask) >> 6]);
+    __builtin_prefetch(&filter_[((key.second >> 32) & mask) >> 6]);
+    __builtin_prefetch(&slots_[key.first & (slots_.size() - 1)]);
+  }
   // False (and no change) when the key is present.
   bool emplace(const Key& key, V value) {
     if (2 * (size_ + 1) > slots_.size()) rehash(slots_.empty() ? 16 : 2 * slots_.size());
@@ -519,6 +527,10 @@ struct GroupCache {
           return true;
         }
       }
+    }
+    // Ask for the line `find(key)` reads first.
+    void prefetch(const Key& key) const {
+      if (!slots_.empty()) __builtin_prefetch(&slots_[key.first & (slots_.size() - 1)]);
     }
     bool contains(const Key& key) const {
       LocalWalkView unused;
