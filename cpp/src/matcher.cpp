@@ -1238,10 +1238,18 @@ namespace {
 // `root` (over pending items, the only ones H_d covers), or 0 when that exceeds
 // Chart::kDepthHashes or the search grows too wide. Breadth-first, stopping as soon as every
 // touched set is reached.
+//
+// `path_hops`, when below Chart::kDepthHashes, is a bound the caller knows: every touched set
+// is within that many hops (a descent reaches each set it reads along a path of origins). The
+// search then stops one level short of it, the widest level of a breadth-first search, since a
+// set not found within path_hops - 1 hops is exactly path_hops away; the answer is the same.
 uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
-                      const std::vector<uint32_t>& touched) {
-  constexpr uint32_t max_hops = Chart::kDepthHashes - 1;
+                      const std::vector<uint32_t>& touched,
+                      uint32_t path_hops = Chart::kDepthHashes) {
+  const bool bounded = path_hops < Chart::kDepthHashes;
+  const uint32_t max_hops = bounded ? path_hops : Chart::kDepthHashes - 1;
   constexpr size_t kMaxHopSearch = 128;
+  if (bounded && path_hops == 0) return 1;  // every touched set is the root
   sc.begin_visit(view.num_sets(), root);
   sc.hop_frontier.clear();
   sc.hop_frontier.emplace_back(root, 0);
@@ -1252,15 +1260,17 @@ uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
   uint32_t deepest = 0;
   for (size_t next = 0; next < sc.hop_frontier.size() && found < touched.size(); ++next) {
     const auto [set, hops] = sc.hop_frontier[next];
-    if (hops == max_hops) break;  // breadth-first: every later entry is as deep
+    // Breadth-first: every later entry is as deep.
+    if (hops + (bounded ? 1 : 0) == max_hops) break;
     uint32_t local;
     const Chart& chart = view.chart_of(set, &local);
     for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
       const uint32_t origin = chart.items[static_cast<uint32_t>(chart.waits[w])].origin;
       if (!sc.visit(origin)) continue;
       // A search this wide means a key that covers much of the stack, which would rarely
-      // recur: give up (the walk is simply not cached) rather than pay for it on every miss.
-      if (sc.hop_frontier.size() >= kMaxHopSearch) return 0;
+      // recur: give up (the walk is simply not cached) rather than pay for it on every miss,
+      // unless the caller's path gives a depth.
+      if (sc.hop_frontier.size() >= kMaxHopSearch) return bounded ? path_hops + 1 : 0;
       sc.hop_frontier.emplace_back(origin, hops + 1);
       uint32_t at;
       __builtin_prefetch(&view.chart_of(origin, &at).wait_begin[at]);  // read when its turn comes
@@ -1270,7 +1280,8 @@ uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
       }
     }
   }
-  return found == touched.size() ? deepest + 1 : 0;
+  if (found == touched.size()) return deepest + 1;
+  return bounded ? path_hops + 1 : 0;
 }
 
 // Append to `out` every set within `max_hops` origin hops of `root` (over pending items, as
@@ -3264,13 +3275,15 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     const ExitGroup* top;
     uint32_t lexeme;
     MaskKey future_key;
-    std::vector<std::tuple<const ExitGroup*, uint32_t, uint32_t>> work;  // (group, symbol, set)
+    // (group, symbol, set, origin hops from the thread's origin to the set)
+    std::vector<std::tuple<const ExitGroup*, uint32_t, uint32_t, uint32_t>> work;
     std::vector<PartRef> parts;
     std::vector<uint32_t> reads;  // the sets its completions read (see depth_needed)
+    uint32_t path_hops;           // the most hops of a path to any of them
     bool reads_known;
     // A node whose set was read at its first turn, its local walk asked for (local_key).
     bool pending;
-    std::tuple<const ExitGroup*, uint32_t, uint32_t> node;
+    std::tuple<const ExitGroup*, uint32_t, uint32_t, uint32_t> node;
     std::pair<uint64_t, uint64_t> local_key;
     uint32_t depth;  // the smallest that covers `reads`, 0 for none (see depth_needed)
     MaskKey depth_key;
@@ -3333,10 +3346,11 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     walker.lexeme = lexeme;
     walker.future_key = future_key;
     walker.reads_known = true;
+    walker.path_hops = 0;
     walker.pending = false;
     walker.parts.clear();
     walker.reads.clear();
-    walker.work.assign(1, {&top, lexeme, th.origin});
+    walker.work.assign(1, {&top, lexeme, th.origin, 0});
     __builtin_prefetch(&chart_.leo_begin[th.origin]);
     __builtin_prefetch(&chart_.depth_hash[th.origin * Chart::kDepthHashes * 2]);
     __builtin_prefetch(&chart_.wait_begin[th.origin]);
@@ -3355,7 +3369,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       const uint32_t owner = static_cast<uint32_t>(k);
       if (w.pending) {
         w.pending = false;
-        const auto [group, symbol, set] = w.node;
+        const auto [group, symbol, set, hops] = w.node;
         // Everything the completion does at `set` in one lookup (see compute_local_walk), then
         // where it goes on: at the origins of the kernel items it completes.
         GroupCache::LocalWalkView local;
@@ -3374,7 +3388,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
           const uint32_t waits_for = rt.dotted_next[next.dotted];
           for_waiting(chart_, set, waits_for, [&](const Item waiting) {
             if (waiting.dotted == next.dotted && waiting.origin != set) {
-              w.work.emplace_back(next.group, next.symbol, waiting.origin);
+              w.work.emplace_back(next.group, next.symbol, waiting.origin, hops + 1);
               // The chart lines of its set are read at its first turn.
               const size_t at = waiting.origin;
               __builtin_prefetch(&chart_.leo_begin[at]);
@@ -3387,7 +3401,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         continue;
       }
       while (!w.work.empty()) {
-        const auto [group, symbol, set] = w.work.back();
+        const auto [group, symbol, set, hops] = w.work.back();
         w.work.pop_back();
         if (!done.insert(group, symbol, set, owner)) continue;
         // A deterministic chain of completions (Chart::leo) ends in one complete item: the items
@@ -3397,13 +3411,15 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
           const LeoItem* leo = find_leo(chart_, set, symbol);
           if (leo && leo->hops >= Chart::kDepthHashes) {
             w.reads_known = false;
-            w.work.emplace_back(group, rt.prod_lhs[rt.dotted_prod[leo->dotted]], leo->origin);
+            w.work.emplace_back(group, rt.prod_lhs[rt.dotted_prod[leo->dotted]], leo->origin,
+                                hops + leo->hops);
             continue;
           }
         }
         w.reads.push_back(set);
+        w.path_hops = std::max(w.path_hops, hops);
         __builtin_prefetch(chart_.waits.data() + chart_.wait_begin[set]);
-        w.node = {group, symbol, set};
+        w.node = {group, symbol, set, hops};
         w.local_key = local_walk_key(*group, symbol, kernel_signature(chart_, set));
         cache.local_walks.prefetch(w.local_key);
         w.pending = true;
@@ -3427,7 +3443,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     if (!w.reads_known) continue;
     std::sort(w.reads.begin(), w.reads.end());
     w.reads.erase(std::unique(w.reads.begin(), w.reads.end()), w.reads.end());
-    w.depth = depth_needed(chart_view, sc, threads_[w.thread].origin, w.reads);
+    w.depth = depth_needed(chart_view, sc, threads_[w.thread].origin, w.reads, w.path_hops);
   }
   if (num_walkers) {
     lock.lock();
