@@ -217,7 +217,7 @@ struct Chart {
   // items, so the kernel determines the whole set (the initial set, all predictions, hashes
   // every item). H_d determines the stack down to d-1 origin hops, which is all that a walk
   // touching only those sets depends on, so walk results can be cached by it (see matcher.cpp).
-  static constexpr uint32_t kDepthHashes = 8;
+  static constexpr uint32_t kDepthHashes = 12;
   std::vector<uint64_t> depth_hash;  // [set][depth-1][lo, hi]
   // Per set of the matcher's own chart, its future anchors (see future.cpp): pairs (symbol X,
   // what follows X) over its pending kernel items, sorted and distinct; anchor a (in
