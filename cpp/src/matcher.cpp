@@ -1275,9 +1275,10 @@ uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
                       const std::vector<uint32_t>& touched,
                       uint32_t path_hops = Chart::kDepthHashes) {
   const bool bounded = path_hops < Chart::kDepthHashes;
-  const uint32_t max_hops = bounded ? path_hops : Chart::kDepthHashes - 1;
   constexpr size_t kMaxHopSearch = 128;
   if (bounded && path_hops == 0) return 1;  // every touched set is the root
+  // Sets this many hops away are reached but not searched from.
+  const uint32_t last_level = bounded ? path_hops - 1 : Chart::kDepthHashes - 1;
   sc.begin_visit(view.num_sets(), root);
   sc.hop_frontier.clear();
   sc.hop_frontier.emplace_back(root, 0);
@@ -1288,8 +1289,7 @@ uint32_t depth_needed(const ChartView& view, Scratch& sc, uint32_t root,
   uint32_t deepest = 0;
   for (size_t next = 0; next < sc.hop_frontier.size() && found < touched.size(); ++next) {
     const auto [set, hops] = sc.hop_frontier[next];
-    // Breadth-first: every later entry is as deep.
-    if (hops + (bounded ? 1 : 0) == max_hops) break;
+    if (hops == last_level) break;  // breadth-first: every later entry is as deep
     uint32_t local;
     const Chart& chart = view.chart_of(set, &local);
     for (uint32_t w = chart.wait_begin[local]; w < chart.wait_begin[local + 1]; ++w) {
@@ -1866,7 +1866,7 @@ using PartRef = GroupCache::PartRef;
 // every set of a chart with depth hashes has from its commit; a fill read it back instead of
 // hashing the set's items again at each set its descents visited (session 26).
 std::pair<uint64_t, uint64_t> kernel_signature(const Chart& chart, uint32_t set) {
-  const uint64_t* h1 = &chart.depth_hash[static_cast<size_t>(set) * Chart::kDepthHashes * 2];
+  const uint64_t* h1 = chart.depth_hash_of(set, 1);
   return {h1[0], h1[1]};
 }
 
@@ -2900,8 +2900,7 @@ std::pair<uint64_t, uint64_t> Matcher::depth_mask_key(uint32_t depth) const {
   return configuration_key(
       *runtime_, seed, threads_, frontier_, chart_.num_sets() - 1, [&](uint32_t set) {
         if (depth == 0) return MaskKey{0, 0};  // H_0: nothing below the states
-        const uint64_t* hash =
-            &chart_.depth_hash[(static_cast<size_t>(set) * Chart::kDepthHashes + depth - 1) * 2];
+        const uint64_t* hash = chart_.depth_hash_of(set, depth);
         return MaskKey{hash[0], hash[1]};
       });
 }
@@ -3347,9 +3346,6 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     // A thread's whole descent is a function of its group, its lexeme and the sets it read:
     // kept by H_d of its origin for the smallest d that covers them, as walks by sets are, so
     // that where the neighbourhood recurs the descent is one probe.
-    auto depth_hash = [&](uint32_t d) {
-      return &chart_.depth_hash[(static_cast<size_t>(th.origin) * Chart::kDepthHashes + d - 1) * 2];
-    };
     // By its future first: one probe, where the depths take one each. Not in the prewarm,
     // whose descents collect the completions it then walks at every kernel it built (one
     // skipped there left the C-like decode two local walks to compute).
@@ -3367,7 +3363,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
       if (!((stored >> d) & 1u)) continue;
       const GroupCache::PackedDescent* const* found =
-          cache.descents.find(walk_key(top, lexeme, d, depth_hash(d)));
+          cache.descents.find(walk_key(top, lexeme, d, chart_.depth_hash_of(th.origin, d)));
       if (!found) continue;
       add_descent(**found);
       if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(d));
@@ -3393,7 +3389,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     walker.reads.clear();
     walker.work.assign(1, {&top, lexeme, th.origin, 0});
     __builtin_prefetch(&chart_.leo_begin[th.origin]);
-    __builtin_prefetch(&chart_.depth_hash[th.origin * Chart::kDepthHashes * 2]);
+    __builtin_prefetch(chart_.depth_hash_of(th.origin, 1));
     __builtin_prefetch(&chart_.wait_begin[th.origin]);
   }
   // The walking threads' descents, one node of each in turn. A descent is a chain of dependent
@@ -3433,7 +3429,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
               // The chart lines of its set are read at its first turn.
               const size_t at = waiting.origin;
               __builtin_prefetch(&chart_.leo_begin[at]);
-              __builtin_prefetch(&chart_.depth_hash[at * Chart::kDepthHashes * 2]);
+              __builtin_prefetch(chart_.depth_hash_of(static_cast<uint32_t>(at), 1));
               __builtin_prefetch(&chart_.wait_begin[at]);
             }
           });
@@ -3493,11 +3489,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   for (size_t k = 0; k < num_walkers; ++k) {
     DescentWalker& w = walkers[k];
     if (w.depth) {
-      const auto* hashes =
-          &chart_.depth_hash[(static_cast<size_t>(threads_[w.thread].origin) * Chart::kDepthHashes +
-                              w.depth - 1) *
-                             2];
-      w.depth_key = walk_key(*w.top, w.lexeme, w.depth, hashes);
+      w.depth_key = walk_key(*w.top, w.lexeme, w.depth,
+                             chart_.depth_hash_of(threads_[w.thread].origin, w.depth));
       cache.descents.prefetch(w.depth_key);
     }
   }

@@ -930,11 +930,8 @@ struct Scratch {
   // overlay_read_offsets[i + 1]). Flat, so that a warm fill allocates nothing for them.
   std::vector<uint32_t> overlay_read_offsets, overlay_read_sets;
   std::vector<uint32_t> reads;  // build_earley_set's record for one build
-  // Item walks: the one-item chart they start from, a thread's work list of completions
-  // (group, symbol, set) and the sets its descent read.
+  // Item walks: the one-item chart they start from.
   Chart item_chart;
-  std::vector<std::tuple<const ExitGroup*, uint32_t, uint32_t>> item_work;
-  std::vector<uint32_t> item_reads;
   // What the mask ORs, valid while the walk tables' generation is item_parts_generation.
   std::vector<GroupCache::PartRef> item_parts;
   uint64_t item_parts_generation = 0;

@@ -219,6 +219,10 @@ struct Chart {
   // touching only those sets depends on, so walk results can be cached by it (see matcher.cpp).
   static constexpr uint32_t kDepthHashes = 12;
   std::vector<uint64_t> depth_hash;  // [set][depth-1][lo, hi]
+  // H_depth of `set` as {lo, hi} (depth 1..kDepthHashes).
+  const uint64_t* depth_hash_of(uint32_t set, uint32_t depth) const {
+    return &depth_hash[(static_cast<size_t>(set) * kDepthHashes + depth - 1) * 2];
+  }
   // Per set of the matcher's own chart, its future anchors (see future.cpp): pairs (symbol X,
   // what follows X) over its pending kernel items, sorted and distinct; anchor a (in
   // [future_begin[i], future_begin[i+1])) is future_symbol[a], then the language
