@@ -86,6 +86,8 @@ MAX_BRANCHES = 128  # per branch of a oneOf made exact by negations
 # anyOf, and oneOf with provably disjoint branches: one alternative each, so linear in size
 # (real schemas spell enums as a oneOf of several hundred `const` branches with descriptions).
 MAX_ALTERNATIVES = 4096
+# Flat-schema keys of combinators that a string-only schema can evaluate as one automaton.
+STRING_COMBINATORS = ("__groups", "__not", "__conds")
 MAX_CHAIN_STATES = 4096
 MAX_NESTING = 120
 # Automata up to this size (and MAX_UNFOLDED_STATES once unfolded) are written as one terminal,
@@ -543,6 +545,10 @@ class Compiler:
         """The expression for a flat schema: distribute combinators, then split by type."""
         if flat.get("__false"):
             return self.unsatisfiable(pointer, FALSE_REASON)
+        if type_set(flat) == {"string"} and any(k in flat for k in STRING_COMBINATORS):
+            combined = self.combined_string(flat, pointer, base)
+            if combined is not None:
+                return combined
         groups = list(flat.get("__groups", ()))
         if groups:
             kind, alternatives, location, group_base = groups[0]
@@ -1170,6 +1176,38 @@ class Compiler:
             return None
         return self.string_dfa(names_schema, f"{pointer}/propertyNames", base, 0)
 
+    def combined_string(self, flat: dict[str, Any], pointer: str, base: str) -> Expr | None:
+        """A string schema whose combinators (anyOf, oneOf, not, if) only constrain strings,
+        as one automaton: strings are closed under union, intersection and complement, so
+        the combination needs no distribution into branches (nested ``not``/``anyOf`` over
+        patterns distribute into exponentially many). None when the automaton grows past
+        its budget: the caller distributes as for any other schema.
+        """
+        unbounded = {k: v for k, v in flat.items() if k not in ("minLength", "maxLength")}
+        min_length = _non_negative(flat.get("minLength", 0), "minLength", self, pointer)
+        max_length = flat.get("maxLength")
+        if max_length is not None:
+            max_length = _non_negative(max_length, "maxLength", self, pointer)
+        try:
+            dfa = minimize(self.flat_string_dfa(unbounded, pointer, base, 0))
+            if min_length > 0 or max_length is not None:
+                # Last, with its own larger budget, as in string_content.
+                dfa = intersect(
+                    dfa,
+                    length_dfa(min_length, max_length),
+                    max_states=MAX_LENGTH_PRODUCT_STATES,
+                )
+        except AutomatonTooLarge:
+            return None
+        if is_empty(dfa):
+            return self.unsatisfiable(
+                pointer, "no string satisfies its pattern, length and combinator keywords"
+            )
+        content = self.emit_dfa(dfa, "str", self.char)
+        return self.add_rule(
+            self.new_name("string"), seq(lit('"'), content, lit('"')), self.is_lexeme(content)
+        )
+
     def string_dfa(self, schema: Any, pointer: str, base: str, level: int) -> Dfa:
         """The automaton of the strings a schema accepts (combinators included)."""
         if schema is True:
@@ -1179,7 +1217,10 @@ class Compiler:
                 raise self.error(pointer, "schema expansion does not terminate (nesting too deep)")
             return Dfa(edges=[[]], accepting=set())
         base = self.index.base_of(schema, base) if isinstance(schema, dict) else base
-        flat = self.flatten(schema, pointer, base, 0)
+        return self.flat_string_dfa(self.flatten(schema, pointer, base, 0), pointer, base, level)
+
+    def flat_string_dfa(self, flat: dict[str, Any], pointer: str, base: str, level: int) -> Dfa:
+        """string_dfa for a flattened schema."""
         if flat.get("__false"):
             return Dfa(edges=[[]], accepting=set())
         types = type_set(flat)
@@ -1218,7 +1259,7 @@ class Compiler:
                 for i, part in enumerate(parts):
                     for j, other in enumerate(parts):
                         if i != j:
-                            part = intersect(part, complement(other))
+                            part = minimize(intersect(part, complement(other)))
                     exactly_one.append(part)
                 dfas.append(_union(exactly_one))
         for negated, location, not_base in flat.get("__not", ()):
@@ -1228,9 +1269,11 @@ class Compiler:
             yes = intersect(test, sub(then, f"{location}/then", cond_base))
             no = intersect(complement(test), sub(otherwise, f"{location}/else", cond_base))
             dfas.append(_union([yes, no]))
+        # Minimised as they go, smallest first: a product of unminimised parts (complements
+        # of unions of complements) passes the state budget long before its language needs to.
         combined = any_string_dfa()
-        for other in dfas:
-            combined = intersect(combined, other)
+        for other in sorted((minimize(dfa) for dfa in dfas), key=lambda dfa: dfa.size):
+            combined = minimize(intersect(combined, other))
         return combined
 
 
@@ -1275,7 +1318,7 @@ def _union(dfas: list[Dfa]) -> Dfa:
         return Dfa(edges=[[]], accepting=set())
     rest = complement(dfas[0])
     for other in dfas[1:]:
-        rest = intersect(rest, complement(other))
+        rest = minimize(intersect(rest, complement(other)))
     return complement(rest)
 
 
