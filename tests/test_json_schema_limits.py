@@ -268,3 +268,52 @@ def test_string_combinators_compile_as_one_automaton_and_stay_exact() -> None:
         decided[expected] += 1
         assert accepts(compiled, json.dumps(text)) == expected, text
     assert decided[True] > 20 and decided[False] > 20  # both sides exercised
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        # oneOf of overlapping patterns beside a nested not: exactly one matches.
+        {
+            "type": "string",
+            "oneOf": [{"pattern": "ab"}, {"pattern": "b1"}, {"not": {"pattern": "a"}}],
+            "maxLength": 6,
+        },
+        # if / then / else over patterns, with a $ref and allOf on the way.
+        {
+            "type": "string",
+            "$defs": {"starts": {"pattern": "^a"}},
+            "allOf": [
+                {
+                    "if": {"$ref": "#/$defs/starts"},
+                    "then": {"not": {"anyOf": [{"pattern": "1$"}, {"maxLength": 2}]}},
+                    "else": {"oneOf": [{"minLength": 3}, {"pattern": "z"}]},
+                }
+            ],
+        },
+        # enum and const under negation.
+        {
+            "type": "string",
+            "anyOf": [
+                {"enum": ["a1", "zz", "b"]},
+                {"not": {"anyOf": [{"const": "a"}, {"pattern": "1"}]}},
+            ],
+            "not": {"pattern": "^z"},
+        },
+    ],
+)
+def test_string_combinators_as_one_automaton_agree_with_a_validator(schema: dict) -> None:
+    import itertools
+
+    import jsonschema
+
+    compiled = Grammar.from_json_schema(schema).compile(Vocab.byte_level())
+    validator = jsonschema.Draft202012Validator(schema)
+    decided = {True: 0, False: 0}
+    for length in range(6):
+        for letters in itertools.product("ab1z", repeat=length):
+            text = "".join(letters)
+            expected = validator.is_valid(text)
+            decided[expected] += 1
+            assert accepts(compiled, json.dumps(text)) == expected, text
+    assert decided[True] and decided[False]
