@@ -610,6 +610,82 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
     ),
     ("false property", {"properties": {"a": False}}, [{}, {"b": 1}], [{"a": 1}]),
     ("false schema", False, [], [None, 1, {}]),
+    # Negations the front end writes use 2020-12 keywords (`contains`, `prefixItems`); nested
+    # under an older draft they were read in it, which drops them as unknown words.
+    (
+        "draft 4 nested not items",
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "properties": {"p": {"not": {"properties": {"q": {"items": {"type": "string"}}}}}},
+        },
+        [{"p": {"q": [1]}}, {"p": {"q": ["a", 2]}}],
+        [{"p": {"q": ["a"]}}, {"p": {"q": []}}, {"p": {}}],
+    ),
+    (
+        "draft 7 nested not tuple items",
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "properties": {
+                "p": {
+                    "not": {
+                        "properties": {
+                            "q": {"items": [{"type": "string"}], "additionalItems": False}
+                        }
+                    }
+                }
+            },
+        },
+        [{"p": {"q": [1]}}, {"p": {"q": ["a", "b"]}}],
+        [{"p": {"q": ["a"]}}, {"p": {"q": []}}],
+    ),
+    # A recursive schema under an overlapping oneOf: each branch is negated, and the negation
+    # meets the recursion (it was expanded forever: "nested too deeply").
+    *(
+        (
+            f"recursive oneOf negation{suffix}",
+            {
+                **extra,
+                "definitions": {
+                    "node": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}},
+                        "required": ["name"],
+                        "oneOf": [
+                            {
+                                "properties": {
+                                    "c": {"type": "array", "items": {"$ref": "#/definitions/node"}}
+                                },
+                                "required": ["c"],
+                            },
+                            {
+                                "properties": {
+                                    "a": {"type": "array", "items": {"type": "integer"}}
+                                },
+                                "required": ["a"],
+                            },
+                        ],
+                    }
+                },
+                "$ref": "#/definitions/node",
+            },
+            [
+                {"name": "x", "a": [1]},
+                {"name": "x", "c": [{"name": "y", "a": []}]},
+                {"name": "x", "c": [{"name": "y", "c": [{"name": "z", "a": [2]}]}]},
+                {"name": "x", "a": [1], "c": [{"name": "y"}]},  # c is no list of nodes
+            ],
+            [
+                {"name": "x"},
+                {"name": "x", "a": [1], "c": [{"name": "y", "a": [1]}]},  # both match
+                {"name": "x", "c": [{"name": "y", "a": [1], "c": []}]},  # both, one level down
+                {"name": "x", "c": [{"name": "y", "c": [{"name": "z", "a": [], "c": []}]}]},
+            ],
+        )
+        for suffix, extra in (
+            ("", {}),
+            (" (draft 4)", {"$schema": "http://json-schema.org/draft-04/schema#"}),
+        )
+    ),
 ]
 
 

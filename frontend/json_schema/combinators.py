@@ -369,19 +369,40 @@ ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 MAX_NEGATION_BRANCHES = 64
 
 
-def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any]:
+def negate(
+    schema: Any,
+    prepare: Callable[[Any], Any] | None = None,
+    active: set[int] | None = None,
+) -> list[Any]:
     """Schemas whose union is exactly the complement of ``schema`` (raises NotNegatable).
 
     Supported: booleans, ``type``, ``const``/``enum`` (as ``__not`` value exclusions),
     ``required``, ``properties`` with ``required`` (presence tests and negatable
     sub-schemas), numeric and length bounds, and conjunctions of these.
     ``prepare`` turns a raw nested sub-schema into a negatable flat one (resolving ``$ref``).
+    ``active``: the raw sub-schemas being negated further up (by identity), see ``inner``.
     """
+    if active is None:
+        active = set()
 
     def inner(sub: Any) -> list[Any]:
-        return negate(
-            prepare(sub) if prepare is not None and isinstance(sub, dict) else sub, prepare
-        )
+        if isinstance(sub, dict) and id(sub) in active:
+            # A recursive schema (a tree whose nodes hold lists of nodes) would be negated
+            # forever: below its first recurrence the negation stays a `not` of the raw
+            # sub-schema, which the compiler builds as a rule of its own, shared by every
+            # recurrence. The same set of values, built lazily.
+            return [{"not": sub}]
+        if isinstance(sub, dict):
+            active.add(id(sub))
+        try:
+            return negate(
+                prepare(sub) if prepare is not None and isinstance(sub, dict) else sub,
+                prepare,
+                active,
+            )
+        finally:
+            if isinstance(sub, dict):
+                active.discard(id(sub))
 
     if schema is True or schema == {}:
         return [False]
@@ -555,7 +576,7 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
         # not(A or B) = not A and not B: every combination of the alternatives' negations.
         combined: list[Any] = [{}]
         for alternative in group:
-            negations = [n for n in negate(alternative, prepare) if n is not False]
+            negations = [n for n in negate(alternative, prepare, active) if n is not False]
             try:
                 combined = [
                     merged
@@ -575,7 +596,7 @@ def negate(schema: Any, prepare: Callable[[Any], Any] | None = None) -> list[Any
         none: list[Any] = [{}]
         try:
             for alternative in group:
-                negations = [n for n in negate(alternative, prepare) if n is not False]
+                negations = [n for n in negate(alternative, prepare, active) if n is not False]
                 none = [
                     m
                     for p in none

@@ -43,7 +43,13 @@ from gramkiln.frontend.json_schema.combinators import (
     overlapping_pairs,
     type_set,
 )
-from gramkiln.frontend.json_schema.drafts import ANNOTATIONS, CONSTRAINTS, detect_draft, normalize
+from gramkiln.frontend.json_schema.drafts import (
+    ANNOTATIONS,
+    CONSTRAINTS,
+    DEFAULT_DRAFT,
+    detect_draft,
+    normalize,
+)
 from gramkiln.frontend.json_schema.exprs import (
     NEVER,
     char_class,
@@ -392,7 +398,7 @@ class Compiler:
 
     def schema_body(self, schema: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
         """The expression for one schema object."""
-        normalized = normalize(schema, self.draft)
+        normalized = normalize(schema, self.draft_of(schema))
         ref = normalized.get("$ref")
         constraint_keys = [k for k in normalized if k in CONSTRAINTS and k != "$ref"]
         if isinstance(ref, str) and not constraint_keys:
@@ -400,6 +406,12 @@ class Compiler:
             return self.value_ref(target, location, target_base, depth)
         flat = self.flatten(schema, pointer, base, 0)
         return self.flat_body(flat, pointer, base, depth)
+
+    def draft_of(self, schema: dict[str, Any]) -> int:
+        """The draft a schema object is read in: the document's for its own objects; 2020-12
+        for schemas the front end wrote (negations, merges), whose keywords are 2020-12's
+        (`contains`, `prefixItems`, `const`), which an older draft would drop as unknown."""
+        return self.draft if id(schema) in self.index.bases else DEFAULT_DRAFT
 
     def resolve(self, ref: str, base: str, pointer: str) -> tuple[Any, str, str]:
         """Resolve a reference or raise a located error."""
@@ -423,7 +435,7 @@ class Compiler:
         if level > MAX_FLATTEN_DEPTH:
             raise self.error(pointer, "allOf/$ref chain does not terminate (recursive allOf)")
         base = self.index.base_of(schema, base)
-        s = normalize(schema, self.draft)
+        s = normalize(schema, self.draft_of(schema))
         self._check_keywords(s, pointer)
         flat: dict[str, Any] = {}
         for key, value in s.items():
@@ -625,8 +637,12 @@ class Compiler:
 
     def negation(self, schema: Any, pointer: str, base: str) -> list[Any]:
         """Schemas whose union is the complement of ``schema`` (raises NotNegatable)."""
+        # The schema itself counts as being negated: where it recurs below, the negation
+        # stays a `not` of it, whose rule is this one (see negate).
         return negate(
-            self.flatten_for_negation(schema, pointer, base), self.negation_preparer(pointer, base)
+            self.flatten_for_negation(schema, pointer, base),
+            self.negation_preparer(pointer, base),
+            {id(schema)} if isinstance(schema, dict) else None,
         )
 
     def negation_preparer(self, pointer: str, base: str) -> Callable[[Any], Any]:
