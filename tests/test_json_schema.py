@@ -638,6 +638,40 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [{"p": {"q": [1]}}, {"p": {"q": ["a", "b"]}}],
         [{"p": {"q": ["a"]}}, {"p": {"q": []}}],
     ),
+    # Negating one oneOf branch merges a property's schemas into one whose types exclude each
+    # other (`type: []`, nothing): not an error in a schema the front end wrote.
+    (
+        "oneOf negation merging exclusive types",
+        {
+            "type": "object",
+            "oneOf": [
+                {
+                    "properties": {
+                        "f": {"type": "array", "maxItems": 1},
+                        "s": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/c"}]},
+                    },
+                    "required": ["f"],
+                },
+                {
+                    "properties": {
+                        "f": {"type": "array", "minItems": 2},
+                        "s": {"$ref": "#/$defs/c"},
+                    },
+                    "required": ["f", "s"],
+                },
+            ],
+            "$defs": {
+                "c": {"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]}
+            },
+        },
+        [
+            {"f": [1]},
+            {"f": [1], "s": None},
+            {"f": [1], "s": {"n": "a"}},
+            {"f": [1, 2], "s": {"n": "a"}},
+        ],
+        [{"f": [1, 2]}, {"f": [1, 2], "s": None}, {"f": [], "s": {}}],
+    ),
     # A recursive schema under an overlapping oneOf: each branch is negated, and the negation
     # meets the recursion (it was expanded forever: "nested too deeply").
     *(

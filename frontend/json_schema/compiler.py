@@ -436,7 +436,7 @@ class Compiler:
             raise self.error(pointer, "allOf/$ref chain does not terminate (recursive allOf)")
         base = self.index.base_of(schema, base)
         s = normalize(schema, self.draft_of(schema))
-        self._check_keywords(s, pointer)
+        self._check_keywords(s, pointer, id(schema) in self.index.bases)
         flat: dict[str, Any] = {}
         for key, value in s.items():
             if key in (
@@ -529,14 +529,18 @@ class Compiler:
             self.unsupported(pointer, ("allOf", exc.keyword), exc.reason)
         return flat
 
-    def _check_keywords(self, s: dict[str, Any], pointer: str) -> None:
-        """Reject keyword values of the wrong shape with a located error (never a crash)."""
+    def _check_keywords(self, s: dict[str, Any], pointer: str, written: bool = True) -> None:
+        """Reject keyword values of the wrong shape with a located error (never a crash).
+
+        ``written``: the schema is the document's own; one the front end wrote (a merge of
+        branches whose types exclude each other) may say ``type: []``, which admits nothing.
+        """
         for keyword, value in s.items():
             expected = _KEYWORD_SHAPES.get(keyword)
             if expected is not None and not _has_shape(value, expected):
                 raise self.error(pointer, f"{keyword} must be {expected}")
         declared = s.get("type")
-        if declared == []:
+        if declared == [] and written:
             # Every draft's meta-schema asks for at least one type name.
             raise self.error(pointer, "type must not be an empty array")
         if declared is not None:
