@@ -672,6 +672,63 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         ],
         [{"f": [1, 2]}, {"f": [1, 2], "s": None}, {"f": [], "s": {}}],
     ),
+    # A pattern negated twice: a nested `not` of a string that must not match is a string
+    # that matches (was "cannot negate ... patterns").
+    (
+        "double negation of a pattern",
+        {"properties": {"p": {"not": {"properties": {"q": {"not": {"pattern": "^a"}}}}}}},
+        [{"p": {"q": "ab"}}, {"p": {"q": "a"}}, {"p": {"q": 1}}],  # 1 matches every pattern
+        [{"p": {"q": "b"}}, {"p": {}}, {"p": {"q": ""}}],
+    ),
+    (
+        "double negation of an anyOf",
+        {
+            "properties": {
+                "p": {
+                    "not": {
+                        "properties": {
+                            "q": {
+                                "not": {
+                                    "anyOf": [{"pattern": "^a"}, {"type": "integer", "minimum": 3}]
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        [{"p": {"q": "a"}}, {"p": {"q": 4}}, {"p": {"q": 2}}],  # 2 matches every pattern
+        [{"p": {"q": "b"}}, {"p": {"q": ""}}, {"p": {}}],
+    ),
+    (
+        "oneOf over arrays of objects with patterns",
+        {
+            "type": "object",
+            "required": ["e"],
+            "oneOf": [
+                {
+                    "properties": {
+                        "k": {"enum": ["x"]},
+                        "e": {
+                            "type": "array",
+                            "items": {"properties": {"h": {"pattern": "^[a-f]+$"}}},
+                        },
+                    }
+                },
+                {
+                    "properties": {
+                        "k": {"enum": ["y"]},
+                        "e": {
+                            "type": "array",
+                            "items": {"properties": {"h": {"pattern": "^[a-f]*$"}}},
+                        },
+                    }
+                },
+            ],
+        },
+        [{"k": "x", "e": [{"h": "ab"}]}, {"k": "y", "e": []}, {"e": [{"h": ""}]}],
+        [{"e": []}, {"e": [{"h": "ab"}]}, {"k": "x", "e": [{"h": ""}]}, {"k": "z", "e": []}],
+    ),
     # A recursive schema under an overlapping oneOf: each branch is negated, and the negation
     # meets the recursion (it was expanded forever: "nested too deeply").
     *(

@@ -522,6 +522,19 @@ def negate(
             + [{"type": ["string"], "__anti_formats": [f]} for f, _ in schema.get("__formats", ())]
         )
         handled |= {"__patterns", "__formats"}
+    if "__anti_patterns" in schema or "__anti_formats" in schema:
+        # A string not matching a pattern (a format) is negated by a string that matches it.
+        pieces.append(
+            [
+                {"type": ["string"], "__patterns": [(p, "#")]}
+                for p in schema.get("__anti_patterns", ())
+            ]
+            + [
+                {"type": ["string"], "__formats": [(f, "#")]}
+                for f in schema.get("__anti_formats", ())
+            ]
+        )
+        handled |= {"__anti_patterns", "__anti_formats"}
     if "__exclude" in schema:
         pieces.append([{"enum": list(schema["__exclude"])}])
     if schema.get("__non_integer"):

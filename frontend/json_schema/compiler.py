@@ -478,7 +478,12 @@ class Compiler:
             and s["format"] in FORMAT_PATTERNS
         ):
             flat["__formats"] = [(s["format"], pointer)]
-        groups = []
+        # Lists that schemas synthesized by negation carry as they are (not(not B) is B's
+        # flat, patterns and combinators included).
+        for internal in ("__patterns", "__formats", "__more_contains"):
+            if isinstance(s.get(internal), list):
+                flat[internal] = [*s[internal], *flat.get(internal, ())]
+        groups = list(s["__groups"]) if isinstance(s.get("__groups"), list) else []
         for kind in ("anyOf", "oneOf"):
             if isinstance(s.get(kind), list):
                 if not s[kind]:
@@ -486,8 +491,11 @@ class Compiler:
                 groups.append((kind, s[kind], f"{pointer}/{kind}", base))
         if groups:
             flat["__groups"] = groups
+        nots = list(s["__not"]) if isinstance(s.get("__not"), list) else []
         if "not" in s:
-            flat["__not"] = [(s["not"], f"{pointer}/not", base)]
+            nots.append((s["not"], f"{pointer}/not", base))
+        if nots:
+            flat["__not"] = nots
         # A lone "if" asserts nothing, but when it passes its properties/items count as
         # evaluated, which unevaluated* keywords can see.
         sees_annotations = "unevaluatedProperties" in s or "unevaluatedItems" in s
@@ -500,6 +508,8 @@ class Compiler:
                 selected = (s[which], f"{pointer}/{which}")
         elif "if" in s and ("then" in s or "else" in s or sees_annotations):
             flat["__conds"] = [(s["if"], s.get("then", True), s.get("else", True), pointer, base)]
+        if isinstance(s.get("__conds"), list):
+            flat["__conds"] = [*s["__conds"], *flat.get("__conds", ())]
         ref = s.get("$ref", s.get("$dynamicRef"))
         if not isinstance(ref, str) and not s.get("allOf") and selected is None:
             return flat
@@ -615,16 +625,19 @@ class Compiler:
         flat = self.flatten(schema, pointer, base, 0)
         if flat.get("__false"):
             return False
-        blocking = (
-            "__conds",
-            "__witnesses",
+        blocking = ("__conds", "__witnesses")
+        if any(k in flat for k in blocking):
+            raise NotNegatable("cannot negate conditionals or member witnesses")
+        out = {k: v for k, v in flat.items() if not k.startswith("__")}
+        kept = (
+            "__exclude",
+            "__non_integer",
+            "__patterns",
+            "__formats",
             "__anti_patterns",
             "__anti_formats",
+            "__more_contains",
         )
-        if any(k in flat for k in blocking):
-            raise NotNegatable("cannot negate conditionals, patterns or formats")
-        out = {k: v for k, v in flat.items() if not k.startswith("__")}
-        kept = ("__exclude", "__non_integer", "__patterns", "__formats", "__more_contains")
         for key in (*kept, "__not_multiples"):
             if key in flat:
                 out[key] = flat[key]
