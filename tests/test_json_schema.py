@@ -729,6 +729,17 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [{"k": "x", "e": [{"h": "ab"}]}, {"k": "y", "e": []}, {"e": [{"h": ""}]}],
         [{"e": []}, {"e": [{"h": "ab"}]}, {"k": "x", "e": [{"h": ""}]}, {"k": "z", "e": []}],
     ),
+    # Unknown keywords spelled like the front end's internal ones are annotations.
+    (
+        "internal-looking annotations",
+        {
+            "properties": {
+                "a": {"type": "string", "__false": True, "__exclude": ["q"], "__groups": ["x"]}
+            }
+        },
+        [{"a": "q"}, {}],
+        [{"a": 1}],
+    ),
     # A recursive schema under an overlapping oneOf: each branch is negated, and the negation
     # meets the recursion (it was expanded forever: "nested too deeply").
     *(

@@ -438,6 +438,9 @@ class Compiler:
         s = normalize(schema, self.draft_of(schema))
         self._check_keywords(s, pointer, id(schema) in self.index.bases)
         flat: dict[str, Any] = {}
+        # Internal keywords come only from schemas the front end wrote: in a document, a
+        # keyword spelled like one is an unknown word (an annotation).
+        synthetic = id(schema) not in self.index.bases
         for key, value in s.items():
             if key in (
                 "allOf",
@@ -454,15 +457,20 @@ class Compiler:
                 "$dynamicRef",
             ):
                 continue
-            if key in CONSTRAINTS or key in (
-                "__non_integer",
-                "__exclude",
-                "__shadow",
-                "__false",
-                "__not_multiples",
-                "__witnesses",
-                "__anti_patterns",
-                "__anti_formats",
+            if (
+                key in CONSTRAINTS
+                or synthetic
+                and key
+                in (
+                    "__non_integer",
+                    "__exclude",
+                    "__shadow",
+                    "__false",
+                    "__not_multiples",
+                    "__witnesses",
+                    "__anti_patterns",
+                    "__anti_formats",
+                )
             ):
                 # (internal keywords appear in schemas synthesized by negation)
                 flat[key] = value
@@ -481,9 +489,9 @@ class Compiler:
         # Lists that schemas synthesized by negation carry as they are (not(not B) is B's
         # flat, patterns and combinators included).
         for internal in ("__patterns", "__formats", "__more_contains"):
-            if isinstance(s.get(internal), list):
+            if synthetic and isinstance(s.get(internal), list):
                 flat[internal] = [*s[internal], *flat.get(internal, ())]
-        groups = list(s["__groups"]) if isinstance(s.get("__groups"), list) else []
+        groups = list(s["__groups"]) if synthetic and isinstance(s.get("__groups"), list) else []
         for kind in ("anyOf", "oneOf"):
             if isinstance(s.get(kind), list):
                 if not s[kind]:
@@ -491,7 +499,7 @@ class Compiler:
                 groups.append((kind, s[kind], f"{pointer}/{kind}", base))
         if groups:
             flat["__groups"] = groups
-        nots = list(s["__not"]) if isinstance(s.get("__not"), list) else []
+        nots = list(s["__not"]) if synthetic and isinstance(s.get("__not"), list) else []
         if "not" in s:
             nots.append((s["not"], f"{pointer}/not", base))
         if nots:
@@ -508,7 +516,7 @@ class Compiler:
                 selected = (s[which], f"{pointer}/{which}")
         elif "if" in s and ("then" in s or "else" in s or sees_annotations):
             flat["__conds"] = [(s["if"], s.get("then", True), s.get("else", True), pointer, base)]
-        if isinstance(s.get("__conds"), list):
+        if synthetic and isinstance(s.get("__conds"), list):
             flat["__conds"] = [*s["__conds"], *flat.get("__conds", ())]
         ref = s.get("$ref", s.get("$dynamicRef"))
         if not isinstance(ref, str) and not s.get("allOf") and selected is None:
