@@ -247,15 +247,15 @@ def nested_pattern_negations() -> dict:
 
 def test_string_combinators_compile_as_one_automaton_and_stay_exact() -> None:
     import random
-    import time
 
     import jsonschema
 
     schema = nested_pattern_negations()
-    started = time.perf_counter()
-    compiled = Grammar.from_json_schema(schema).compile(Vocab.byte_level())
-    # Over a minute when distributed; under a second as one automaton (a generous bound).
-    assert time.perf_counter() - started < 15
+    grammar = Grammar.from_json_schema(schema)
+    # Distributed into branches it was 145,566 rules (over a minute to build); as one
+    # automaton 1,571.
+    assert len(grammar.ir.rules) < 10_000
+    compiled = grammar.compile(Vocab.byte_level())
     validator = jsonschema.Draft202012Validator(schema)
     rng = random.Random(7)
     # Strings built from the patterns' pieces, so that both sides are common.

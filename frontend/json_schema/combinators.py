@@ -386,23 +386,19 @@ def negate(
         active = set()
 
     def inner(sub: Any) -> list[Any]:
-        if isinstance(sub, dict) and id(sub) in active:
+        if not isinstance(sub, dict):
+            return negate(sub, prepare, active)
+        if id(sub) in active:
             # A recursive schema (a tree whose nodes hold lists of nodes) would be negated
             # forever: below its first recurrence the negation stays a `not` of the raw
             # sub-schema, which the compiler builds as a rule of its own, shared by every
             # recurrence. The same set of values, built lazily.
             return [{"not": sub}]
-        if isinstance(sub, dict):
-            active.add(id(sub))
+        active.add(id(sub))
         try:
-            return negate(
-                prepare(sub) if prepare is not None and isinstance(sub, dict) else sub,
-                prepare,
-                active,
-            )
+            return negate(prepare(sub) if prepare is not None else sub, prepare, active)
         finally:
-            if isinstance(sub, dict):
-                active.discard(id(sub))
+            active.discard(id(sub))
 
     if schema is True or schema == {}:
         return [False]

@@ -435,12 +435,12 @@ class Compiler:
         if level > MAX_FLATTEN_DEPTH:
             raise self.error(pointer, "allOf/$ref chain does not terminate (recursive allOf)")
         base = self.index.base_of(schema, base)
-        s = normalize(schema, self.draft_of(schema))
-        self._check_keywords(s, pointer, id(schema) in self.index.bases)
-        flat: dict[str, Any] = {}
         # Internal keywords come only from schemas the front end wrote: in a document, a
         # keyword spelled like one is an unknown word (an annotation).
         synthetic = id(schema) not in self.index.bases
+        s = normalize(schema, DEFAULT_DRAFT if synthetic else self.draft)
+        self._check_keywords(s, pointer, written=not synthetic)
+        flat: dict[str, Any] = {}
         for key, value in s.items():
             if key in (
                 "allOf",
