@@ -12,6 +12,7 @@ Usage::
     python bench/conformance.py                       # all splits and both suite drafts
     python bench/conformance.py --split Github_easy --limit 200 --budget 2
     python bench/conformance.py --suite-only --show-failures 20
+    python bench/conformance.py --suite-only --suite-root jsonschema-4.23.0/json  # all drafts
 """
 
 from __future__ import annotations
@@ -49,8 +50,14 @@ SPLITS = (
 SECOND_OPINION_SECONDS = 20.0
 SUITE_DRAFTS = {
     "draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+    "draft2019-09": "https://json-schema.org/draft/2019-09/schema",
     "draft7": "http://json-schema.org/draft-07/schema#",
+    "draft6": "http://json-schema.org/draft-06/schema#",
+    "draft4": "http://json-schema.org/draft-04/schema#",
 }
+# Where the suite lives: the copy in the shared data (drafts 2020-12 and 7), or another
+# checkout of it given with --suite-root (the jsonschema sdist ships one with every draft).
+SUITE_ROOT = DATA / "json-schema-test-suite"
 
 
 @dataclass
@@ -98,7 +105,7 @@ def load_maskbench(split: str) -> list[Case]:
 def load_suite(draft: str) -> list[Case]:
     """The test suite's top-level files for one draft (optional/ tests excluded)."""
     cases = []
-    for path in sorted((DATA / "json-schema-test-suite" / "tests" / draft).glob("*.json")):
+    for path in sorted((SUITE_ROOT / "tests" / draft).glob("*.json")):
         for group in json.loads(path.read_text(encoding="utf-8")):
             schema = group["schema"]
             if isinstance(schema, dict) and "$schema" not in schema:
@@ -110,7 +117,7 @@ def load_suite(draft: str) -> list[Case]:
 
 def load_remotes() -> dict[str, Any]:
     """The suite's remote documents by the URI its harness serves them at."""
-    root = DATA / "json-schema-test-suite" / "remotes"
+    root = SUITE_ROOT / "remotes"
     documents = {}
     for path in sorted(root.rglob("*.json")):
         relative = path.relative_to(root).as_posix()
@@ -323,6 +330,12 @@ def main(argv: list[str] | None = None) -> int:
         help="test-suite draft (repeatable)",
     )
     parser.add_argument("--suite-only", action="store_true", help="only the JSON Schema Test Suite")
+    parser.add_argument(
+        "--suite-root",
+        type=Path,
+        default=None,
+        help="a JSON Schema Test Suite checkout (default: the shared data's copy)",
+    )
     parser.add_argument("--no-suite", action="store_true", help="only MaskBench")
     parser.add_argument(
         "--limit", type=int, default=None, help="at most N schemas per split (random sample)"
@@ -360,8 +373,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.suite_only:
         for split in args.split or SPLITS:
             sources[split] = lambda split=split: load_maskbench(split)
+    global SUITE_ROOT
+    if args.suite_root is not None:
+        SUITE_ROOT = args.suite_root
     if not args.no_suite and not args.split:
-        for draft in args.suite or sorted(SUITE_DRAFTS):
+        present = [d for d in sorted(SUITE_DRAFTS) if (SUITE_ROOT / "tests" / d).is_dir()]
+        for draft in args.suite or present:
             sources[draft] = lambda draft=draft: load_suite(draft)
     # The suite is written for validators: format is an annotation there, and remote
     # references point at its remotes/ folder.

@@ -79,6 +79,7 @@ from gramkiln.frontend.json_schema.numbers import (
 )
 from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.frontend.json_schema.refs import DEFAULT_BASE, RefError, RefIndex
+from gramkiln.frontend.json_schema.scope import DynamicScopes, in_scope, scope_of, unwrap
 from gramkiln.frontend.json_schema.strings import ALL_CHARS, encode_expr, encoded_char
 from gramkiln.frontend.json_schema.validate import flat_is_valid
 from gramkiln.frontend.json_schema.values import MAX_PERMUTED_KEYS, value_expr
@@ -113,6 +114,46 @@ FALSE_REASON = "a false schema applies (false itself, or through allOf, $ref or 
 TYPE_ORDER = ("null", "boolean", "integer", "number", "string", "array", "object")
 
 
+# Reference keywords and how each resolves (see Compiler.resolve).
+REFERENCE_KINDS = {"$ref": "static", "$dynamicRef": "dynamic", "$recursiveRef": "recursive"}
+# Keywords of a flat schema whose values are raw sub-schemas, built later in the scope of the
+# schema they are merged into (combinator lists carry their own base URI and scope): one
+# sub-schema, a list, or a map of them.
+SUBSCHEMA_KEYWORDS = {
+    "additionalProperties": "one",
+    "propertyNames": "one",
+    "unevaluatedProperties": "one",
+    "items": "one",
+    "contains": "one",
+    "unevaluatedItems": "one",
+    "prefixItems": "list",
+    "properties": "map",
+    "patternProperties": "map",
+    "dependentSchemas": "map",
+}
+# Internal keywords with sub-schemas inside structures of their own.
+NESTED_SUBSCHEMA_KEYWORDS = ("__more_contains", "__witnesses")
+
+
+def rescoped(flat: dict[str, Any], base: str) -> dict[str, Any] | None:
+    """``flat`` with its sub-schemas to be built at ``base`` (see :func:`.scope.in_scope`);
+    None when it holds sub-schemas this cannot wrap."""
+    if any(flat.get(keyword) for keyword in NESTED_SUBSCHEMA_KEYWORDS):
+        return None
+    out = dict(flat)
+    for keyword, shape in SUBSCHEMA_KEYWORDS.items():
+        value = out.get(keyword)
+        if shape == "one":
+            out[keyword] = in_scope(value, base) if keyword in out else value
+        elif shape == "list" and isinstance(value, list):
+            out[keyword] = [in_scope(v, base) for v in value]
+        elif shape == "map" and isinstance(value, dict):
+            out[keyword] = {name: in_scope(v, base) for name, v in value.items()}
+        if keyword not in flat:
+            out.pop(keyword, None)
+    return out
+
+
 class Unsupported(Exception):
     """Raised inside the builders; turned into a located GrammarError or a warning."""
 
@@ -130,6 +171,7 @@ class Compiler:
         self.root = schema
         self.draft = detect_draft(schema)
         self.index = RefIndex(schema, self.draft, remote=options.remote_documents)
+        self.scopes = DynamicScopes(self.index)
         self.layout = Layout(options)
         self.rules: dict[str, Rule] = {}
         self.rule_for_key: dict[Hashable, str] = {}
@@ -363,6 +405,7 @@ class Compiler:
     # -- schemas ----------------------------------------------------------------------------
     def value_ref(self, schema: Any, pointer: str, base: str, depth: int) -> Expr:
         """A reference to the rule for values valid against ``schema`` (NEVER for false)."""
+        schema, base = unwrap(schema, base)
         if schema is False:
             return NEVER
         if self.layout.depth_matters and depth > self.options.max_indent_depth:
@@ -372,7 +415,7 @@ class Compiler:
             return self.any_value(depth_key)
         if not isinstance(schema, dict):
             raise self.error(pointer, "a schema must be a JSON object or a boolean")
-        base = self.index.base_of(schema, base)
+        base = self.base_in(schema, base)
         if id(schema) in self.index.bases:
             key: Hashable = ("schema", id(schema), base, depth_key)
         else:
@@ -399,13 +442,25 @@ class Compiler:
     def schema_body(self, schema: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
         """The expression for one schema object."""
         normalized = normalize(schema, self.draft_of(schema))
-        ref = normalized.get("$ref")
-        constraint_keys = [k for k in normalized if k in CONSTRAINTS and k != "$ref"]
-        if isinstance(ref, str) and not constraint_keys:
-            target, target_base, location = self.resolve(ref, base, pointer)
-            return self.value_ref(target, location, target_base, depth)
+        constraint_keys = [k for k in normalized if k in CONSTRAINTS]
+        if len(constraint_keys) == 1 and constraint_keys[0] in REFERENCE_KINDS:
+            # A reference alone: the target's own rule (in the scope the reference leads to).
+            keyword = constraint_keys[0]
+            ref = normalized[keyword]
+            if isinstance(ref, str):
+                target, target_base, location = self.resolve(
+                    ref, base, pointer, REFERENCE_KINDS[keyword]
+                )
+                return self.value_ref(target, location, target_base, depth)
         flat = self.flatten(schema, pointer, base, 0)
         return self.flat_body(flat, pointer, base, depth)
+
+    def base_in(self, schema: Any, base: str) -> str:
+        """The base URI in force inside ``schema`` (its own ``$id`` applied), reached from
+        ``base``: a new ``$id`` changes the URI, the dynamic scope stays."""
+        schema, base = unwrap(schema, base)
+        inner = self.index.base_of(schema, base)
+        return self.scopes.with_scope(inner, scope_of(base))
 
     def draft_of(self, schema: dict[str, Any]) -> int:
         """The draft a schema object is read in: the document's for its own objects; 2020-12
@@ -413,10 +468,33 @@ class Compiler:
         (`contains`, `prefixItems`, `const`), which an older draft would drop as unknown."""
         return self.draft if id(schema) in self.index.bases else DEFAULT_DRAFT
 
-    def resolve(self, ref: str, base: str, pointer: str) -> tuple[Any, str, str]:
-        """Resolve a reference or raise a located error."""
+    def resolve(
+        self, ref: str, base: str, pointer: str, kind: str = "static"
+    ) -> tuple[Any, str, str]:
+        """Resolve a reference or raise a located error.
+
+        ``kind``: "static" ($ref), "dynamic" ($dynamicRef) or "recursive" ($recursiveRef);
+        the returned base carries the dynamic scope inside the target (see :mod:`.scope`).
+        """
         try:
-            return self.index.resolve(ref, base)
+            if kind == "recursive":
+                # Only "#" is meaningful (2019-09); its target depends on the scope.
+                ref = self.scopes.recursive_target(base)
+            target, target_base, location = self.index.resolve(ref, base)
+            resource, fragment = self.index.target_resource(ref, base)
+            scope = self.scopes.after_reference(base, resource)
+            if (
+                kind == "dynamic"
+                and fragment
+                and not fragment.startswith("/")
+                and f"{resource}#{fragment}" in self.index.dynamic_anchor_keys
+            ):
+                outermost = self.scopes.dynamic_target(scope, fragment)
+                if outermost is not None:
+                    target, _ = self.index.anchors[f"{outermost}#{fragment}"]
+                    target_base = self.index.base_of(target, outermost)
+                    location = f"{outermost}#{fragment}"
+            return target, self.scopes.with_scope(target_base, scope), location
         except RefError as exc:
             if exc.remote:
                 # Not fetched: unsupported (lenient mode: the reference allows anything).
@@ -426,6 +504,7 @@ class Compiler:
 
     def flatten(self, schema: Any, pointer: str, base: str, level: int) -> dict[str, Any]:
         """Merge ``$ref`` and ``allOf`` into one flat schema (see :mod:`.combinators`)."""
+        schema, base = unwrap(schema, base)
         if schema is True:
             return {}
         if schema is False:
@@ -434,7 +513,7 @@ class Compiler:
             raise self.error(pointer, "a schema must be a JSON object or a boolean")
         if level > MAX_FLATTEN_DEPTH:
             raise self.error(pointer, "allOf/$ref chain does not terminate (recursive allOf)")
-        base = self.index.base_of(schema, base)
+        base = self.base_in(schema, base)
         # Internal keywords come only from schemas the front end wrote: in a document, a
         # keyword spelled like one is an unknown word (an annotation).
         synthetic = id(schema) not in self.index.bases
@@ -455,6 +534,7 @@ class Compiler:
                 "format",
                 "const",
                 "$dynamicRef",
+                "$recursiveRef",
             ):
                 continue
             if (
@@ -518,14 +598,32 @@ class Compiler:
             flat["__conds"] = [(s["if"], s.get("then", True), s.get("else", True), pointer, base)]
         if synthetic and isinstance(s.get("__conds"), list):
             flat["__conds"] = [*s["__conds"], *flat.get("__conds", ())]
-        ref = s.get("$ref", s.get("$dynamicRef"))
-        if not isinstance(ref, str) and not s.get("allOf") and selected is None:
+        references = [
+            (s[keyword], kind)
+            for keyword, kind in REFERENCE_KINDS.items()
+            if isinstance(s.get(keyword), str)
+        ]
+        if not references and not s.get("allOf") and selected is None:
             return flat
         try:
             applied: dict[str, Any] = {}
-            if isinstance(ref, str):
-                target, target_base, location = self.resolve(ref, base, pointer)
-                applied = merge(applied, self.flatten(target, location, target_base, level + 1))
+            for ref, kind in references:
+                target, target_base, location = self.resolve(ref, base, pointer, kind)
+                target_flat = self.flatten(target, location, target_base, level + 1)
+                if scope_of(target_base) != scope_of(base):
+                    # Merged here, the target's sub-schemas must still be built in the scope
+                    # its reference leads to.
+                    wrapped = rescoped(target_flat, target_base)
+                    if wrapped is None:
+                        self.unsupported(
+                            pointer,
+                            [next(k for k, v in REFERENCE_KINDS.items() if v == kind)],
+                            "a reference into another dynamic scope whose target counts"
+                            " contains matches or negates member rules, next to other keywords",
+                        )
+                    else:
+                        target_flat = wrapped
+                applied = merge(applied, target_flat)
             for index, sub in enumerate(s.get("allOf") or ()):
                 applied = merge(
                     applied, self.flatten(sub, f"{pointer}/allOf/{index}", base, level + 1)
@@ -537,7 +635,7 @@ class Compiler:
             # contribute their properties first.
             keys = list(s)
             first_applicator = min(
-                keys.index(k) for k in ("$ref", "$dynamicRef", "allOf", "if") if k in s
+                keys.index(k) for k in (*REFERENCE_KINDS, "allOf", "if") if k in s
             )
             own_properties = keys.index("properties") if "properties" in s else len(keys)
             if first_applicator < own_properties:
@@ -568,11 +666,6 @@ class Compiler:
                 raise self.error(pointer, f"unknown type {unknown[0]!r}")
             if "any" in names:
                 del s["type"]  # draft 3's "any": no restriction
-        if "$dynamicRef" in s:
-            name = s["$dynamicRef"].partition("#")[2]
-            count = sum(1 for key in self.index.anchors if key.endswith("#" + name))
-            if count > 1:
-                self.unsupported(pointer, ["$dynamicRef"], "dynamic scope with several anchors")
 
     # -- distribution of combinators ---------------------------------------------------------
     def flat_body(self, flat: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
@@ -1257,7 +1350,7 @@ class Compiler:
             if schema is not False:
                 raise self.error(pointer, "schema expansion does not terminate (nesting too deep)")
             return Dfa(edges=[[]], accepting=set())
-        base = self.index.base_of(schema, base) if isinstance(schema, dict) else base
+        base = self.base_in(schema, base) if isinstance(schema, dict) else base
         return self.flat_string_dfa(self.flatten(schema, pointer, base, 0), pointer, base, level)
 
     def flat_string_dfa(self, flat: dict[str, Any], pointer: str, base: str, level: int) -> Dfa:

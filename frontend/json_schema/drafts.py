@@ -148,10 +148,17 @@ INTRODUCED_IN = {
     "$dynamicRef": 2020,
 }
 
+# Keywords a later draft dropped: unknown words (annotations) from that draft on.
+REMOVED_IN = {"$recursiveRef": 2020}
+
 
 def normalize(schema: dict[str, Any], draft: int) -> dict[str, Any]:
     """A shallow copy of one schema object rewritten into 2020-12 keywords."""
-    out = {k: v for k, v in schema.items() if INTRODUCED_IN.get(k, 0) <= draft}
+    out = {
+        k: v
+        for k, v in schema.items()
+        if INTRODUCED_IN.get(k, 0) <= draft < REMOVED_IN.get(k, 10_000)
+    }
     if draft <= 4:
         for exclusive, inclusive in (
             ("exclusiveMinimum", "minimum"),
@@ -187,8 +194,6 @@ def normalize(schema: dict[str, Any], draft: int) -> dict[str, Any]:
             out["dependentRequired"] = required
         if schemas:
             out["dependentSchemas"] = schemas
-    if "$recursiveRef" in out and "$ref" not in out:
-        out["$ref"] = out.pop("$recursiveRef")
     if not any(key in out for key in IN_PLACE_APPLICATORS):
         _rewrite_unevaluated(out)
     return out

@@ -70,17 +70,34 @@ class RefIndex:
         self.documents: dict[str, Any] = {}
         self.anchors: dict[str, tuple[Any, str]] = {}
         self.bases: dict[int, str] = {}
-        self._walk(root, DEFAULT_BASE)
+        # Dynamic references (see Compiler.resolve): per schema resource (its URI), the names
+        # of the $dynamicAnchor-s it defines; the "uri#name" keys of those anchors (a plain
+        # $anchor of the same name resolves statically); and the resources whose root says
+        # "$recursiveAnchor": true (draft 2019-09).
+        self.dynamic_anchor_names: dict[str, set[str]] = {}
+        self.dynamic_anchor_keys: set[str] = set()
+        self.recursive_roots: set[str] = set()
+        # The anchor names $dynamicRef-s name, and whether any $recursiveRef is written: where
+        # none is, the dynamic scope cannot matter.
+        self.dynamic_ref_names: set[str] = set()
+        self.has_recursive_ref = False
+        self._walk(root, DEFAULT_BASE, resource_root=True)
         for uri, document in (remote or {}).items():
             uri = urldefrag(uri)[0]
             self.documents.setdefault(uri, document)
-            self._walk(document, uri)
+            self._walk(document, uri, resource_root=True)
 
     def base_of(self, schema: Any, fallback: str) -> str:
         """The base URI in force inside ``schema`` (its own ``$id`` applied)."""
         return self.bases.get(id(schema), fallback)
 
-    def _walk(self, schema: Any, base: str) -> None:
+    def resource(self, uri: str) -> Any:
+        """The root schema of the resource at ``uri`` (None when there is none)."""
+        if uri == DEFAULT_BASE:
+            return self.root
+        return self.documents.get(uri)
+
+    def _walk(self, schema: Any, base: str, resource_root: bool = False) -> None:
         if not isinstance(schema, dict):
             return
         key = "id" if self.legacy_id else "$id"
@@ -91,12 +108,24 @@ class RefIndex:
                 self.anchors[f"{uri}#{fragment}"] = (schema, base)
             else:
                 base = uri
+                resource_root = True
                 self.documents.setdefault(uri, schema)
         self.bases[id(schema)] = base
+        resource = urldefrag(base)[0]
+        if resource_root and schema.get("$recursiveAnchor") is True:
+            self.recursive_roots.add(resource)
+        dynamic_ref = schema.get("$dynamicRef")
+        if isinstance(dynamic_ref, str):
+            self.dynamic_ref_names.add(urldefrag(dynamic_ref)[1])
+        if isinstance(schema.get("$recursiveRef"), str):
+            self.has_recursive_ref = True
         for anchor_key in ("$anchor", "$dynamicAnchor"):
             anchor = schema.get(anchor_key)
             if isinstance(anchor, str):
-                self.anchors.setdefault(f"{urldefrag(base)[0]}#{anchor}", (schema, base))
+                self.anchors.setdefault(f"{resource}#{anchor}", (schema, base))
+                if anchor_key == "$dynamicAnchor":
+                    self.dynamic_anchor_names.setdefault(resource, set()).add(anchor)
+                    self.dynamic_anchor_keys.add(f"{resource}#{anchor}")
         for name, value in schema.items():
             if name in ("enum", "const", "examples", "default"):
                 continue
@@ -108,6 +137,12 @@ class RefIndex:
                     self._walk(child, base)
             elif name in SCHEMA_VALUED:
                 self._walk(value, base)
+
+    def target_resource(self, ref: str, base: str) -> tuple[str, str]:
+        """The resource URI a reference points into (DEFAULT_BASE for this document's root
+        resource) and its fragment."""
+        uri, fragment = urldefrag(_join(base, ref))
+        return (uri or DEFAULT_BASE), fragment
 
     def resolve(self, ref: str, base: str) -> tuple[Any, str, str]:
         """``(schema, base URI inside it, printable location)`` for a reference."""

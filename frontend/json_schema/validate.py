@@ -48,7 +48,7 @@ def is_valid(
         return False
     if depth > MAX_VALIDATION_DEPTH:
         raise compiler.error(pointer, "schema nesting too deep to check a fixed value")
-    base = compiler.index.base_of(schema, base) if isinstance(schema, dict) else base
+    base = compiler.base_in(schema, base) if isinstance(schema, dict) else base
     flat = compiler.flatten(schema, pointer, base, 0)
     return flat_is_valid(compiler, value, flat, pointer, base, depth)
 
