@@ -1020,6 +1020,66 @@ def test_custom_meta_schema_is_reported_and_lenient_warns() -> None:
         assert _grammar({"$schema": official, "minimum": 10}).accepts("12")
 
 
+def _dialect(vocabulary: dict[str, bool] | None) -> dict[str, Any]:
+    """A custom 2020-12 meta-schema with the given $vocabulary (none: the draft's own)."""
+    meta: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://dialects.example.test/meta",
+    }
+    if vocabulary is not None:
+        meta["$vocabulary"] = vocabulary
+    return meta
+
+
+VOCAB_2020 = "https://json-schema.org/draft/2020-12/vocab/"
+
+
+@pytest.mark.parametrize(
+    "vocabulary, validation, applicator",
+    [
+        # no validation vocabulary: "type" and "minimum" assert nothing, applicators still do
+        ({VOCAB_2020 + "core": True, VOCAB_2020 + "applicator": True}, False, True),
+        # an unknown optional vocabulary is ignored
+        (
+            {
+                VOCAB_2020 + "core": True,
+                VOCAB_2020 + "validation": True,
+                VOCAB_2020 + "applicator": True,
+                "https://vocabularies.example.test/extra": False,
+            },
+            True,
+            True,
+        ),
+        # no applicator vocabulary: "properties" asserts nothing
+        ({VOCAB_2020 + "core": True, VOCAB_2020 + "validation": True}, True, False),
+        # no $vocabulary at all: the draft's own dialect
+        (None, True, True),
+    ],
+)
+def test_custom_meta_schema_vocabularies_switch_keywords_off(
+    vocabulary: dict[str, bool] | None, validation: bool, applicator: bool
+) -> None:
+    meta = _dialect(vocabulary)
+    schema = {
+        "$schema": meta["$id"],
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 10}, "gone": False},
+    }
+    grammar = _grammar(schema, remote_documents={meta["$id"]: meta})
+    assert grammar.accepts('{"n": 12}')
+    assert grammar.accepts('"text"') is not validation
+    assert grammar.accepts('{"gone": 1}') is not applicator
+    # the member's own "type" needs both
+    assert grammar.accepts('{"n": "x"}') is not (validation and applicator)
+
+
+def test_custom_meta_schema_requiring_an_unknown_vocabulary_is_reported() -> None:
+    meta = _dialect({VOCAB_2020 + "core": True, "https://vocabularies.example.test/x": True})
+    schema = {"$schema": meta["$id"], "type": "integer"}
+    with pytest.raises(GrammarError, match="requires the unknown vocabulary"):
+        _grammar(schema, remote_documents={meta["$id"]: meta})
+
+
 COUNTED_CONTAINS = [
     {"type": "array", "not": {"contains": {"const": 1}}},
     {"not": {"contains": {"const": 1}, "minContains": 2}},

@@ -16,7 +16,7 @@ import re
 import warnings
 from collections.abc import Callable, Hashable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urldefrag, urlsplit
 
 from gramkiln.frontend.json_schema import arrays, objects
 from gramkiln.frontend.json_schema.automaton import (
@@ -83,6 +83,7 @@ from gramkiln.frontend.json_schema.scope import DynamicScopes, in_scope, scope_o
 from gramkiln.frontend.json_schema.strings import ALL_CHARS, encode_expr, encoded_char
 from gramkiln.frontend.json_schema.validate import flat_is_valid
 from gramkiln.frontend.json_schema.values import MAX_PERMUTED_KEYS, value_expr
+from gramkiln.frontend.json_schema.vocabularies import UnknownVocabulary, switched_off
 from gramkiln.ir import CharClass, Expr, GrammarIR, Ref, Repeat, Rule, walk
 
 from gramkiln.errors import EmptyLanguageWarning, GrammarError
@@ -170,6 +171,11 @@ class Compiler:
         self.options = options
         self.root = schema
         self.draft = detect_draft(schema)
+        # A custom meta-schema's dialect: its draft, and the keywords its $vocabulary leaves
+        # out (see .vocabularies); why it cannot be followed, if it cannot.
+        self.switched_off: frozenset[str] = frozenset()
+        self.meta_problem: str | None = None
+        self.read_meta_schema()
         self.index = RefIndex(schema, self.draft, remote=options.remote_documents)
         self.scopes = DynamicScopes(self.index)
         self.layout = Layout(options)
@@ -202,19 +208,43 @@ class Compiler:
             self.canonical_sets[id(values)] = cached
         return cached[1]
 
+    def read_meta_schema(self) -> None:
+        """Follow a custom meta-schema given in ``remote_documents`` (its draft and
+        ``$vocabulary``); without it, or with a required vocabulary unknown here, the
+        keywords' meaning is unknown (``meta_problem``)."""
+        meta = self.root.get("$schema") if isinstance(self.root, dict) else None
+        host = urlsplit(meta).hostname if isinstance(meta, str) else None
+        if not isinstance(meta, str) or host is None or host in STANDARD_META_HOSTS:
+            return
+        remote = self.options.remote_documents or {}
+        documents = {urldefrag(uri)[0]: doc for uri, doc in remote.items()}
+        meta_schema = documents.get(urldefrag(meta)[0])
+        if not isinstance(meta_schema, dict):
+            # It may switch vocabularies off (then e.g. "minimum" asserts nothing).
+            self.meta_problem = "its vocabularies are unknown"
+            return
+        self.draft = detect_draft(meta_schema)
+        try:
+            self.switched_off = switched_off(meta_schema, self.draft)
+        except UnknownVocabulary as exc:
+            self.meta_problem = str(exc)
+
+    def normalized(self, schema: dict[str, Any], synthetic: bool) -> dict[str, Any]:
+        """``normalize`` in the schema's dialect: the document's draft, less the keywords its
+        meta-schema's vocabularies leave out; 2020-12 for schemas the front end wrote."""
+        s = normalize(schema, DEFAULT_DRAFT if synthetic else self.draft)
+        if self.switched_off and not synthetic:
+            s = {k: v for k, v in s.items() if k not in self.switched_off}
+        return s
+
     # -- public entry -----------------------------------------------------------------------
     def grammar(self) -> GrammarIR:
         """Build and verify the grammar for the whole document."""
         if not isinstance(self.root, (dict, bool)):
             raise self.error("#", "a schema must be a JSON object or a boolean")
-        meta = self.root.get("$schema") if isinstance(self.root, dict) else None
-        host = urlsplit(meta).hostname if isinstance(meta, str) else None
-        if host is not None and host not in STANDARD_META_HOSTS:
-            # A custom meta-schema may switch vocabularies off (then e.g. "minimum" asserts
-            # nothing); without it the keywords' meaning is unknown.
-            self.unsupported(
-                "#", ["$schema"], f"custom meta-schema {meta!r}: its vocabularies are unknown"
-            )
+        if self.meta_problem is not None:
+            meta = self.root.get("$schema") if isinstance(self.root, dict) else None
+            self.unsupported("#", ["$schema"], f"custom meta-schema {meta!r}: {self.meta_problem}")
         try:
             body = self.value_ref(self.root, "#", DEFAULT_BASE, 0)
         except RecursionError:
@@ -441,7 +471,7 @@ class Compiler:
 
     def schema_body(self, schema: dict[str, Any], pointer: str, base: str, depth: int) -> Expr:
         """The expression for one schema object."""
-        normalized = normalize(schema, self.draft_of(schema))
+        normalized = self.normalized(schema, synthetic=id(schema) not in self.index.bases)
         constraint_keys = [k for k in normalized if k in CONSTRAINTS]
         if len(constraint_keys) == 1 and constraint_keys[0] in REFERENCE_KINDS:
             # A reference alone: the target's own rule (in the scope the reference leads to).
@@ -461,12 +491,6 @@ class Compiler:
         schema, base = unwrap(schema, base)
         inner = self.index.base_of(schema, base)
         return self.scopes.with_scope(inner, scope_of(base))
-
-    def draft_of(self, schema: dict[str, Any]) -> int:
-        """The draft a schema object is read in: the document's for its own objects; 2020-12
-        for schemas the front end wrote (negations, merges), whose keywords are 2020-12's
-        (`contains`, `prefixItems`, `const`), which an older draft would drop as unknown."""
-        return self.draft if id(schema) in self.index.bases else DEFAULT_DRAFT
 
     def resolve(
         self, ref: str, base: str, pointer: str, kind: str = "static"
@@ -517,7 +541,7 @@ class Compiler:
         # Internal keywords come only from schemas the front end wrote: in a document, a
         # keyword spelled like one is an unknown word (an annotation).
         synthetic = id(schema) not in self.index.bases
-        s = normalize(schema, DEFAULT_DRAFT if synthetic else self.draft)
+        s = self.normalized(schema, synthetic)
         self._check_keywords(s, pointer, written=not synthetic)
         flat: dict[str, Any] = {}
         for key, value in s.items():
