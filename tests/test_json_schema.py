@@ -608,6 +608,33 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [[1], []],
         [[1, 2]],
     ),
+    # Items a "contains" matched are evaluated; the others meet unevaluatedItems.
+    (
+        "unevaluatedItems beside contains",
+        {"contains": {"type": "string"}, "unevaluatedItems": {"type": "integer"}},
+        [["a"], ["a", 1, "b"], [2, "x"]],
+        [[], [1], ["a", None], ["a", 1.5]],
+    ),
+    (
+        "unevaluatedItems beside contains in allOf branches",
+        {
+            "prefixItems": [{"const": 0}],
+            "allOf": [{"contains": {"const": "a"}}, {"contains": {"const": "b"}}],
+            "unevaluatedItems": False,
+        },
+        [[0, "a", "b"], [0, "b", "a", "a"]],
+        [[0, "a"], [0, "a", "b", "c"], [1, "a", "b"], [0, "a", "b", 0]],
+    ),
+    (
+        "enum values checked against unevaluatedItems beside contains",
+        {
+            "enum": [["a", 1], [1.5], ["b", None]],
+            "contains": {"type": "string"},
+            "unevaluatedItems": {"type": "integer"},
+        },
+        [["a", 1]],
+        [[1.5], ["b", None]],
+    ),
     ("false property", {"properties": {"a": False}}, [{}, {"b": 1}], [{"a": 1}]),
     ("false schema", False, [], [None, 1, {}]),
     # Negations the front end writes use 2020-12 keywords (`contains`, `prefixItems`); nested

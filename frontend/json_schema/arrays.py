@@ -43,11 +43,13 @@ def array_expr(
     items = flat.get("items", True)
     if "unevaluatedItems" in flat and "items" not in flat:
         # Every merged part's prefixItems/items were merged into this schema, so the items
-        # nobody evaluated are exactly those after the prefix.
-        if "contains" in flat:
-            compiler.unsupported(pointer, ["unevaluatedItems"], "items evaluated by contains")
-        else:
-            items = flat["unevaluatedItems"]
+        # nobody evaluated are those after the prefix that no "contains" matched (a valid
+        # array passed every contains, so each one's matches count as evaluated): each such
+        # item matches one of the contains schemas or unevaluatedItems.
+        items = flat["unevaluatedItems"]
+        matched = [schema for schema, _, _ in contains_constraints(flat) if schema is not False]
+        if matched and items is not True:
+            items = {"anyOf": [*matched, items]}
     min_items = int(flat.get("minItems", 0))
     max_items = flat.get("maxItems")
     max_items = int(max_items) if max_items is not None else None

@@ -162,12 +162,21 @@ def _array_ok(value: list[Any], flat: dict[str, Any], check: Any, pointer: str) 
     if flat.get("uniqueItems") and len({canonical(v) for v in value}) != len(value):
         return False
     prefix = list(flat.get("prefixItems") or [])
+    contains = contains_constraints(flat)
     rest = flat.get("items", flat.get("unevaluatedItems", True))
+    # Items a "contains" matched are evaluated: unevaluatedItems does not see them.
+    matched_ok = "items" not in flat and "unevaluatedItems" in flat
     for index, item in enumerate(value):
         schema = prefix[index] if index < len(prefix) else rest
-        if not check(schema, item, f"{pointer}/items"):
+        if check(schema, item, f"{pointer}/items"):
+            continue
+        if not (
+            matched_ok
+            and index >= len(prefix)
+            and any(check(c, item, f"{pointer}/contains") for c, _, _ in contains)
+        ):
             return False
-    for matching, low, high in contains_constraints(flat):
+    for matching, low, high in contains:
         matches = sum(1 for item in value if check(matching, item, f"{pointer}/contains"))
         if not low <= matches <= (math.inf if high is None else high):
             return False
