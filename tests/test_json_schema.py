@@ -625,6 +625,44 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [[0, "a", "b"], [0, "b", "a", "a"]],
         [[0, "a"], [0, "a", "b", "c"], [1, "a", "b"], [0, "a", "b", 0]],
     ),
+    # A failed schema (a false "if", a oneOf branch that does not match, a "not") evaluates
+    # no item; its negation, merged in, constrains only positions the rest evaluates anyway.
+    (
+        "unevaluatedItems with if/then/else over the same positions",
+        {
+            "prefixItems": [{"type": "integer"}],
+            "if": {"prefixItems": [True, {"type": "string"}]},
+            "then": {"prefixItems": [True, True, {"const": "t"}]},
+            "else": {"prefixItems": [True, True, {"const": "e"}]},
+            "unevaluatedItems": False,
+        },
+        [[1, "s", "t"], [1, 2, "e"], [1], [1, "s"], [1, 2]],
+        [[1, "s", "e"], [1, 2, "t"], [1, 2, "e", 3], [1, "s", "t", 0], ["a"]],
+    ),
+    (
+        "unevaluatedItems with an overlapping oneOf",
+        {
+            "type": "array",
+            "prefixItems": [{"type": "integer"}],
+            "oneOf": [
+                {"prefixItems": [True, {"const": "x"}]},
+                {"prefixItems": [True, {"type": "string"}], "minItems": 2},
+            ],
+            "unevaluatedItems": False,
+        },
+        [[1, "y"], [1], []],
+        [[1, "x"], [1, "y", 3], [1, 2]],
+    ),
+    (
+        "unevaluatedItems with not over evaluated positions",
+        {
+            "prefixItems": [{"type": "integer"}, {"type": "integer"}],
+            "not": {"prefixItems": [True, {"const": 3}]},
+            "unevaluatedItems": False,
+        },
+        [[1, 2]],
+        [[1, 3], [1], [1, 2, 3], []],
+    ),
     (
         "enum values checked against unevaluatedItems beside contains",
         {

@@ -726,7 +726,7 @@ class Compiler:
             except NotNegatable as exc:
                 self.unsupported(location, ["not"], str(exc))
                 return self.branch(rest, pointer, base, depth)
-            if "unevaluatedItems" in rest and _constrains_items(alternatives):
+            if "unevaluatedItems" in rest and _evaluates_beyond(alternatives, rest):
                 # "not" yields no annotations, but its negation, merged in, would evaluate
                 # items that unevaluatedItems must still see.
                 self.unsupported(
@@ -889,7 +889,9 @@ class Compiler:
             exact: list[dict[str, Any]] = []
             for i, branch in enumerate(branches):
                 others = [negations[j] for a, j in overlaps if a == i]
-                if "unevaluatedItems" in branch and any(_constrains_items(n) for n in others):
+                if "unevaluatedItems" in branch and any(
+                    _evaluates_beyond(n, branch) for n in others
+                ):
                     # Failed branches yield no annotations; their negations would.
                     raise NotNegatable("items constrained by a failed branch (unevaluatedItems)")
                 parts = [branch]
@@ -935,7 +937,10 @@ class Compiler:
         except NotNegatable as exc:
             self.unsupported(location, ["if"], str(exc))
             return self.branch(rest, location, base, depth)
-        if "unevaluatedItems" in rest and _constrains_items(negated):
+        otherwise_flat = self.flatten(otherwise, f"{location}/else", base, 0)
+        if "unevaluatedItems" in rest and _evaluates_beyond(
+            negated, self.merge_at(rest, otherwise_flat, location)
+        ):
             # A failed "if" yields no annotations, but its negation, merged in, would
             # evaluate items that unevaluatedItems must still see.
             self.unsupported(
@@ -946,7 +951,6 @@ class Compiler:
             positive, self.flatten(then, f"{location}/then", base, 0), location
         )
         exprs = [self.branch(positive, location, base, depth)]
-        otherwise_flat = self.flatten(otherwise, f"{location}/else", base, 0)
         for alternative in negated:
             branch = self.merge_at(
                 self.merge_at(rest, alternative, location), otherwise_flat, location
@@ -1514,12 +1518,28 @@ def _has_large_object(value: Any) -> bool:
     return False
 
 
-def _constrains_items(alternatives: list[Any]) -> bool:
-    """Whether some alternative (of a negation) has keywords that evaluate array items."""
-    item_keywords = ("items", "prefixItems", "additionalItems", "contains")
-    return any(
-        isinstance(alt, dict) and any(k in alt for k in item_keywords) for alt in alternatives
-    )
+def _evaluates_beyond(alternatives: list[Any], flat: dict[str, Any]) -> bool:
+    """Whether merging some alternative (of a negation) into ``flat`` would evaluate array
+    items that ``flat`` itself leaves to unevaluatedItems.
+
+    A negation stands for a schema that failed, which evaluates nothing; merged in, its
+    ``prefixItems`` would count as evaluating their positions, and its ``items`` or
+    ``contains`` the items they reach. That changes nothing where ``flat`` evaluates those
+    items already: every item (it has ``items``), or every position of a prefix at least as
+    long. (The alternatives merged before this one passed the same test, so ``flat``'s prefix
+    is one its own keywords evaluate.)
+    """
+    if "items" in flat:
+        return False
+    evaluated = len(flat.get("prefixItems") or ())
+    for alt in alternatives:
+        if not isinstance(alt, dict):
+            continue
+        if any(k in alt for k in ("items", "additionalItems", "contains", "__more_contains")):
+            return True
+        if len(alt.get("prefixItems") or ()) > evaluated:
+            return True
+    return False
 
 
 def _as_schema(flat: dict[str, Any]) -> Any:
