@@ -72,6 +72,66 @@ SCHEMAS: list[dict[str, Any]] = [
             "http://json-schema.org/draft-07/schema#",
         )
     ),
+    # Items a contains matched are evaluated.
+    {"contains": {"type": "string"}, "unevaluatedItems": {"type": "integer"}},
+    # Dynamic references: a strict extension of a tree ("b" holds the children), through
+    # $dynamicRef and through $recursiveRef, and one list resource in two scopes.
+    {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://schemas.example.test/strict",
+        "$dynamicAnchor": "node",
+        "$ref": "tree",
+        "unevaluatedProperties": False,
+        "$defs": {
+            "tree": {
+                "$id": "tree",
+                "$dynamicAnchor": "node",
+                "type": "object",
+                "properties": {
+                    "a": True,
+                    "b": {"type": "array", "items": {"$dynamicRef": "#node"}},
+                },
+            }
+        },
+    },
+    {
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "$id": "https://schemas.example.test/strict",
+        "$recursiveAnchor": True,
+        "$ref": "tree",
+        "unevaluatedProperties": False,
+        "$defs": {
+            "tree": {
+                "$id": "tree",
+                "$recursiveAnchor": True,
+                "type": "object",
+                "properties": {"a": True, "b": {"type": "array", "items": {"$recursiveRef": "#"}}},
+            }
+        },
+    },
+    {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://schemas.example.test/lists",
+        "properties": {"a": {"$ref": "ints"}, "b": {"$ref": "strs", "maxItems": 2}},
+        "$defs": {
+            "list": {
+                "$id": "list",
+                "type": "array",
+                "items": {"$dynamicRef": "#e"},
+                "$defs": {"e": {"$dynamicAnchor": "e"}},
+            },
+            "ints": {
+                "$id": "ints",
+                "$ref": "list",
+                "$defs": {"e": {"$dynamicAnchor": "e", "type": "integer"}},
+            },
+            "strs": {
+                "$id": "strs",
+                "$ref": "list",
+                "$defs": {"e": {"$dynamicAnchor": "e", "type": "string"}},
+            },
+        },
+    },
 ]
 
 scalars = st.one_of(
