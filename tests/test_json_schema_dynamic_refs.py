@@ -244,3 +244,14 @@ def test_scoped_bases_compare_by_scope() -> None:
     assert in_scope(wrapped, plain) is wrapped and in_scope(False, scoped) is False
     assert unwrap(wrapped, plain) == (schema, scoped)
     assert unwrap(schema, plain) == (schema, plain)
+
+
+@pytest.mark.parametrize("keyword", ["$dynamicRef", "$recursiveRef"])
+def test_a_reference_that_is_not_a_string_is_a_located_error(keyword: str) -> None:
+    """(A number here used to crash the front end with an AttributeError.)"""
+    from gramkiln.errors import GrammarError
+
+    schema = {"$schema": DRAFT_2019 if keyword == "$recursiveRef" else DRAFT_2020}
+    schema["items"] = {keyword: 3}
+    with pytest.raises(GrammarError, match=rf"at #/items: \{keyword} must be a string"):
+        Grammar.from_json_schema(schema)

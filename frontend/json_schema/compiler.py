@@ -511,11 +511,13 @@ class Compiler:
                 kind == "dynamic"
                 and fragment
                 and not fragment.startswith("/")
-                and f"{resource}#{fragment}" in self.index.dynamic_anchor_keys
+                and self.index.anchors.get(f"{resource}#{fragment}", (None,))[0]
+                is self.index.dynamic_anchors.get(f"{resource}#{fragment}", (False,))[0]
             ):
+                # The static target is the resource's $dynamicAnchor of that name.
                 outermost = self.scopes.dynamic_target(scope, fragment)
                 if outermost is not None:
-                    target, _ = self.index.anchors[f"{outermost}#{fragment}"]
+                    target, _ = self.index.dynamic_anchors[f"{outermost}#{fragment}"]
                     target_base = self.index.base_of(target, outermost)
                     location = f"{outermost}#{fragment}"
             return target, self.scopes.with_scope(target_base, scope), location
@@ -1598,6 +1600,8 @@ _KEYWORD_SHAPES = {
     "pattern": "a string",
     "uniqueItems": "a boolean",
     "$ref": "a string",
+    "$dynamicRef": "a string",
+    "$recursiveRef": "a string",
     "unevaluatedItems": "a schema",
     "unevaluatedProperties": "a schema",
 }

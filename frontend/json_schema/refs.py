@@ -71,11 +71,11 @@ class RefIndex:
         self.anchors: dict[str, tuple[Any, str]] = {}
         self.bases: dict[int, str] = {}
         # Dynamic references (see Compiler.resolve): per schema resource (its URI), the names
-        # of the $dynamicAnchor-s it defines; the "uri#name" keys of those anchors (a plain
-        # $anchor of the same name resolves statically); and the resources whose root says
+        # of the $dynamicAnchor-s it defines; those anchors by "uri#name" (a plain $anchor of
+        # the same name resolves statically); and the resources whose root says
         # "$recursiveAnchor": true (draft 2019-09).
         self.dynamic_anchor_names: dict[str, set[str]] = {}
-        self.dynamic_anchor_keys: set[str] = set()
+        self.dynamic_anchors: dict[str, tuple[Any, str]] = {}
         self.recursive_roots: set[str] = set()
         # The anchor names $dynamicRef-s name, and whether any $recursiveRef is written: where
         # none is, the dynamic scope cannot matter.
@@ -125,7 +125,7 @@ class RefIndex:
                 self.anchors.setdefault(f"{resource}#{anchor}", (schema, base))
                 if anchor_key == "$dynamicAnchor":
                     self.dynamic_anchor_names.setdefault(resource, set()).add(anchor)
-                    self.dynamic_anchor_keys.add(f"{resource}#{anchor}")
+                    self.dynamic_anchors.setdefault(f"{resource}#{anchor}", (schema, base))
         for name, value in schema.items():
             if name in ("enum", "const", "examples", "default"):
                 continue
