@@ -57,6 +57,26 @@ def _tree(anchor: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _outer_string_inner_integer(reference: dict[str, Any], inner_anchor: str) -> dict[str, Any]:
+    """A root whose dynamic anchor "element" is a string, and a list resource whose items go
+    through ``reference`` to its own "element" (an integer, named by ``inner_anchor``): the
+    items are integers when the reference stays static, strings when it goes to the root."""
+    return {
+        "$schema": DRAFT_2020,
+        "$id": BASE + "outer",
+        "$ref": "list",
+        "$defs": {
+            "outer": {"$dynamicAnchor": "element", "type": "string"},
+            "list": {
+                "$id": "list",
+                "type": "array",
+                "items": reference,
+                "$defs": {"element": {inner_anchor: "element", "type": "integer"}},
+            },
+        },
+    }
+
+
 CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
     (
         # One generic list, used by two resources with different element types: the list's
@@ -138,20 +158,7 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
     (
         # The anchor a $dynamicRef lands on first must itself be dynamic ("bookending").
         "$dynamicRef to a plain $anchor is static",
-        {
-            "$schema": DRAFT_2020,
-            "$id": BASE + "plain",
-            "$ref": "list",
-            "$defs": {
-                "outer": {"$dynamicAnchor": "element", "type": "string"},
-                "list": {
-                    "$id": "list",
-                    "type": "array",
-                    "items": {"$dynamicRef": "#element"},
-                    "$defs": {"element": {"$anchor": "element", "type": "integer"}},
-                },
-            },
-        },
+        _outer_string_inner_integer({"$dynamicRef": "#element"}, "$anchor"),
         [[1, 2], []],
         [["a"]],
     ),
@@ -191,20 +198,7 @@ def test_static_ref_to_a_dynamic_anchor_is_static() -> None:
 
     (The ``jsonschema`` package resolves a ``$ref`` that lands on a ``$dynamicAnchor``
     dynamically too; the specification and the test suite do not.)"""
-    schema = {
-        "$schema": DRAFT_2020,
-        "$id": BASE + "static",
-        "$ref": "list",
-        "$defs": {
-            "outer": {"$dynamicAnchor": "element", "type": "string"},
-            "list": {
-                "$id": "list",
-                "type": "array",
-                "items": {"$ref": "#element"},
-                "$defs": {"element": {"$dynamicAnchor": "element", "type": "integer"}},
-            },
-        },
-    }
+    schema = _outer_string_inner_integer({"$ref": "#element"}, "$dynamicAnchor")
     grammar = Grammar.from_json_schema(schema)
     assert grammar.accepts("[1, 2]")
     assert not grammar.accepts('["a"]')

@@ -143,15 +143,15 @@ def rescoped(flat: dict[str, Any], base: str) -> dict[str, Any] | None:
         return None
     out = dict(flat)
     for keyword, shape in SUBSCHEMA_KEYWORDS.items():
-        value = out.get(keyword)
+        if keyword not in flat:
+            continue
+        value = flat[keyword]
         if shape == "one":
-            out[keyword] = in_scope(value, base) if keyword in out else value
+            out[keyword] = in_scope(value, base)
         elif shape == "list" and isinstance(value, list):
             out[keyword] = [in_scope(v, base) for v in value]
         elif shape == "map" and isinstance(value, dict):
             out[keyword] = {name: in_scope(v, base) for name, v in value.items()}
-        if keyword not in flat:
-            out.pop(keyword, None)
     return out
 
 
@@ -507,13 +507,8 @@ class Compiler:
             target, target_base, location = self.index.resolve(ref, base)
             resource, fragment = self.index.target_resource(ref, base)
             scope = self.scopes.after_reference(base, resource)
-            if (
-                kind == "dynamic"
-                and fragment
-                and not fragment.startswith("/")
-                and self.index.anchors.get(f"{resource}#{fragment}", (None,))[0]
-                is self.index.dynamic_anchors.get(f"{resource}#{fragment}", (False,))[0]
-            ):
+            anchor = self.index.dynamic_anchors.get(f"{resource}#{fragment}")
+            if kind == "dynamic" and anchor is not None and anchor[0] is target:
                 # The static target is the resource's $dynamicAnchor of that name.
                 outermost = self.scopes.dynamic_target(scope, fragment)
                 if outermost is not None:
@@ -624,17 +619,15 @@ class Compiler:
             flat["__conds"] = [(s["if"], s.get("then", True), s.get("else", True), pointer, base)]
         if synthetic and isinstance(s.get("__conds"), list):
             flat["__conds"] = [*s["__conds"], *flat.get("__conds", ())]
-        references = [
-            (s[keyword], kind)
-            for keyword, kind in REFERENCE_KINDS.items()
-            if isinstance(s.get(keyword), str)
-        ]
+        references = [keyword for keyword in REFERENCE_KINDS if isinstance(s.get(keyword), str)]
         if not references and not s.get("allOf") and selected is None:
             return flat
         try:
             applied: dict[str, Any] = {}
-            for ref, kind in references:
-                target, target_base, location = self.resolve(ref, base, pointer, kind)
+            for keyword in references:
+                target, target_base, location = self.resolve(
+                    s[keyword], base, pointer, REFERENCE_KINDS[keyword]
+                )
                 target_flat = self.flatten(target, location, target_base, level + 1)
                 if scope_of(target_base) != scope_of(base):
                     # Merged here, the target's sub-schemas must still be built in the scope
@@ -643,7 +636,7 @@ class Compiler:
                     if wrapped is None:
                         self.unsupported(
                             pointer,
-                            [next(k for k, v in REFERENCE_KINDS.items() if v == kind)],
+                            [keyword],
                             "a reference into another dynamic scope whose target counts"
                             " contains matches or negates member rules, next to other keywords",
                         )

@@ -91,12 +91,6 @@ class RefIndex:
         """The base URI in force inside ``schema`` (its own ``$id`` applied)."""
         return self.bases.get(id(schema), fallback)
 
-    def resource(self, uri: str) -> Any:
-        """The root schema of the resource at ``uri`` (None when there is none)."""
-        if uri == DEFAULT_BASE:
-            return self.root
-        return self.documents.get(uri)
-
     def _walk(self, schema: Any, base: str, resource_root: bool = False) -> None:
         if not isinstance(schema, dict):
             return
