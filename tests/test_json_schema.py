@@ -366,6 +366,30 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
         [{"k": "n", "v": "x"}, {"k": "s", "v": 1}],
     ),
     ("if without else", {"if": {"minimum": 10}, "then": {"multipleOf": 2}}, [12, 3, 5], [11]),
+    # The condition's own anyOf / oneOf / not hold in the then-branch (the form of the
+    # condition prepared for its negation was merged there, and every value passed).
+    (
+        "if anyOf",
+        {"if": {"anyOf": [{"type": "string"}]}, "else": {"anyOf": [{"type": "boolean"}]}},
+        ["a", "", True, False],
+        [2, None, [1], {}],
+    ),
+    (
+        "if oneOf then",
+        {
+            "if": {"oneOf": [{"type": "integer"}, {"minimum": 5}]},
+            "then": {"maximum": 100},
+            "else": {"type": "string"},
+        },
+        [1, 4, 6.5, 99.5, "x", None, True],
+        [5, 7, 100, 200.5],
+    ),
+    (
+        "if not",
+        {"if": {"not": {"type": "string"}}, "then": {"type": "integer"}, "else": {"minLength": 2}},
+        [1, -3, "ab", "abc"],
+        [1.5, None, "a", "", [1]],
+    ),
     ("not multipleOf", {"not": {"multipleOf": 3}}, [4, 1.5, -1], [3, 6.0, "x"]),
     (
         "not anyOf",

@@ -317,3 +317,60 @@ def test_string_combinators_as_one_automaton_agree_with_a_validator(schema: dict
             decided[expected] += 1
             assert accepts(compiled, json.dumps(text)) == expected, text
     assert decided[True] and decided[False]
+
+
+def test_canonical_text_of_shared_sub_schemas_is_linear_and_exact() -> None:
+    # Merged schemas share sub-schemas by reference; 64 levels of two references to the level
+    # below unfold to 2^64 leaves, which the canonical text must not visit one by one.
+    from gramkiln.frontend.json_schema.combinators import canonical
+
+    def shared(levels: int, leaf: object) -> object:
+        node: object = {"const": leaf}
+        for _ in range(levels):
+            node = {"allOf": [node, node], "x": [node]}
+        return node
+
+    assert canonical(shared(64, 1)) == canonical(shared(64, 1.0))
+    assert canonical(shared(64, 1)) != canonical(shared(64, True))
+    assert canonical(shared(64, 1)) != canonical(shared(63, 1))
+    # Values as before: key order does not count, types do.
+    assert canonical({"a": 1, "b": [None, "x"]}) == canonical({"b": [None, "x"], "a": 1.0})
+    assert canonical({"a": "1"}) != canonical({"a": 1})
+    assert canonical([False]) != canonical([0])
+    assert canonical({"a": [1, 2]}) != canonical({"a": [2, 1]})
+
+
+def test_merged_constraint_lists_keep_each_entry_once() -> None:
+    # A constraint both sides carry is kept once: kept twice, it doubled with every level of
+    # merging (a fuzzed schema reached 4 million copies of two formats and never finished).
+    from gramkiln.frontend.json_schema.combinators import merge
+
+    groups = [("anyOf", [{"type": "string"}], "#/anyOf")]
+    left = {"__formats": ["email"], "__exclude": [True], "__groups": groups}
+    right = {"__formats": ["email", "date"], "__exclude": [1, True], "__groups": groups}
+    merged = merge(left, right)
+    assert merged["__formats"] == ["email", "date"]
+    # True and 1 are different JSON values, both excluded.
+    assert merged["__exclude"] == [True, 1]
+    assert merged["__groups"] == groups
+    for _ in range(64):
+        merged = merge(merged, merged)
+    assert merged["__formats"] == ["email", "date"]
+
+
+def _doubling_references(levels: int) -> dict:
+    """Each level an allOf of two references to the level below: 2^levels paths to the leaf."""
+    defs: dict = {"x0": {"type": "string", "format": "email", "not": {"const": "a@b.cd"}}}
+    for level in range(1, levels + 1):
+        below = {"$ref": f"#/$defs/x{level - 1}"}
+        defs[f"x{level}"] = {"allOf": [below, dict(below)]}
+    return {"$defs": defs, "$ref": f"#/$defs/x{levels}"}
+
+
+def test_exponentially_many_merge_paths_end_in_a_located_error() -> None:
+    grammar = Grammar.from_json_schema(_doubling_references(6))
+    assert grammar.accepts('"q@r.st"')
+    assert not grammar.accepts('"a@b.cd"') and not grammar.accepts('"ab"')
+    # 2^20 paths: the merges are bounded, with the place where the bound was met.
+    with pytest.raises(GrammarError, match=r"at #/\$defs/x\d+: schema expansion too large"):
+        Grammar.from_json_schema(_doubling_references(20))

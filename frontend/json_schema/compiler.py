@@ -10,6 +10,7 @@ branches, and finally each branch is split by type and handed to the per-type bu
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -90,6 +91,10 @@ from gramkiln.errors import EmptyLanguageWarning, GrammarError
 
 LANGUAGE = "JSON Schema"
 MAX_FLATTEN_DEPTH = 64
+# allOf / $ref merges of one document: sub-schemas reached along exponentially many paths
+# (each level an allOf of two references to the level below) would otherwise take hours. The
+# most in the MaskBench data is 7,731 (a few seconds); a merge costs up to ~0.3 ms.
+MAX_FLATTENS = 50_000
 MAX_BRANCHES = 128  # per branch of a oneOf made exact by negations
 # anyOf, and oneOf with provably disjoint branches: one alternative each, so linear in size
 # (real schemas spell enums as a oneOf of several hundred `const` branches with descriptions).
@@ -188,6 +193,7 @@ class Compiler:
         self.contradictions: list[str] = []
         self._counter = 0
         self._nesting = 0
+        self._flattens = 0
         # One encoded character per range set: key automata ask for the same sets at every
         # trie state ("anything but these letters"), and char() only builds shared rules.
         self._chars: dict[tuple[tuple[int, int], ...], Expr] = {}
@@ -534,6 +540,13 @@ class Compiler:
             raise self.error(pointer, "a schema must be a JSON object or a boolean")
         if level > MAX_FLATTEN_DEPTH:
             raise self.error(pointer, "allOf/$ref chain does not terminate (recursive allOf)")
+        self._flattens += 1
+        if self._flattens > MAX_FLATTENS:
+            raise self.error(
+                pointer,
+                f"schema expansion too large: more than {MAX_FLATTENS:,} allOf/$ref merges"
+                " (sub-schemas reached along exponentially many paths)",
+            )
         base = self.base_in(schema, base)
         # Internal keywords come only from schemas the front end wrote: in a document, a
         # keyword spelled like one is an unknown word (an annotation).
@@ -941,6 +954,11 @@ class Compiler:
             self.unsupported(
                 location, ["if", "unevaluatedItems"], "items constrained by a failed if"
             )
+        # The condition in full: the form prepared for negation keeps its anyOf / oneOf / not
+        # only as the negation reads them, and merged as it is it dropped them (`if: {anyOf:
+        # [{type: string}]}` let every value through the then-branch).
+        if not isinstance(condition, bool):
+            condition_flat = self.flatten(condition, f"{location}/if", base, 0)
         positive = self.merge_at(rest, condition_flat, location)
         positive = self.merge_at(
             positive, self.flatten(then, f"{location}/then", base, 0), location
@@ -1548,18 +1566,34 @@ def _strip_internal(flat: dict[str, Any]) -> dict[str, Any]:
 
 def _internal_key(flat: dict[str, Any]) -> str:
     """A printable key for internal list keywords (their raw schemas compare by identity)."""
+    memo: dict[int, str] = {}
     parts = []
     for key in sorted(k for k in flat if k.startswith("__")):
-        parts.append(f"{key}={_identity_repr(flat[key])}")
+        parts.append(f"{key}={_identity_repr(flat[key], memo)}")
     return ";".join(parts)
 
 
-def _identity_repr(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_identity_repr(v) for v in value) + "]"
+def _identity_repr(value: Any, memo: dict[int, str]) -> str:
+    # Merged branches share their condition and group lists by reference, level under level:
+    # each list is written once per key, and a long one as a digest in its parent (see
+    # combinators.canonical).
     if isinstance(value, dict):
         return f"@{id(value)}"
-    return repr(value)
+    if not isinstance(value, (list, tuple)):
+        return repr(value)
+    text = memo.get(id(value))
+    if text is None:
+        members = []
+        for member in value:
+            member_text = _identity_repr(member, memo)
+            if len(member_text) > 80:
+                member_text = (
+                    "#" + hashlib.blake2b(member_text.encode(), digest_size=16).hexdigest()
+                )
+            members.append(member_text)
+        text = "[" + ",".join(members) + "]"
+        memo[id(value)] = text
+    return text
 
 
 # The JSON shape each keyword's value must have (checked before use).
