@@ -1086,16 +1086,53 @@ def test_any_of_under_unevaluated_properties_evaluates_every_matching_branch() -
     assert not grammar.accepts(json.dumps({"foo": "foo"}))
 
 
-def test_items_under_not_with_unevaluated_items_are_reported() -> None:
-    """ "not" yields no annotations; merging its negation would evaluate items, so the
-    combination is reported instead of accepting unevaluated items."""
+def test_items_under_not_beside_unevaluated_items_are_not_evaluated() -> None:
+    """ "not" yields no annotations: unevaluatedItems, closed over what the schema itself
+    evaluates (its one-item prefix), rejects the second item whatever the negation says of
+    it (this was reported as unsupported until the keyword was closed)."""
     schema = {
         "prefixItems": [{"const": "foo"}],
         "not": {"not": {"prefixItems": [True, {"const": "bar"}]}},
         "unevaluatedItems": False,
     }
-    with pytest.raises(GrammarError, match="unevaluatedItems: items constrained under not"):
-        _grammar(schema)
+    grammar = _grammar(schema)
+    for value, valid in [
+        ([], True),
+        (["foo"], True),
+        (["foo", "bar"], False),
+        (["foo", "baz"], False),
+        (["bar"], False),
+        (3, True),
+    ]:
+        assert grammar.accepts(json.dumps(value)) == valid, value
+
+
+def test_unevaluated_keywords_do_not_see_what_schemas_beside_them_evaluate() -> None:
+    # A "strict" schema reached by $ref beside other properties: its unevaluatedProperties
+    # sees only its own evaluations (an FP before: {"a": 1} was accepted).
+    strict = {
+        "allOf": [{"properties": {"a": True}}, {"$ref": "#/$defs/strict"}],
+        "$defs": {
+            "strict": {"$ref": "#/$defs/base", "unevaluatedProperties": False},
+            "base": {"properties": {"x": True}},
+        },
+    }
+    grammar = _grammar(strict)
+    assert grammar.accepts('{"x": 1}') and grammar.accepts("{}")
+    assert not grammar.accepts('{"a": 1}') and not grammar.accepts('{"x": 1, "a": 2}')
+    items = {"allOf": [{"items": True}, {"anyOf": [{"allOf": [{}], "unevaluatedItems": False}]}]}
+    grammar = _grammar(items)
+    assert grammar.accepts("[]") and not grammar.accepts("[1]")
+    # Where the closed schema evaluates under branches, a neighbour that evaluates more is
+    # reported rather than let through.
+    branches = {
+        "allOf": [
+            {"anyOf": [{"properties": {"a": True}}], "unevaluatedProperties": False},
+            {"properties": {"c": True}},
+        ]
+    }
+    with pytest.raises(GrammarError, match="unevaluatedProperties of a schema whose branches"):
+        _grammar(branches)
 
 
 def test_custom_meta_schema_is_reported_and_lenient_warns() -> None:

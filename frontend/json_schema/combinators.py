@@ -159,6 +159,22 @@ def _values(schema: dict[str, Any]) -> list[Any] | None:
     return None
 
 
+def merge_beside(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """merge for two schemas that apply side by side (the parts of one schema: its own
+    keywords, its ``$ref`` targets, its ``allOf`` members), where neither one's closed
+    unevaluated* keywords may see what the other evaluates (see close_unevaluated)."""
+    for sealed, other in ((a, b), (b, a)):
+        if "__sealed" in sealed:
+            keyword = _evaluates_beyond_sealed(sealed, other)
+            if keyword is not None:
+                raise Unmergeable(
+                    keyword,
+                    f"{keyword} of a schema whose branches evaluate, beside a schema that"
+                    " evaluates more",
+                )
+    return merge(a, b)
+
+
 def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """The conjunction of two flat schemas, as one flat schema (raises Unmergeable)."""
     if a.get("__false") or b.get("__false"):
@@ -216,6 +232,7 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "__witnesses",
         "__anti_patterns",
         "__anti_formats",
+        "__sealed",
     ):
         combined = _conjunction(a.get(keyword, ()), b.get(keyword, ()))
         if combined:
@@ -261,10 +278,83 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     for keyword in ("contains",):
         if keyword in a or keyword in b:
             out[keyword] = a.get(keyword, b.get(keyword))
-    more = [*a.get("__more_contains", ()), *b.get("__more_contains", ())]
+    if "contains" in a and "contains" in b:
+        # One count of equal schemas: both bounds hold, and an absent minContains is 1 (the
+        # larger of one side's 0 and the other's default is 1, not 0).
+        out["minContains"] = max(int(s.get("minContains", 1)) for s in (a, b))
+    more = _conjunction(a.get("__more_contains", ()), b.get("__more_contains", ()))
     if more:
         out["__more_contains"] = more
     return out
+
+
+# Internal keywords under which a flat schema evaluates properties or items only where some
+# branch or condition matches: an unevaluated* keyword beside them cannot be rewritten.
+_CONDITIONAL_EVALUATION = ("__groups", "__conds", "__shadow", "__pattern_branches")
+
+
+def close_unevaluated(flat: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """``flat`` (a schema merged with its in-place applicators) with the unevaluated* keywords
+    that the schema ``own`` wrote itself closed over what it evaluates.
+
+    Merged beside other schemas (``allOf: [{properties: {a: {}}}, S]``), S's own
+    ``unevaluatedProperties: false`` must still reject ``a``: it sees only S's evaluations.
+    Where S evaluates unconditionally, the keyword becomes ``additionalProperties`` /
+    ``items`` (exact: after the merge nothing else of S evaluates). Where S evaluates under
+    a branch or a condition, the keyword stays, and ``__sealed`` names it, so that a merge
+    with schemas that evaluate more is refused (see merge) rather than let through.
+    """
+    if flat.get("__false"):
+        return flat
+    out = dict(flat)
+    conditional = any(key in out for key in _CONDITIONAL_EVALUATION) or "dependentSchemas" in out
+    sealed = set(out.get("__sealed", ()))
+    if "unevaluatedProperties" in own and "unevaluatedProperties" in out:
+        if not conditional:
+            value = out.pop("unevaluatedProperties")
+            out.setdefault("additionalProperties", value)
+        else:
+            sealed.add("properties")
+    if "unevaluatedItems" in own and "unevaluatedItems" in out:
+        if not conditional and "contains" not in out and "__more_contains" not in out:
+            value = out.pop("unevaluatedItems")
+            out.setdefault("items", value)
+        else:
+            sealed.add("items")
+    if sealed:
+        out["__sealed"] = sorted(sealed)
+    return out
+
+
+def _evaluates_beyond_sealed(sealed: dict[str, Any], other: dict[str, Any]) -> str | None:
+    """The keyword by which ``other`` would evaluate properties or items that the sealed
+    unevaluated* keywords of ``sealed`` cannot see, or None."""
+    kinds = sealed.get("__sealed", ())
+    conditional = any(key in other for key in _CONDITIONAL_EVALUATION) or (
+        "dependentSchemas" in other
+    )
+    if "properties" in kinds:
+        names = set(sealed.get("properties") or {})
+        patterns = set(sealed.get("patternProperties") or {})
+        if (
+            conditional
+            or "additionalProperties" in other
+            or not set(other.get("properties") or {}) <= names
+            or not set(other.get("patternProperties") or {}) <= patterns
+        ):
+            return "unevaluatedProperties"
+    if "items" in kinds:
+        longer_prefix = len(other.get("prefixItems") or ()) > len(sealed.get("prefixItems") or ())
+        if (
+            conditional
+            or longer_prefix
+            or ("items" in other and "items" not in sealed)
+            or "contains" in other
+            and canonical(other["contains"]) != canonical(sealed.get("contains"))
+            or "__more_contains" in other
+        ):
+            return "unevaluatedItems"
+    return None
 
 
 def contains_constraint(schema: dict[str, Any]) -> tuple[Any, int, int | None]:

@@ -39,7 +39,9 @@ from gramkiln.frontend.json_schema.combinators import (
     NotNegatable,
     Unmergeable,
     canonical,
+    close_unevaluated,
     merge,
+    merge_beside,
     negate,
     overlapping_pairs,
     type_set,
@@ -530,7 +532,22 @@ class Compiler:
             raise self.error(pointer, str(exc)) from None
 
     def flatten(self, schema: Any, pointer: str, base: str, level: int) -> dict[str, Any]:
-        """Merge ``$ref`` and ``allOf`` into one flat schema (see :mod:`.combinators`)."""
+        """Merge ``$ref`` and ``allOf`` into one flat schema (see :mod:`.combinators`).
+
+        A schema's own ``unevaluatedProperties`` / ``unevaluatedItems`` see only what it and
+        its in-place applicators evaluate, not what the schemas it is merged beside evaluate:
+        they are closed here (see :func:`close_unevaluated`)."""
+        flat = self._flatten_open(schema, pointer, base, level)
+        inner, _ = unwrap(schema, base)
+        if isinstance(inner, dict) and (
+            "unevaluatedProperties" in inner or "unevaluatedItems" in inner
+        ):
+            own = self.normalized(inner, id(inner) not in self.index.bases)
+            flat = close_unevaluated(flat, own)
+        return flat
+
+    def _flatten_open(self, schema: Any, pointer: str, base: str, level: int) -> dict[str, Any]:
+        """flatten, with the schema's own unevaluated* keywords left open."""
         schema, base = unwrap(schema, base)
         if schema is True:
             return {}
@@ -655,14 +672,14 @@ class Compiler:
                         )
                     else:
                         target_flat = wrapped
-                applied = merge(applied, target_flat)
+                applied = merge_beside(applied, target_flat)
             for index, sub in enumerate(s.get("allOf") or ()):
-                applied = merge(
+                applied = merge_beside(
                     applied, self.flatten(sub, f"{pointer}/allOf/{index}", base, level + 1)
                 )
             if selected is not None:
                 branch, where = selected
-                applied = merge(applied, self.flatten(branch, where, base, level + 1))
+                applied = merge_beside(applied, self.flatten(branch, where, base, level + 1))
             # Property order follows the document: applicators written before "properties"
             # contribute their properties first.
             keys = list(s)
@@ -671,8 +688,8 @@ class Compiler:
             )
             own_properties = keys.index("properties") if "properties" in s else len(keys)
             if first_applicator < own_properties:
-                return merge(applied, flat)
-            return merge(flat, applied)
+                return merge_beside(applied, flat)
+            return merge_beside(flat, applied)
         except Unmergeable as exc:
             self.unsupported(pointer, ("allOf", exc.keyword), exc.reason)
         return flat

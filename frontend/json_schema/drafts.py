@@ -172,6 +172,11 @@ def normalize(schema: dict[str, Any], draft: int) -> dict[str, Any]:
     if draft <= 7 and "$ref" in out:
         # Before 2019-09, keywords next to $ref are ignored.
         out = {"$ref": out["$ref"]}
+    if "contains" not in out:
+        # Counts of a "contains" in another schema object: no effect here, and merged beside
+        # that "contains" they would count its items.
+        out.pop("minContains", None)
+        out.pop("maxContains", None)
     items = out.get("items")
     if isinstance(items, list):
         out["prefixItems"] = items
