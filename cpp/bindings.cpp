@@ -138,6 +138,8 @@ py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
   out["item_walks"] = stats.item_walks;
   out["local_walks"] = stats.local_walks;
   out["kernels"] = stats.kernels;
+  out["traffic_sentences"] = stats.traffic_sentences;
+  out["traffic_tokens"] = stats.traffic_tokens;
   out["bytes"] = stats.bytes;
   out["complete"] = stats.complete;
   return out;
@@ -154,6 +156,8 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   out["fills_searched"] = stats.fills_searched;
   out["walk_hits_future"] = stats.walk_hits_future;
   out["descent_hits_future"] = stats.descent_hits_future;
+  out["descents_walked"] = stats.descents_walked;
+  out["descent_nodes_walked"] = stats.descent_nodes_walked;
   out["interned_by_parts"] = stats.interned_by_parts;
   out["mask_compares"] = stats.mask_compares;
   out["future_languages"] = stats.future_languages;

@@ -156,15 +156,23 @@ class CompiledGrammar:
         4,096 masks inside lexemes along it; then the masks of up to 4,096 configurations
         told apart only by their last set's pending items (its kernel), each lexeme written
         as its shortest string and as that string after a space, so that the kernels real
-        text passes through are built; and the local walks of every known completion at
-        every kernel built (`kernels` counts them).
+        text passes through are built; the local walks of every known completion at
+        every kernel built (`kernels` counts them); and last, for at most 250 ms and 40,000
+        tokens, synthetic traffic: random sentences of the grammar (up to 1 KB each, nested
+        to random depths, lexemes written mostly in letters, digits and spaces) written in
+        the vocabulary's tokens longest match first and decoded with a mask at every token
+        (`traffic_sentences`, `traffic_tokens`), so that the configurations nested deeper
+        than the exploration reaches (JSON: closers three to six containers deep) are
+        cached before a decode meets them. The sentences are the same on every load;
+        ``GRAMKILN_PREWARM_TRAFFIC=off`` leaves this phase out.
         The whole prewarm stops after about a second of wall time (typical grammars take
-        10-320 ms; fills on highly ambiguous grammars grow with the text); the environment
+        50-600 ms; fills on highly ambiguous grammars grow with the text); the environment
         variable ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a
         background thread that shares the caches with concurrent fills, which build whatever
         is missing themselves. Without `wait` it returns at once (a started prewarm is not started
         again); with `wait` it blocks until done and returns ``{"levels", "masks",
-        "explored", "item_walks", "local_walks", "kernels", "bytes", "complete"}``. Masks never depend on it. Running prewarms are
+        "explored", "item_walks", "local_walks", "kernels", "traffic_sentences",
+        "traffic_tokens", "bytes", "complete"}``. Masks never depend on it. Running prewarms are
         stopped before the process forks or exits.
         """
         if not wait:
@@ -189,7 +197,8 @@ class CompiledGrammar:
         the fills answered by each mask table (``hits_whole_stack``, ``hits_future``,
         ``hits_depth``) and those computed (``fills_computed``), the top-level exit walks of
         computed fills answered by their thread's future (``walk_hits_future``; walking by
-        items, their descents: ``descent_hits_future``), the computed
+        items, their descents: ``descent_hits_future``; the descents no table held, walked
+        node by node: ``descents_walked``, ``descent_nodes_walked``), the computed
         fills that followed their exits by pending items (``fills_by_items``), the masks of
         computed fills found stored under the parts they were ORed from
         (``interned_by_parts``: no content compare) and the stored masks compared word by

@@ -12,6 +12,7 @@
 // allows can lead to a dead end.
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -1148,6 +1149,277 @@ void explore_kernels(const std::shared_ptr<const Runtime>& runtime, PrewarmBudge
   }
 }
 
+// Random sentences of the grammar, for decoding as synthetic traffic (see prewarm_traffic).
+class SentenceWriter {
+ public:
+  explicit SentenceWriter(const Runtime& rt) : rt_(rt) {
+    derivation_heights();
+    distances_to_accepting();
+  }
+
+  // One sentence, or its first kMaxBytes bytes (a prefix is as good for decoding), as text
+  // runs with the token-set tokens between them: segments_[i] is text, tokens_[i] the token
+  // after it (-1 for none).
+  void write(uint64_t& state) {
+    rng_ = &state;
+    segments_.assign(1, std::string());
+    tokens_.clear();
+    // Nesting up to `budget` derivations deep, then the shortest way out: sentences of
+    // every depth, most of them nested well past the first structures.
+    const uint32_t budget = 4 + static_cast<uint32_t>(next() % 44);
+    std::vector<std::pair<uint32_t, uint32_t>> stack{{rt_.start, 0}};  // (symbol, depth)
+    uint32_t expansions = 0;
+    while (!stack.empty() && segments_.back().size() < kMaxBytes && ++expansions < kMaxExpansions) {
+      const auto [symbol, depth] = stack.back();
+      stack.pop_back();
+      if (symbol < rt_.num_nonterminals) {
+        const uint32_t prod = choose(symbol, depth >= budget);
+        if (prod == kNone) return;  // unproductive (the flattener removes these)
+        for (uint32_t k = rt_.prod_offsets[prod + 1]; k > rt_.prod_offsets[prod]; --k) {
+          stack.emplace_back(rt_.prod_rhs[k - 1], depth + 1);
+        }
+      } else if (symbol < rt_.tokenset_base()) {
+        write_lexeme(symbol - rt_.lexeme_base());
+      } else {
+        const uint32_t* bits =
+            &rt_.tokenset_bits[static_cast<size_t>(symbol - rt_.tokenset_base()) * rt_.words];
+        int64_t token = -1;
+        for (uint32_t w = 0; w < rt_.words && token < 0; ++w) {
+          if (bits[w]) token = int64_t{w} * 32 + __builtin_ctz(bits[w]);
+        }
+        if (token < 0) return;
+        tokens_.push_back(token);
+        segments_.emplace_back();
+      }
+    }
+  }
+
+  const std::vector<std::string>& segments() const { return segments_; }
+  const std::vector<int64_t>& tokens() const { return tokens_; }
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  static constexpr size_t kMaxBytes = 1024;
+  static constexpr uint32_t kMaxExpansions = 20000;
+
+  uint64_t next() {
+    // splitmix64: the same sentences on every platform (std distributions are not).
+    uint64_t z = (*rng_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+  uint32_t production_height(uint32_t prod) const {
+    uint32_t h = 1;
+    for (uint32_t k = rt_.prod_offsets[prod]; k < rt_.prod_offsets[prod + 1]; ++k) {
+      const uint32_t sym = rt_.prod_rhs[k];
+      if (sym < rt_.num_nonterminals) {
+        if (height_[sym] == kNone) return kNone;
+        h = std::max(h, height_[sym] + 1);
+      }
+    }
+    return h;
+  }
+
+  // The least derivation height of each nonterminal (kNone: derives nothing).
+  void derivation_heights() {
+    height_.assign(rt_.num_nonterminals, kNone);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (uint32_t prod = 0; prod + 1 < rt_.prod_offsets.size(); ++prod) {
+        const uint32_t h = production_height(prod);
+        const uint32_t lhs = rt_.prod_lhs[prod];
+        if (h < height_[lhs]) {
+          height_[lhs] = h;
+          changed = true;
+        }
+      }
+    }
+  }
+
+  // Below the depth budget any production, half the time one that goes on nesting (it
+  // names a nonterminal); at the budget, one of least height, so that the sentence ends.
+  uint32_t choose(uint32_t nt, bool wind_down) {
+    candidates_.clear();
+    uint32_t least = kNone;
+    for (uint32_t i = rt_.nt_prod_offsets[nt]; i < rt_.nt_prod_offsets[nt + 1]; ++i) {
+      const uint32_t prod = rt_.nt_prods[i];
+      const uint32_t h = production_height(prod);
+      if (h == kNone) continue;
+      least = std::min(least, h);
+      candidates_.emplace_back(prod, h);
+    }
+    if (candidates_.empty()) return kNone;
+    if (wind_down) {
+      candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(),
+                                       [&](const auto& c) { return c.second != least; }),
+                        candidates_.end());
+    } else if (next() & 1) {
+      std::vector<std::pair<uint32_t, uint32_t>> nesting;
+      for (const auto& c : candidates_) {
+        if (c.second > 1) nesting.push_back(c);
+      }
+      if (!nesting.empty()) candidates_.swap(nesting);
+    }
+    return candidates_[next() % candidates_.size()].first;
+  }
+
+  // Per DFA state, the fewest bytes to an accepting state of its lexeme.
+  void distances_to_accepting() {
+    const size_t n = rt_.dfa_accepting.size();
+    std::vector<std::vector<int32_t>> into(n);
+    for (size_t state = 0; state < n; ++state) {
+      const int32_t* row = rt_.dfa_row(static_cast<int32_t>(state));
+      for (uint32_t c = 0; c < rt_.dfa_classes; ++c) {
+        if (row[c] >= 0) into[static_cast<size_t>(row[c])].push_back(static_cast<int32_t>(state));
+      }
+    }
+    distance_.assign(n, kNone);
+    std::deque<int32_t> queue;
+    for (size_t state = 0; state < n; ++state) {
+      if (rt_.dfa_accepting[state]) {
+        distance_[state] = 0;
+        queue.push_back(static_cast<int32_t>(state));
+      }
+    }
+    while (!queue.empty()) {
+      const int32_t state = queue.front();
+      queue.pop_front();
+      for (int32_t from : into[static_cast<size_t>(state)]) {
+        if (distance_[static_cast<size_t>(from)] == kNone) {
+          distance_[static_cast<size_t>(from)] = distance_[static_cast<size_t>(state)] + 1;
+          queue.push_back(from);
+        }
+      }
+    }
+  }
+
+  // A random string of the lexeme, in the bytes text is mostly written in (printable ASCII
+  // and newlines where the lexeme allows them), a few to a few dozen bytes long.
+  void write_lexeme(uint32_t lexeme) {
+    std::string& out = segments_.back();
+    int32_t state = static_cast<int32_t>(rt_.lexeme_start[lexeme]);
+    const size_t soft_limit = 1 + next() % 16;
+    for (size_t length = 0;; ++length) {
+      const bool accepting = rt_.dfa_accepting[static_cast<size_t>(state)] != 0;
+      if (accepting && (length >= soft_limit || next() % 2 == 0)) return;
+      const int32_t* row = rt_.dfa_row(state);
+      bytes_.clear();
+      int fallback = -1;
+      const bool closing = length >= soft_limit + 16;
+      for (int byte = 0; byte < 256; ++byte) {
+        const int32_t target = row[rt_.dfa_byte_class[byte]];
+        if (target < 0 || distance_[static_cast<size_t>(target)] == kNone) continue;
+        // Past the soft limit by far, only the bytes that lead closest to the end.
+        if (closing &&
+            distance_[static_cast<size_t>(target)] >= distance_[static_cast<size_t>(state)]) {
+          continue;
+        }
+        // Letters and digits most, then spaces, then the rest of printable ASCII and
+        // newlines: text is mostly words.
+        const int weight = std::isalnum(byte)                             ? 6
+                           : byte == ' '                                  ? 3
+                           : (byte > 0x20 && byte < 0x7f) || byte == '\n' ? 1
+                                                                          : 0;
+        if (weight == 0) {
+          if (fallback < 0) fallback = byte;
+          continue;
+        }
+        for (int w = 0; w < weight; ++w) bytes_.push_back(static_cast<uint8_t>(byte));
+      }
+      int chosen = bytes_.empty() ? fallback : bytes_[next() % bytes_.size()];
+      if (chosen < 0) return;  // only at an accepting state with nowhere closer to go
+      out.push_back(static_cast<char>(chosen));
+      state = rt_.next_state(state, static_cast<uint8_t>(chosen));
+      if (out.size() >= kMaxBytes) return;
+    }
+  }
+
+  const Runtime& rt_;
+  uint64_t* rng_ = nullptr;
+  std::vector<uint32_t> height_, distance_;
+  std::vector<std::pair<uint32_t, uint32_t>> candidates_;
+  std::vector<uint8_t> bytes_;
+  std::vector<std::string> segments_;
+  std::vector<int64_t> tokens_;
+};
+
+// The longest text token that `text` starts with at `pos` (the vocabulary trie's deepest
+// node on its path that ends a token), -1 for none, and its length.
+std::pair<int64_t, size_t> longest_token_at(const Runtime& rt, const std::string& text,
+                                            size_t pos) {
+  int64_t best = -1;
+  size_t best_length = 0;
+  uint32_t node = 0;
+  for (size_t i = pos; i < text.size(); ++i) {
+    const uint8_t byte = static_cast<uint8_t>(text[i]);
+    uint32_t found = 0;
+    for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
+      if (rt.trie_byte[c] == byte) {
+        found = c;
+        break;
+      }
+    }
+    if (!found) break;
+    node = found;
+    if (rt.trie_tok_offsets[node] < rt.trie_tok_offsets[node + 1]) {
+      best = rt.trie_tokens[rt.trie_tok_offsets[node]];
+      best_length = i + 1 - pos;
+    }
+  }
+  return {best, best_length};
+}
+
+// Synthetic traffic: random sentences of the grammar, written in vocabulary tokens as a
+// tokenizer would (longest match first) and decoded through the normal caches, a mask at
+// every token. The masks that a decode computes after the structural exploration are those
+// of configurations nested deeper than it reaches (JSON: numbers and closing brackets three
+// to six containers deep, whose exits descend through the containers); a server meets them
+// in its first requests and then hits its caches. Masks never depend on this.
+void prewarm_traffic(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
+                     PrewarmStats& stats) {
+  constexpr uint32_t kMaxSentences = 1000;
+  constexpr size_t kMaxTokens = 40000;
+  PrewarmBudget own(nullptr, std::chrono::milliseconds(250));
+  const Runtime& rt = *runtime;
+  if (rt.num_tokens == 0) return;
+  SentenceWriter writer(rt);
+  std::vector<uint32_t> words(rt.words);
+  uint64_t rng = 0x243f6a8885a308d3ull;  // fixed: the same traffic on every load
+  size_t tokens = 0;
+  for (uint32_t sentence = 0; sentence < kMaxSentences && tokens < kMaxTokens; ++sentence) {
+    if (budget.spent() || own.spent()) break;
+    writer.write(rng);
+    Matcher matcher(runtime);
+    bool alive = true;
+    const auto& segments = writer.segments();
+    for (size_t part = 0; part < segments.size() && alive; ++part) {
+      const std::string& text = segments[part];
+      for (size_t pos = 0; pos < text.size() && alive;) {
+        const auto [token, length] = longest_token_at(rt, text, pos);
+        if (token < 0) {
+          alive = false;
+          break;
+        }
+        matcher.fill_mask(words.data());
+        alive = matcher.accept_token(token);
+        pos += length;
+        ++tokens;
+        if ((tokens & 63) == 0 && (budget.spent() || own.spent())) alive = false;
+      }
+      if (alive && part < writer.tokens().size()) {
+        matcher.fill_mask(words.data());
+        alive = matcher.accept_token(writer.tokens()[part]);
+        ++tokens;
+      }
+    }
+    if (alive) matcher.fill_mask(words.data());
+    ++stats.traffic_sentences;
+  }
+  stats.traffic_tokens += static_cast<uint32_t>(tokens);
+}
+
 // Configurations a few lexemes into the text, breadth-first (explore_breadth_first), then one
 // path deep along first choices (follow_first_choices), then the kernels (explore_kernels).
 void prewarm_structure(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
@@ -1237,6 +1509,10 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   prewarm_first_masks(runtime, budget, stats);
   prewarm_structure(runtime, budget, stats);
   prewarm_local_walks(*runtime, budget, completions, stats);
+  // GRAMKILN_PREWARM_TRAFFIC=off leaves the traffic out (measuring what it adds, or testing
+  // what the phases before it build).
+  const char* traffic = std::getenv("GRAMKILN_PREWARM_TRAFFIC");
+  if (!traffic || std::strcmp(traffic, "off") != 0) prewarm_traffic(runtime, budget, stats);
   {
     std::lock_guard<std::mutex> lock(runtime->groups->kernel_mutex);
     stats.kernels = static_cast<uint32_t>(runtime->groups->kernel_snapshots.size());
@@ -2838,6 +3114,8 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   out.fills_searched = cache.fills_searched.load(std::memory_order_relaxed);
   out.walk_hits_future = cache.hits_future_walks.load(std::memory_order_relaxed);
   out.descent_hits_future = cache.hits_future_descents.load(std::memory_order_relaxed);
+  out.descents_walked = cache.descents_walked.load(std::memory_order_relaxed);
+  out.descent_nodes_walked = cache.descent_nodes_walked.load(std::memory_order_relaxed);
   out.fills_by_items = cache.fills_by_items.load(std::memory_order_relaxed);
   out.interned_by_parts = cache.interned_by_parts.load(std::memory_order_relaxed);
   out.mask_compares = cache.mask_compares.load(std::memory_order_relaxed);
@@ -3399,6 +3677,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   // turns: the first reads its set's lines and asks for its local walk's slot, the second
   // reads the slot and asks for the lines of the sets it goes on at.
   done.clear();
+  size_t nodes_walked = 0;
   for (size_t left = num_walkers; left > 0;) {
     for (size_t k = 0; k < num_walkers; ++k) {
       DescentWalker& w = walkers[k];
@@ -3457,6 +3736,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         w.path_hops = std::max(w.path_hops, hops);
         __builtin_prefetch(chart_.waits.data() + chart_.wait_begin[set]);
         w.node = {group, symbol, set, hops};
+        ++nodes_walked;
         w.local_key = local_walk_key(*group, symbol, kernel_signature(chart_, set));
         cache.local_walks.prefetch(w.local_key);
         w.pending = true;
@@ -3464,6 +3744,10 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       }
       if (!w.pending) --left;
     }
+  }
+  if (num_walkers) {
+    cache.descents_walked.fetch_add(num_walkers, std::memory_order_relaxed);
+    cache.descent_nodes_walked.fetch_add(nodes_walked, std::memory_order_relaxed);
   }
   // Each walked descent is kept by H_d of its origin and by its thread's future. The depths
   // first, for every walker, and the slots of both keys asked for ahead of the stores, which

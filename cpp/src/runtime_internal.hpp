@@ -625,6 +625,9 @@ struct GroupCache {
   // function: a neighbourhood new to `descents` often has a future seen before.
   KeyMap<const PackedDescent*> future_descents;
   std::atomic<size_t> hits_future_descents{0};
+  // Descents walked by computed fills (no table held them), and the nodes they walked.
+  std::atomic<size_t> descents_walked{0};
+  std::atomic<size_t> descent_nodes_walked{0};
   // Top-level exit walks by (thread state, future language after its lexeme at its origin),
   // where future keys are in use (see walk_level); cleared with `walks`.
   KeyMap<std::shared_ptr<const WalkResult>> future_walks;

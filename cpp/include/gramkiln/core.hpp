@@ -98,6 +98,9 @@ struct CacheStats {
   size_t walk_hits_future = 0;
   // Descents by items (inside computed fills) answered by their thread's future, since load.
   size_t descent_hits_future = 0;
+  // Descents walked node by node in computed fills (no table held them), and their nodes.
+  size_t descents_walked = 0;
+  size_t descent_nodes_walked = 0;
   // Computed fills that followed their exits by pending items, since load.
   size_t fills_by_items = 0;
   // Masks of computed fills found stored under what they were ORed from (no compare), since
@@ -123,6 +126,9 @@ struct PrewarmStats {
   uint32_t item_walks = 0;  // item walks computed ahead (see prewarm_item_walks)
   uint32_t local_walks = 0;  // local walks computed ahead (see prewarm_local_walks)
   uint32_t kernels = 0;      // kernels (sets of pending items) its matchers built and kept
+  // Random sentences decoded as synthetic traffic, and their tokens (see prewarm_traffic).
+  uint32_t traffic_sentences = 0;
+  uint32_t traffic_tokens = 0;
   size_t bytes = 0;
   bool complete = false;
 };
