@@ -374,3 +374,15 @@ def test_exponentially_many_merge_paths_end_in_a_located_error() -> None:
     # 2^20 paths: the merges are bounded, with the place where the bound was met.
     with pytest.raises(GrammarError, match=r"at #/\$defs/x\d+: schema expansion too large"):
         Grammar.from_json_schema(_doubling_references(20))
+
+
+# Found by the random-schema fuzz: anyOf / oneOf / if nested through a recursive $ref, each
+# distributed into the others, kept building new branches for minutes.
+DISTRIBUTION_BLOW_UP = json.loads(
+    """{"$ref": "#/$defs/u", "const": false, "minLength": 0, "$defs": {"u": {"if": {"exclusiveMinimum": -2}, "then": {"anyOf": [{"if": true, "then": true, "else": {"type": "integer"}, "exclusiveMinimum": -1}], "oneOf": [{"multipleOf": 2}, {"if": {"const": "a"}, "then": {"const": "a"}, "else": false}]}, "format": "uuid", "not": {"maximum": 1}, "anyOf": [{"multipleOf": 2, "oneOf": [{"oneOf": [true, {"type": "integer"}]}, {"not": {"type": "integer"}}, {"$ref": "#/$defs/u", "oneOf": [{"type": "string"}, {"type": "null"}, {"type": "string"}], "allOf": [{}, {"type": "integer"}], "pattern": "^(ab)+$"}], "$ref": "#/$defs/t", "not": {"type": "integer"}}, {"allOf": [{"enum": [1.5], "dependentSchemas": {"c": {"const": "a"}}, "allOf": [{"const": "a"}, {"type": "integer"}, false], "oneOf": [{"type": "integer"}, {}, true]}], "type": ["number", "null"]}, {"format": "date", "pattern": "^[ab]*$"}]}, "t": {"type": "array", "enum": [null, -1]}}}"""
+)
+
+
+def test_branches_distributed_into_each_other_are_bounded() -> None:
+    with pytest.raises(GrammarError, match="schema expansion too large: more than 25,000 branches"):
+        Grammar.from_json_schema(DISTRIBUTION_BLOW_UP)

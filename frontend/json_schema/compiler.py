@@ -97,6 +97,10 @@ MAX_FLATTEN_DEPTH = 64
 # (each level an allOf of two references to the level below) would otherwise take hours. The
 # most in the MaskBench data is 7,731 (a few seconds); a merge costs up to ~0.3 ms.
 MAX_FLATTENS = 50_000
+# Branches built by distributing anyOf / oneOf / if into each other: each level multiplies
+# them, and a fuzzed schema kept building new ones for minutes. The most in the MaskBench
+# data is 5,096.
+MAX_BRANCHES_BUILT = 25_000
 MAX_BRANCHES = 128  # per branch of a oneOf made exact by negations
 # anyOf, and oneOf with provably disjoint branches: one alternative each, so linear in size
 # (real schemas spell enums as a oneOf of several hundred `const` branches with descriptions).
@@ -196,6 +200,7 @@ class Compiler:
         self._counter = 0
         self._nesting = 0
         self._flattens = 0
+        self._branches = 0
         # One encoded character per range set: key automata ask for the same sets at every
         # trie state ("anything but these letters"), and char() only builds shared rules.
         self._chars: dict[tuple[tuple[int, int], ...], Expr] = {}
@@ -832,6 +837,13 @@ class Compiler:
         """A rule for one distributed branch (shared when identical)."""
         if flat.get("__false"):
             return self.unsatisfiable(pointer, FALSE_REASON)
+        self._branches += 1
+        if self._branches > MAX_BRANCHES_BUILT:
+            raise self.error(
+                pointer,
+                f"schema expansion too large: more than {MAX_BRANCHES_BUILT:,} branches of"
+                " anyOf/oneOf/if distributed into each other",
+            )
         key = ("branch", canonical(_strip_internal(flat)), _internal_key(flat), base, depth)
         # The key names internal schemas by id(): keep those very objects alive (not only the
         # flat, which a later step could change), so that no new object can reuse an id.
