@@ -199,8 +199,8 @@ class Compiler:
         self.contradictions: list[str] = []
         self._counter = 0
         self._nesting = 0
-        self._flattens = 0
-        self._branches = 0
+        # Work done per kind (see count_expansion).
+        self._expansion: dict[str, int] = {}
         # One encoded character per range set: key automata ask for the same sets at every
         # trie state ("anything but these letters"), and char() only builds shared rules.
         self._chars: dict[tuple[tuple[int, int], ...], Expr] = {}
@@ -536,6 +536,13 @@ class Compiler:
                 return True, base, pointer
             raise self.error(pointer, str(exc)) from None
 
+    def count_expansion(self, kind: str, limit: int, pointer: str, what: str) -> None:
+        """Count one step of expansion work of ``kind``; past ``limit`` a located error."""
+        done = self._expansion.get(kind, 0) + 1
+        self._expansion[kind] = done
+        if done > limit:
+            raise self.error(pointer, f"schema expansion too large: more than {limit:,} {what}")
+
     def flatten(self, schema: Any, pointer: str, base: str, level: int) -> dict[str, Any]:
         """Merge ``$ref`` and ``allOf`` into one flat schema (see :mod:`.combinators`).
 
@@ -562,13 +569,12 @@ class Compiler:
             raise self.error(pointer, "a schema must be a JSON object or a boolean")
         if level > MAX_FLATTEN_DEPTH:
             raise self.error(pointer, "allOf/$ref chain does not terminate (recursive allOf)")
-        self._flattens += 1
-        if self._flattens > MAX_FLATTENS:
-            raise self.error(
-                pointer,
-                f"schema expansion too large: more than {MAX_FLATTENS:,} allOf/$ref merges"
-                " (sub-schemas reached along exponentially many paths)",
-            )
+        self.count_expansion(
+            "merges",
+            MAX_FLATTENS,
+            pointer,
+            "allOf/$ref merges (sub-schemas reached along exponentially many paths)",
+        )
         base = self.base_in(schema, base)
         # Internal keywords come only from schemas the front end wrote: in a document, a
         # keyword spelled like one is an unknown word (an annotation).
@@ -837,13 +843,12 @@ class Compiler:
         """A rule for one distributed branch (shared when identical)."""
         if flat.get("__false"):
             return self.unsatisfiable(pointer, FALSE_REASON)
-        self._branches += 1
-        if self._branches > MAX_BRANCHES_BUILT:
-            raise self.error(
-                pointer,
-                f"schema expansion too large: more than {MAX_BRANCHES_BUILT:,} branches of"
-                " anyOf/oneOf/if distributed into each other",
-            )
+        self.count_expansion(
+            "branches",
+            MAX_BRANCHES_BUILT,
+            pointer,
+            "branches of anyOf/oneOf/if distributed into each other",
+        )
         key = ("branch", canonical(_strip_internal(flat)), _internal_key(flat), base, depth)
         # The key names internal schemas by id(): keep those very objects alive (not only the
         # flat, which a later step could change), so that no new object can reuse an id.
