@@ -73,6 +73,14 @@ SCHEMAS: list[dict[str, Any]] = [
             "http://json-schema.org/draft-07/schema#",
         )
     ),
+    # dependentRequired negated: a trigger present and one of its names missing.
+    {"not": {"dependentRequired": {"a": ["b", "c"]}}},
+    {
+        "if": {"dependentRequired": {"a": ["b"]}},
+        "then": {"required": ["c"]},
+        "else": {"maxProperties": 2},
+    },
+    {"oneOf": [{"dependentRequired": {"a": ["b"]}}, {"required": ["a"]}]},
     # Items a contains matched are evaluated.
     {"contains": {"type": "string"}, "unevaluatedItems": {"type": "integer"}},
     # Dynamic references: a strict extension of a tree ("b" holds the children), through

@@ -639,6 +639,18 @@ def negate(
         # Non-objects satisfy required/properties: only objects can violate them.
         pieces.append(alternatives)
         handled |= {"required", "properties"}
+    dependent = schema.get("dependentRequired")
+    if isinstance(dependent, dict):
+        # Violated by an object that has a trigger and lacks one of the names it requires.
+        pieces.append(
+            [
+                {"type": ["object"], "required": [trigger], "properties": {name: False}}
+                for trigger, names in dependent.items()
+                for name in dict.fromkeys(names)
+                if name != trigger
+            ]
+        )
+        handled.add("dependentRequired")
     member_keys = {"propertyNames", "patternProperties", "additionalProperties"} & keys
     if member_keys:
         # Some member breaks a member rule: a "witness" the object builder must find.
