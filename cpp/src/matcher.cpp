@@ -18,6 +18,7 @@
 #include <cstring>
 #include <deque>
 #include <iterator>
+#include <queue>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -1210,30 +1211,37 @@ class SentenceWriter {
     return z ^ (z >> 31);
   }
 
-  uint32_t production_height(uint32_t prod) const {
-    uint32_t h = 1;
-    for (uint32_t k = rt_.prod_offsets[prod]; k < rt_.prod_offsets[prod + 1]; ++k) {
-      const uint32_t sym = rt_.prod_rhs[k];
-      if (sym < rt_.num_nonterminals) {
-        if (height_[sym] == kNone) return kNone;
-        h = std::max(h, height_[sym] + 1);
-      }
-    }
-    return h;
-  }
-
-  // The least derivation height of each nonterminal (kNone: derives nothing).
+  // The least derivation height of each nonterminal and production (kNone: derives
+  // nothing), smallest first: a production's height is fixed when the last nonterminal of its
+  // right-hand side is, one above it, so each production is visited once per occurrence
+  // (a fixpoint over all productions took one pass per level of a 4,000-state rule chain).
   void derivation_heights() {
+    const uint32_t num_prods = static_cast<uint32_t>(rt_.prod_lhs.size());
     height_.assign(rt_.num_nonterminals, kNone);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (uint32_t prod = 0; prod + 1 < rt_.prod_offsets.size(); ++prod) {
-        const uint32_t h = production_height(prod);
-        const uint32_t lhs = rt_.prod_lhs[prod];
-        if (h < height_[lhs]) {
-          height_[lhs] = h;
-          changed = true;
+    prod_height_.assign(num_prods, kNone);
+    std::vector<uint32_t> unresolved(num_prods, 0);
+    std::vector<std::vector<uint32_t>> occurs(rt_.num_nonterminals);
+    using Entry = std::pair<uint32_t, uint32_t>;  // (height, production)
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+    for (uint32_t prod = 0; prod < num_prods; ++prod) {
+      for (uint32_t k = rt_.prod_offsets[prod]; k < rt_.prod_offsets[prod + 1]; ++k) {
+        const uint32_t sym = rt_.prod_rhs[k];
+        if (sym < rt_.num_nonterminals) {
+          occurs[sym].push_back(prod);
+          ++unresolved[prod];
         }
+      }
+      if (unresolved[prod] == 0) queue.emplace(1, prod);
+    }
+    while (!queue.empty()) {
+      const auto [h, prod] = queue.top();
+      queue.pop();
+      prod_height_[prod] = h;
+      const uint32_t lhs = rt_.prod_lhs[prod];
+      if (height_[lhs] != kNone) continue;
+      height_[lhs] = h;
+      for (uint32_t user : occurs[lhs]) {
+        if (--unresolved[user] == 0) queue.emplace(h + 1, user);
       }
     }
   }
@@ -1245,22 +1253,24 @@ class SentenceWriter {
     uint32_t least = kNone;
     for (uint32_t i = rt_.nt_prod_offsets[nt]; i < rt_.nt_prod_offsets[nt + 1]; ++i) {
       const uint32_t prod = rt_.nt_prods[i];
-      const uint32_t h = production_height(prod);
+      const uint32_t h = prod_height_[prod];
       if (h == kNone) continue;
       least = std::min(least, h);
       candidates_.emplace_back(prod, h);
     }
     if (candidates_.empty()) return kNone;
-    if (wind_down) {
-      candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(),
-                                       [&](const auto& c) { return c.second != least; }),
-                        candidates_.end());
-    } else if (next() & 1) {
-      std::vector<std::pair<uint32_t, uint32_t>> nesting;
-      for (const auto& c : candidates_) {
-        if (c.second > 1) nesting.push_back(c);
+    const bool nesting = !wind_down && (next() & 1);
+    if (wind_down || nesting) {
+      // At the budget, the least height; else those that name a nonterminal (height > 1),
+      // when there are any.
+      const auto keep = [&](const std::pair<uint32_t, uint32_t>& c) {
+        return wind_down ? c.second == least : c.second > 1;
+      };
+      if (std::any_of(candidates_.begin(), candidates_.end(), keep)) {
+        candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(),
+                                         [&](const auto& c) { return !keep(c); }),
+                          candidates_.end());
       }
-      if (!nesting.empty()) candidates_.swap(nesting);
     }
     return candidates_[next() % candidates_.size()].first;
   }
@@ -1338,7 +1348,7 @@ class SentenceWriter {
 
   const Runtime& rt_;
   uint64_t* rng_ = nullptr;
-  std::vector<uint32_t> height_, distance_;
+  std::vector<uint32_t> height_, prod_height_, distance_;
   std::vector<std::pair<uint32_t, uint32_t>> candidates_;
   std::vector<uint8_t> bytes_;
   std::vector<std::string> segments_;

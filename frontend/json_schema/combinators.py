@@ -66,10 +66,16 @@ def _canonical_text(value: Any, memo: dict[int, str]) -> str:
     text = memo.get(id(value))
     if text is None:
         if isinstance(value, list):
-            text = "[" + ",".join(_member_text(v, memo) for v in value) + "]"
+            text = "[" + ",".join(compact_text(_canonical_text(v, memo)) for v in value) + "]"
         else:
-            members = sorted(((json.dumps(str(k)), v) for k, v in value.items()), key=_first)
-            text = "{" + ",".join(f"{k}:{_member_text(v, memo)}" for k, v in members) + "}"
+            text = (
+                "{"
+                + ",".join(
+                    f"{json.dumps(str(k))}:{compact_text(_canonical_text(value[k], memo))}"
+                    for k in sorted(value, key=str)
+                )
+                + "}"
+            )
         memo[id(value)] = text
     return text
 
@@ -97,12 +103,10 @@ def _conjunction(first: Any, second: Any) -> list[Any]:
     return out
 
 
-def _first(pair: tuple[str, Any]) -> str:
-    return pair[0]
-
-
-def _member_text(value: Any, memo: dict[int, str]) -> str:
-    text = _canonical_text(value, memo)
+def compact_text(text: str) -> str:
+    """``text`` as it stands inside a larger canonical text: itself when short, else a
+    128-bit digest of it (equal texts, equal digests), so that a text shared by reference
+    many times over is not copied into its parents (see canonical)."""
     if len(text) <= _DIGEST_ABOVE:
         return text
     return "#" + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
@@ -288,9 +292,13 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# Internal keywords under which a flat schema evaluates properties or items only where some
-# branch or condition matches: an unevaluated* keyword beside them cannot be rewritten.
-_CONDITIONAL_EVALUATION = ("__groups", "__conds", "__shadow", "__pattern_branches")
+def _evaluates_conditionally(flat: dict[str, Any]) -> bool:
+    """Whether ``flat`` evaluates properties or items only where some branch or condition
+    matches (an unevaluated* keyword beside such keywords cannot be rewritten)."""
+    return any(
+        key in flat
+        for key in ("__groups", "__conds", "__shadow", "__pattern_branches", "dependentSchemas")
+    )
 
 
 def close_unevaluated(flat: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
@@ -302,12 +310,12 @@ def close_unevaluated(flat: dict[str, Any], own: dict[str, Any]) -> dict[str, An
     Where S evaluates unconditionally, the keyword becomes ``additionalProperties`` /
     ``items`` (exact: after the merge nothing else of S evaluates). Where S evaluates under
     a branch or a condition, the keyword stays, and ``__sealed`` names it, so that a merge
-    with schemas that evaluate more is refused (see merge) rather than let through.
+    with schemas that evaluate more is refused (see merge_beside) rather than let through.
     """
     if flat.get("__false"):
         return flat
     out = dict(flat)
-    conditional = any(key in out for key in _CONDITIONAL_EVALUATION) or "dependentSchemas" in out
+    conditional = _evaluates_conditionally(out)
     sealed = set(out.get("__sealed", ()))
     if "unevaluatedProperties" in own and "unevaluatedProperties" in out:
         if not conditional:
@@ -330,9 +338,7 @@ def _evaluates_beyond_sealed(sealed: dict[str, Any], other: dict[str, Any]) -> s
     """The keyword by which ``other`` would evaluate properties or items that the sealed
     unevaluated* keywords of ``sealed`` cannot see, or None."""
     kinds = sealed.get("__sealed", ())
-    conditional = any(key in other for key in _CONDITIONAL_EVALUATION) or (
-        "dependentSchemas" in other
-    )
+    conditional = _evaluates_conditionally(other)
     if "properties" in kinds:
         names = set(sealed.get("properties") or {})
         patterns = set(sealed.get("patternProperties") or {})

@@ -10,7 +10,6 @@ branches, and finally each branch is split by type and handed to the per-type bu
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import re
@@ -40,6 +39,7 @@ from gramkiln.frontend.json_schema.combinators import (
     Unmergeable,
     canonical,
     close_unevaluated,
+    compact_text,
     merge,
     merge_beside,
     negate,
@@ -783,7 +783,11 @@ class Compiler:
         """A schema ready for :func:`negate`: booleans as is, objects flattened."""
         if isinstance(schema, bool):
             return schema
-        flat = self.flatten(schema, pointer, base, 0)
+        return self.negation_form(self.flatten(schema, pointer, base, 0))
+
+    def negation_form(self, flat: dict[str, Any]) -> Any:
+        """A flat schema as :func:`negate` reads it (its anyOf / oneOf / not prepared for
+        negation, conditionals refused)."""
         if flat.get("__false"):
             return False
         blocking = ("__conds", "__witnesses")
@@ -973,9 +977,21 @@ class Compiler:
         depth: int,
     ) -> Expr:
         """if/then/else as (if and then) or (not if and else)."""
+        # The condition in full for the then-branch; the form prepared for negation keeps its
+        # anyOf / oneOf / not only as the negation reads them (merged as it is, it dropped
+        # them: `if: {anyOf: [{type: string}]}` let every value through the then-branch).
+        condition_flat: Any = (
+            condition
+            if isinstance(condition, bool)
+            else self.flatten(condition, f"{location}/if", base, 0)
+        )
         try:
-            condition_flat = self.flatten_for_negation(condition, f"{location}/if", base)
-            negated = negate(condition_flat, self.negation_preparer(f"{location}/if", base))
+            prepared = (
+                condition_flat
+                if isinstance(condition_flat, bool)
+                else self.negation_form(condition_flat)
+            )
+            negated = negate(prepared, self.negation_preparer(f"{location}/if", base))
         except NotNegatable as exc:
             self.unsupported(location, ["if"], str(exc))
             return self.branch(rest, location, base, depth)
@@ -988,11 +1004,6 @@ class Compiler:
             self.unsupported(
                 location, ["if", "unevaluatedItems"], "items constrained by a failed if"
             )
-        # The condition in full: the form prepared for negation keeps its anyOf / oneOf / not
-        # only as the negation reads them, and merged as it is it dropped them (`if: {anyOf:
-        # [{type: string}]}` let every value through the then-branch).
-        if not isinstance(condition, bool):
-            condition_flat = self.flatten(condition, f"{location}/if", base, 0)
         positive = self.merge_at(rest, condition_flat, location)
         positive = self.merge_at(
             positive, self.flatten(then, f"{location}/then", base, 0), location
@@ -1617,15 +1628,7 @@ def _identity_repr(value: Any, memo: dict[int, str]) -> str:
         return repr(value)
     text = memo.get(id(value))
     if text is None:
-        members = []
-        for member in value:
-            member_text = _identity_repr(member, memo)
-            if len(member_text) > 80:
-                member_text = (
-                    "#" + hashlib.blake2b(member_text.encode(), digest_size=16).hexdigest()
-                )
-            members.append(member_text)
-        text = "[" + ",".join(members) + "]"
+        text = "[" + ",".join(compact_text(_identity_repr(v, memo)) for v in value) + "]"
         memo[id(value)] = text
     return text
 
