@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -238,9 +239,12 @@ class MaskBuffer {
 
 std::string as_bytes(const py::object& obj) {
   if (py::isinstance<py::str>(obj)) return obj.cast<std::string>();  // UTF-8
-  if (py::isinstance<py::bytes>(obj) || py::isinstance<py::bytearray>(obj) ||
-      PyMemoryView_Check(obj.ptr())) {
-    return py::bytes(obj).cast<std::string>();
+  if (py::isinstance<py::bytes>(obj)) return obj.cast<std::string>();
+  if (py::isinstance<py::bytearray>(obj) || PyMemoryView_Check(obj.ptr())) {
+    // bytes(obj): a copy of the bytearray, or of the memoryview's bytes in C order.
+    PyObject* copy = PyBytes_FromObject(obj.ptr());
+    if (copy == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::bytes>(copy).cast<std::string>();
   }
   throw py::type_error("expected str or bytes");
 }
@@ -257,6 +261,48 @@ std::string complete_utf8_prefix(std::string bytes) {
   return bytes;
 }
 
+// One matcher used from several Python threads at once. Fills only read it and may overlap;
+// a call that changes it (accept_*, rollback, reset) must run alone. The GIL does not keep
+// them apart (the long calls run without it), and blocking on a lock could deadlock with a
+// thread waiting for the GIL, so an overlapping call raises instead: it never sees, nor
+// leaves, a half-updated matcher. `users` counts readers, or is -1 for the one writer.
+class MatcherUse {
+ public:
+  enum Kind { kRead, kWrite };
+  MatcherUse(std::atomic<int>& users, Kind kind) : users_(users), kind_(kind) {
+    int seen = users_.load(std::memory_order_relaxed);
+    if (kind == kWrite) {
+      if (seen == 0 && users_.compare_exchange_strong(seen, -1, std::memory_order_acquire)) return;
+      throw std::runtime_error(
+          "this GrammarMatcher is in use by another thread; a matcher may be filled from "
+          "several threads at once, but accept_*, rollback and reset must not overlap any "
+          "other call on it (give each thread its own matcher, e.g. with fork())");
+    }
+    while (seen >= 0) {
+      if (users_.compare_exchange_weak(seen, seen + 1, std::memory_order_acquire)) return;
+    }
+    throw std::runtime_error(
+        "this GrammarMatcher is being changed by another thread (accept_*, rollback or "
+        "reset); calls on one matcher must not overlap a change to it");
+  }
+  ~MatcherUse() {
+    if (kind_ == kWrite) {
+      users_.store(0, std::memory_order_release);
+    } else {
+      users_.fetch_sub(1, std::memory_order_release);
+    }
+  }
+  MatcherUse(const MatcherUse&) = delete;
+  MatcherUse& operator=(const MatcherUse&) = delete;
+
+ private:
+  std::atomic<int>& users_;
+  Kind kind_;
+};
+
+// Every method takes a MatcherUse for as long as it reads or writes the matcher. Where the GIL
+// is let go, the use is taken after it and ends before it is taken back, so that no use is
+// held across a fork (prepare_fork waits only for calls without the GIL).
 class PyMatcher {
  public:
   explicit PyMatcher(const RuntimeHandle& handle) : matcher_(handle.runtime) {}
@@ -272,16 +318,27 @@ class PyMatcher {
     uint32_t* row = buf.data + static_cast<size_t>(index) * words;
     // A cached mask is a lookup and a copy: cheaper than releasing and retaking the GIL.
     gramkiln::Matcher::FillKeys keys;
-    if (matcher_.fill_mask_if_cached(row, &keys)) return;
+    uint64_t generation = 0;
+    {
+      MatcherUse use(users_, MatcherUse::kRead);
+      if (matcher_.fill_mask_if_cached(row, &keys)) return;
+      generation = generation_;
+    }
     WithoutGil release;
-    matcher_.fill_mask_computed(row, &keys);
+    MatcherUse use(users_, MatcherUse::kRead);
+    // A change from another thread in between makes the keys stale: computed again.
+    matcher_.fill_mask_computed(row, generation == generation_ ? &keys : nullptr);
   }
   bool accept_token(int64_t id) {
     WithoutGil release;
+    MatcherUse use(users_, MatcherUse::kWrite);
+    ++generation_;
     return matcher_.accept_token(id);
   }
   bool accept_tokens(const std::vector<int64_t>& ids) {
     WithoutGil release;
+    MatcherUse use(users_, MatcherUse::kWrite);
+    ++generation_;
     for (size_t i = 0; i < ids.size(); ++i) {
       bool ok = false;
       try {
@@ -300,36 +357,63 @@ class PyMatcher {
   bool accept_string(const py::object& text) {
     std::string bytes = as_bytes(text);
     WithoutGil release;
+    MatcherUse use(users_, MatcherUse::kWrite);
+    ++generation_;
     return matcher_.accept_bytes(bytes);
   }
   void rollback(int64_t n) {
+    MatcherUse use(users_, MatcherUse::kWrite);
     if (n < 0) throw py::value_error("rollback count must be >= 0");
     if (n > static_cast<int64_t>(matcher_.history_size())) {
       throw py::value_error("cannot roll back " + std::to_string(n) + " steps; only " +
                             std::to_string(matcher_.history_size()) + " recorded");
     }
+    ++generation_;
     matcher_.rollback(static_cast<uint32_t>(n));
   }
-  std::unique_ptr<PyMatcher> fork() const { return std::make_unique<PyMatcher>(matcher_); }
-  void reset() { matcher_.reset(); }
-  bool is_accepting() const { return matcher_.is_accepting(); }
-  bool is_terminated() const { return matcher_.is_terminated(); }
-  py::str jump_forward() const {
+  std::unique_ptr<PyMatcher> fork() {
+    MatcherUse use(users_, MatcherUse::kRead);
+    return std::make_unique<PyMatcher>(matcher_);
+  }
+  void reset() {
+    MatcherUse use(users_, MatcherUse::kWrite);
+    ++generation_;
+    matcher_.reset();
+  }
+  bool is_accepting() {
+    MatcherUse use(users_, MatcherUse::kRead);
+    return matcher_.is_accepting();
+  }
+  bool is_terminated() {
+    MatcherUse use(users_, MatcherUse::kRead);
+    return matcher_.is_terminated();
+  }
+  py::str jump_forward() {
     std::string bytes;
     {
       WithoutGil release;
+      MatcherUse use(users_, MatcherUse::kRead);
       bytes = complete_utf8_prefix(matcher_.jump_forward_bytes());
     }
     return py::reinterpret_steal<py::str>(
         PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "replace"));
   }
   uint32_t vocab_size() const { return gramkiln::runtime_vocab_size(matcher_.runtime()); }
-  uint32_t history_size() const { return matcher_.history_size(); }
-  size_t chart_items() const { return matcher_.chart_items(); }
+  uint32_t history_size() {
+    MatcherUse use(users_, MatcherUse::kRead);
+    return matcher_.history_size();
+  }
+  size_t chart_items() {
+    MatcherUse use(users_, MatcherUse::kRead);
+    return matcher_.chart_items();
+  }
   const Matcher& matcher() const { return matcher_; }
+  std::atomic<int>& users() { return users_; }
 
  private:
   Matcher matcher_;
+  std::atomic<int> users_{0};
+  uint64_t generation_ = 0;  // changes with every write; read and written under a use
 };
 
 uint32_t checked_u32(int64_t v, const char* what) {
@@ -531,7 +615,16 @@ PYBIND11_MODULE(_core, m) {
         for (uint32_t r : rows) {
           if (r >= buf.rows) throw py::index_error("bitmask row index out of range");
         }
+        // Each distinct matcher once (a matcher may fill several rows), read for the whole batch.
+        std::vector<PyMatcher*> distinct(matchers.begin(), matchers.end());
+        std::sort(distinct.begin(), distinct.end());
+        distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
         WithoutGil release;
+        std::vector<std::unique_ptr<MatcherUse>> uses;
+        uses.reserve(distinct.size());
+        for (PyMatcher* pm : distinct) {
+          uses.push_back(std::make_unique<MatcherUse>(pm->users(), MatcherUse::kRead));
+        }
         gramkiln::fill_masks_parallel(cores, buf.data, words, rows, threads == 0 ? 1 : threads);
       },
       py::arg("matchers"), py::arg("bitmask"), py::arg("indices") = py::none(),

@@ -161,3 +161,44 @@ def test_inside_set_offsets_past_the_data_are_refused_before_any_read() -> None:
     struct.pack_into("<I", blob, offsets_at + 4 * (id_sets[0] + 1), 1 << 30)
     with pytest.raises(ArtifactError, match="bad inside set offsets"):
         _core.load_runtime(bytes(blob))
+
+
+NONTERMINAL_COUNT_SCRIPT = textwrap.dedent(
+    """
+    import resource, struct
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+    from gramkiln.errors import ArtifactError
+    from gramkiln.ir import parse_grammar
+    from gramkiln.runtime import _core
+    from gramkiln.runtime.compile import compile_grammar
+    from gramkiln.runtime.vocab import Vocab
+
+    compiled = compile_grammar(
+        parse_grammar('%ir 1\\n%start start\\nrule start = ("ab")*\\n'), Vocab.byte_level()
+    )
+    blob = bytearray(compiled._sections["runtime"])
+    assert struct.unpack_from("<I", blob, 24)[0] >= 1
+    struct.pack_into("<I", blob, 24, 0x7F000002)
+    try:
+        _core.load_runtime(bytes(blob))
+    except ArtifactError as error:
+        print("refused:", error)
+    """
+)
+
+
+def test_a_huge_nonterminal_count_is_refused_before_anything_is_sized_by_it() -> None:
+    # meta[2] (the nonterminal count) is read from the tables and nothing else bounds it:
+    # tables of that many entries were allocated before validation refused the artifact (tens
+    # of GB for 2^31 - 2^24: an out-of-memory kill, or MemoryError under a limit). The runtime
+    # section's layout is magic, version, then the meta array (count, width, values), so
+    # meta[2] sits at byte 24. Run under a 2 GB address-space limit in a child process, so
+    # that a regression fails the test instead of the machine.
+    result = subprocess.run(
+        [sys.executable, "-c", NONTERMINAL_COUNT_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "refused: implausible nonterminal count"

@@ -21,6 +21,7 @@ from gramkiln.runtime.vocab import Vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gramkiln import Grammar
 from gramkiln.errors import ArtifactError, CompileError, EmptyLanguageWarning, VocabError
 
 TOKENS = [
@@ -368,3 +369,42 @@ def test_long_chains_of_leading_rules_match_the_reference(length: int) -> None:
     assert mask(matcher, vocab.vocab_size) == [0]
     assert matcher.accept_token(0)
     assert mask(matcher, vocab.vocab_size) == [4]
+
+
+def test_overlapping_calls_on_one_matcher_raise_instead_of_racing() -> None:
+    # accept_token runs without the GIL, so two threads could change one matcher at once (a
+    # segfault within a few thousand steps). Overlapping changes now raise RuntimeError, and
+    # every call that returned normally took effect exactly once.
+    matcher = Grammar.from_lark('start: "a"*').compile(Vocab.byte_level()).matcher()
+    accepted = [0, 0]
+    refused = [0, 0]
+    mask = allocate_token_bitmask(1, 257)
+
+    def stepper(slot: int) -> None:
+        for step in range(20_000):
+            try:
+                if step % 3 == 2:
+                    matcher.fill_next_token_bitmask(mask)
+                elif matcher.accept_token(97):
+                    accepted[slot] += 1
+            except RuntimeError as error:
+                assert "in use by another thread" in str(error) or "being changed" in str(error)
+                refused[slot] += 1
+
+    workers = [threading.Thread(target=stepper, args=(slot,)) for slot in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert matcher.num_steps == sum(accepted)
+    assert matcher.is_accepting()
+    matcher.fill_next_token_bitmask(mask)
+    assert bitmask_to_ids(mask[0], 257) == [97, 256]
+
+
+def test_accept_string_takes_bytearray_and_memoryview() -> None:
+    matcher = Grammar.from_lark('start: "abc"').compile(Vocab.byte_level()).matcher()
+    assert matcher.accept_string(bytearray(b"a"))
+    assert matcher.accept_string(memoryview(b"xbx")[1:2])
+    assert matcher.accept_string("c")
+    assert matcher.is_accepting()

@@ -1578,6 +1578,11 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
     require(c.prod_lhs[p] < c.num_nonterminals, "production lhs out of range");
   }
   require(c.prod_rhs.size() + P < (1ull << 31), "too many productions");
+  // Tables sized by the nonterminal count are built below, and nothing else in the blob bounds
+  // it (a nonterminal left without productions takes no bytes): a count far past what the
+  // productions could use is refused before anything is sized by it.
+  require(c.num_nonterminals <= 4 * (static_cast<uint64_t>(P) + c.prod_rhs.size()) + 65536,
+          "implausible nonterminal count");
   for (uint32_t s : c.prod_rhs) require(s < symbols, "production symbol out of range");
   require(c.lexeme_start.size() == c.num_lexemes, "bad lexeme count");
   require(c.dfa_accepting.size() == c.num_states && c.dfa_lexeme.size() == c.num_states,
