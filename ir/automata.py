@@ -236,8 +236,8 @@ def build_dfa_python(
 # referenced body is encoded once, after the root.
 _OP_EMPTY, _OP_BYTES, _OP_CLASS, _OP_SEQ, _OP_CHOICE, _OP_REPEAT, _OP_REF, _OP_INVALID = range(8)
 _FAILURE_NFA_LIMIT, _FAILURE_DFA_LIMIT, _FAILURE_RECURSIVE = 1, 2, 3
-_SIZE_FAILURES = (_FAILURE_NFA_LIMIT, _FAILURE_DFA_LIMIT)
-_FAILURE_UNKNOWN_REF, _FAILURE_INVALID, _FAILURE_TOO_DEEP = 4, 5, 6
+_FAILURE_UNKNOWN_REF, _FAILURE_INVALID, _FAILURE_TOO_DEEP, _FAILURE_WORK_LIMIT = 4, 5, 6, 7
+_SIZE_FAILURES = (_FAILURE_NFA_LIMIT, _FAILURE_DFA_LIMIT, _FAILURE_WORK_LIMIT)
 # Beyond these the native limits are unreachable in practice (memory runs out first); the
 # caps keep the C++ arithmetic in range. The depth cap bounds the C++ recursion's stack.
 _NATIVE_STATE_CAP = 1 << 40
@@ -430,6 +430,8 @@ def _failure_message(kind: int, detail: list[int], names: tuple[str, ...], max_s
         return (
             f"terminal expression needs more than {max_states:,} DFA states (the max_states limit)"
         )
+    if kind == _FAILURE_WORK_LIMIT:
+        return _work_limit_message(max_states)
     if kind == _FAILURE_RECURSIVE:
         chain = " -> ".join(names[index] for index in detail)
         return f"terminal {names[detail[-1]]} is recursive: {chain}"
@@ -621,6 +623,21 @@ def _byte_classes(nfa: _ByteNFA) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1] - 1) for i in range(len(bounds) - 1)]
 
 
+def _work_limit(max_states: int) -> int:
+    """How many NFA states the subsets and closures of one subset construction may hold
+    together (see the C++ determinise: nested counted repetitions make each of them hold a
+    large part of the NFA, quadratic in time and memory, within the DFA state limit)."""
+    return max(max_states, 4096) * 16
+
+
+def _work_limit_message(max_states: int) -> str:
+    return (
+        f"terminal expression is too costly to determinise: its subsets hold more than "
+        f"{_work_limit(max_states):,} NFA states together (nested counted repetitions "
+        "multiply; simplify the expression)"
+    )
+
+
 def _determinise(
     nfa: _ByteNFA, start: int, final: int, max_states: int
 ) -> tuple[np.ndarray, list[bool], np.ndarray]:
@@ -631,6 +648,8 @@ def _determinise(
     """
     closure_cache: dict[int, frozenset[int]] = {}
     edges = nfa.edges
+    work_limit = _work_limit(max_states)
+    work = 0  # NFA states held by the cached closures and the subsets, as in the C++ build
 
     def closure_of_state(state: int) -> frozenset[int]:
         """The important states of the epsilon closure: those with byte edges, and the final
@@ -647,6 +666,10 @@ def _determinise(
                         seen.add(nxt)
                         stack.append(nxt)
             cached = closure_cache[state] = frozenset(s for s in seen if s == final or edges.get(s))
+            nonlocal work
+            work += len(cached)
+            if work > work_limit:
+                raise AutomatonSizeError(_work_limit_message(max_states))
         return cached
 
     classes = _byte_classes(nfa)
@@ -680,6 +703,9 @@ def _determinise(
                     )
                 target_index = index[key] = len(subsets)
                 subsets.append(key)
+                work += len(key)
+                if work > work_limit:
+                    raise AutomatonSizeError(_work_limit_message(max_states))
             row[class_number] = target_index
         rows.append(row)
     class_of_byte = np.empty(256, dtype=np.intp)

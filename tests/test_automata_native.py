@@ -25,10 +25,12 @@ from gramkiln.ir import (
     parse_expr,
 )
 from gramkiln.ir.automata import build_dfa, build_dfa_python
+from gramkiln.runtime.vocab import Vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramkiln.errors import CompileError
+from gramkiln import Grammar
+from gramkiln.errors import AutomatonSizeError, CompileError
 from gramkiln.testing.strategies import char_classes, literals, repeat_bounds, terminal_exprs
 
 pytestmark = pytest.mark.skipif(
@@ -183,6 +185,21 @@ def test_huge_repeat_bounds_hit_the_same_limit() -> None:
         native = _outcome(build_dfa, expr, max_states=1000)
         assert native == _outcome(build_dfa_python, expr, max_states=1000)
         assert "10,000 NFA states" in native
+
+
+def test_nested_counted_repetitions_hit_the_work_limit_at_once() -> None:
+    # Each count is small and the DFA fits max_states (a{0,125000}), but every subset and
+    # closure holds a large part of the NFA: the build ran for minutes and grew past
+    # gigabytes before the work bound. Both builders now fail alike, as a size failure.
+    for source in ('(("a"){0,50}){0,50}{0,50}', '(("ab" | "c"){0,50}){0,50}{0,50}'):
+        native = _outcome(build_dfa, parse_expr(source), max_states=200_000)
+        assert native == _outcome(build_dfa_python, parse_expr(source), max_states=200_000)
+        assert "too costly to determinise" in native and "3,200,000 NFA states" in native
+    with pytest.raises(AutomatonSizeError, match="too costly to determinise"):
+        Grammar.from_lark('start: (("a"~0..100)~0..100)~0..100').compile(Vocab.byte_level())
+    # The same nesting with small counts is fine.
+    dfa = build_dfa(parse_expr('(("a"){0,5}){0,5}{0,5}'), max_states=200_000)
+    assert sum(dfa.accepting) == 126
 
 
 def test_reused_body_encodings_give_identical_programs() -> None:

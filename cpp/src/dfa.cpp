@@ -455,6 +455,7 @@ class SubsetIndex {
   SubsetIndex() : slots_(1024, -1) { offsets_.push_back(0); }
 
   size_t size() const { return offsets_.size() - 1; }
+  size_t pooled() const { return pool_.size(); }
   const int32_t* data(size_t id) const { return pool_.data() + offsets_[id]; }
   size_t length(size_t id) const { return offsets_[id + 1] - offsets_[id]; }
 
@@ -553,6 +554,12 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
   // epsilon-only states a closure passes through) change neither what a subset reads next
   // nor whether it accepts. Subsets keep just those, so paths through different epsilon
   // states into the same states give one DFA state, not several to be merged later.
+  // The NFA states all subsets and closures hold together, bounded: nested counted
+  // repetitions (`((a{0,50}){0,50}){0,50}`) give a DFA within max_states whose subsets and
+  // closures each hold a large part of the NFA, quadratic in time and memory (minutes and
+  // gigabytes). Real terminals stay far below (a few states a subset); past the bound the
+  // build fails as a size failure, at once.
+  const size_t work_limit = static_cast<size_t>(std::max<int64_t>(max_states, 4096)) * 16;
   std::vector<uint8_t> important(count, 0);
   for (int32_t s = 0; s < count; ++s) important[s] = moves.begin[s + 1] > moves.begin[s];
   important[final_state] = 1;
@@ -583,6 +590,7 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
           }
         }
       }
+      if (closure_pool.size() > work_limit) throw DfaBuildError(DfaFailure::kWorkLimit, {});
       closure_at[state] = static_cast<int64_t>(at);
       closure_length[state] = static_cast<uint32_t>(closure_pool.size() - at);
     }
@@ -662,6 +670,9 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
             throw DfaBuildError(DfaFailure::kDfaLimit, {});
           }
           target = index.find_or_add(subset, true);
+          if (index.pooled() + kernel_index.pooled() + closure_pool.size() > work_limit) {
+            throw DfaBuildError(DfaFailure::kWorkLimit, {});
+          }
         }
         if (single) {
           single_target[kernel[0]] = target;
