@@ -249,15 +249,42 @@ std::string as_bytes(const py::object& obj) {
   throw py::type_error("expected str or bytes");
 }
 
-// Drop an incomplete UTF-8 sequence at the end so the text can be decoded.
-std::string complete_utf8_prefix(std::string bytes) {
-  for (size_t back = 1; back <= 4 && back <= bytes.size(); ++back) {
-    const uint8_t c = static_cast<uint8_t>(bytes[bytes.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
-    size_t need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
-    if (need > back) bytes.resize(bytes.size() - back);
-    break;
+// The longest prefix of `bytes` that is valid UTF-8 by Python's strict decoder (no overlong
+// forms, surrogates or code points past U+10FFFF). A forced continuation may start inside a
+// character the last token began, or hold bytes that are not text at all: a string can carry
+// only whole characters, and each byte it returns must be one the matcher will take.
+std::string valid_utf8_prefix(std::string bytes) {
+  size_t at = 0;
+  const size_t n = bytes.size();
+  while (at < n) {
+    const uint8_t c = static_cast<uint8_t>(bytes[at]);
+    size_t length = 0;
+    uint8_t lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (c < 0x80) {
+      length = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      length = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      length = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      length = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      break;
+    }
+    if (at + length > n) break;
+    bool valid = true;
+    for (size_t k = 1; k < length && valid; ++k) {
+      const uint8_t b = static_cast<uint8_t>(bytes[at + k]);
+      valid = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
+    }
+    if (!valid) break;
+    at += length;
   }
+  bytes.resize(at);
   return bytes;
 }
 
@@ -393,10 +420,12 @@ class PyMatcher {
     {
       WithoutGil release;
       MatcherUse use(users_, MatcherUse::kRead);
-      bytes = complete_utf8_prefix(matcher_.jump_forward_bytes());
+      bytes = valid_utf8_prefix(matcher_.jump_forward_bytes());
     }
-    return py::reinterpret_steal<py::str>(
-        PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "replace"));
+    PyObject* text =
+        PyUnicode_DecodeUTF8(bytes.data(), static_cast<py::ssize_t>(bytes.size()), "strict");
+    if (text == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::str>(text);
   }
   uint32_t vocab_size() const { return gramkiln::runtime_vocab_size(matcher_.runtime()); }
   uint32_t history_size() {
@@ -578,7 +607,8 @@ PYBIND11_MODULE(_core, m) {
       .def("is_accepting", &PyMatcher::is_accepting, "Whether the input so far is accepted.")
       .def("is_terminated", &PyMatcher::is_terminated, "Whether an end token was accepted.")
       .def("find_jump_forward_string", &PyMatcher::jump_forward,
-           "The text every continuation must start with (possibly empty).")
+           "The text every continuation must start with (possibly empty): whole characters only, "
+           "up to the first byte that does not continue valid UTF-8.")
       .def_property_readonly("vocab_size", &PyMatcher::vocab_size)
       .def_property_readonly("num_steps", &PyMatcher::history_size)
       .def_property_readonly(

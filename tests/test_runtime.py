@@ -165,6 +165,32 @@ def test_jump_forward(compiled: CompiledGrammar) -> None:
     assert forced.matcher().find_jump_forward_string() == "h\u00e9llo"
 
 
+def test_jump_forward_strings_hold_only_whole_characters_the_matcher_takes() -> None:
+    # After a token that ends inside a character the forced bytes start with a continuation
+    # byte, which no string can carry: it used to come back as U+FFFD, which the matcher then
+    # refused.
+    byte_vocab = Vocab.byte_level()
+    matcher = Grammar.from_regex("\u00e9x\u00e9").compile(byte_vocab).matcher()
+    assert matcher.find_jump_forward_string() == "\u00e9x\u00e9"
+    assert matcher.accept_token(0xC3)
+    assert matcher.find_jump_forward_string() == ""
+    assert matcher.accept_token(0xA9)
+    assert matcher.find_jump_forward_string() == "x\u00e9"
+    assert matcher.accept_token(ord("x")) and matcher.accept_token(0xC3)
+    assert matcher.find_jump_forward_string() == ""
+    rnd = random.Random(3)
+    for pattern in ("\u00e9\u4e2d\U0001f600z", "a\u00e9?[\u00e0-\u00ff]{2}b", "(\u4e2d|\u4e2e)q"):
+        matcher = Grammar.from_regex(pattern).compile(byte_vocab).matcher()
+        for _ in range(12):
+            forced = matcher.find_jump_forward_string()
+            assert "\ufffd" not in forced
+            assert matcher.fork().accept_string(forced)
+            text_ids = [i for i in mask(matcher, byte_vocab.vocab_size) if i < 256]
+            if not text_ids:
+                break
+            assert matcher.accept_token(rnd.choice(text_ids))
+
+
 def test_deterministic_artifact_and_roundtrip(tmp_path, compiled: CompiledGrammar) -> None:
     again = compile_grammar(JSONISH, VOCAB)
     assert again.to_bytes() == compiled.to_bytes()
@@ -408,3 +434,26 @@ def test_accept_string_takes_bytearray_and_memoryview() -> None:
     assert matcher.accept_string(memoryview(b"xbx")[1:2])
     assert matcher.accept_string("c")
     assert matcher.is_accepting()
+
+
+def test_an_end_token_that_is_also_text_is_only_an_end() -> None:
+    # An end id the vocabulary does not mark special ("ab" here), or a text token passed as
+    # compile(end_tokens=...), is allowed and accepted exactly where the input is accepted,
+    # as the end, as the reference matcher has it; it used to be taken as text elsewhere.
+    vocab = Vocab([b"a", b"b", b"ab"], eos_ids=[2])
+    grammar = Grammar.from_lark('start: "a" "b"*')
+    matcher = grammar.compile(vocab).matcher()
+    assert mask(matcher, 3) == [0]
+    assert not matcher.accept_token(2) and matcher.num_steps == 0
+    assert matcher.accept_token(0)
+    assert mask(matcher, 3) == [1, 2]
+    assert matcher.accept_token(2) and matcher.is_terminated()
+    newline_end = Vocab([b"a", b"\n", b"a\n"], eos_ids=[])
+    lines = Grammar.from_lark('start: ("a" "\\n")+').compile(newline_end, end_tokens=[1])
+    matcher = lines.matcher()
+    assert mask(matcher, 3) == [0, 2]  # "\n" only as the end, and the input is not accepted
+    assert matcher.accept_token(0) and not matcher.accept_token(1)
+    assert mask(matcher, 3) == []  # the "\n" the grammar needs is an end token: no token left
+    assert matcher.accept_string("\n")
+    assert mask(matcher, 3) == [0, 1, 2]
+    assert matcher.accept_token(1) and matcher.is_terminated()

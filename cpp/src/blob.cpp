@@ -1631,6 +1631,11 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   }
   check_bits(c.end_bits.data(), "the end-token set");
   check_bits(c.text_bits.data(), "the text-token set");
+  for (uint32_t w = 0; w < c.words; ++w) {
+    for (uint32_t bits = c.end_bits[w] & c.text_bits[w]; bits; bits &= bits - 1) {
+      rt->end_text_ids.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(bits)));
+    }
+  }
   // The trie tables depend only on the vocabulary: reuse the copy of an earlier blob that
   // stored the very same bytes (already validated), else decode and validate them.
   char head[kTrieKeyHead];

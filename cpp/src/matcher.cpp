@@ -3025,7 +3025,10 @@ bool Matcher::accept_token(int64_t token_id) {
     history_.push_back(snapshot());
     return true;
   }
-  if (test_bit(rt.end_bits.data(), id) && accepting_now()) {
+  if (test_bit(rt.end_bits.data(), id)) {
+    // An end token ends the input where it is accepted and is refused elsewhere, also when
+    // its bytes would go on as text (Runtime::end_text_ids).
+    if (!accepting_now()) return false;
     history_.push_back(snapshot());
     terminated_ = true;
     return true;
@@ -3198,6 +3201,30 @@ void Matcher::fill_mask(uint32_t* words) const {
   if (!fill_mask_if_cached(words, &keys)) fill_mask_computed(words, &keys);
 }
 
+bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
+  if (!lookup_cached_mask(words, keys)) return false;
+  settle_end_text_tokens(words);
+  return true;
+}
+
+void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
+  compute_mask(words, keys);
+  settle_end_text_tokens(words);
+}
+
+void Matcher::settle_end_text_tokens(uint32_t* words) const {
+  const Runtime& rt = *runtime_;
+  if (rt.end_text_ids.empty() || terminated_) return;
+  const bool accepting = accepting_now();
+  for (const uint32_t id : rt.end_text_ids) {
+    if (accepting) {
+      words[id >> 5] |= 1u << (id & 31);
+    } else {
+      words[id >> 5] &= ~(1u << (id & 31));
+    }
+  }
+}
+
 std::pair<uint64_t, uint64_t> Matcher::whole_mask_key() const {
   // The mask is a function of the threads' lexemes and classes of DFA states (see
   // Runtime::state_key), the structural hashes of their origin sets and (when a set ends here)
@@ -3331,7 +3358,7 @@ std::pair<uint64_t, uint64_t> Matcher::future_mask_key() const {
   return result;
 }
 
-bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
+bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
   const Runtime& rt = *runtime_;
   if (terminated_) {
     std::copy(rt.end_bits.begin(), rt.end_bits.end(), words);  // see accept_token
@@ -3386,7 +3413,7 @@ bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
   return true;
 }
 
-void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
+void Matcher::compute_mask(uint32_t* words, const FillKeys* keys) const {
   const Runtime& rt = *runtime_;
   if (terminated_) {
     std::copy(rt.end_bits.begin(), rt.end_bits.end(), words);  // see accept_token

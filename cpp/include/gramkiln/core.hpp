@@ -356,6 +356,12 @@ class Matcher {
   // Drop threads whose DFA state and origin set's structural hash equal another's.
   void merge_equivalent_threads();
   bool accepting_now() const;
+  // Set the bits of end tokens that are also text tokens by whether the input is accepted
+  // (see Runtime::end_text_ids): masks are cached with them as text.
+  void settle_end_text_tokens(uint32_t* words) const;
+  // fill_mask_if_cached and fill_mask_computed before settle_end_text_tokens.
+  bool lookup_cached_mask(uint32_t* words, FillKeys* keys) const;
+  void compute_mask(uint32_t* words, const FillKeys* keys) const;
 
   std::shared_ptr<const Runtime> runtime_;
   Chart chart_;
