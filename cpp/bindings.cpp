@@ -238,7 +238,13 @@ class MaskBuffer {
 };
 
 std::string as_bytes(const py::object& obj) {
-  if (py::isinstance<py::str>(obj)) return obj.cast<std::string>();  // UTF-8
+  if (py::isinstance<py::str>(obj)) {
+    // UTF-8; a lone surrogate has none and raises UnicodeEncodeError naming it.
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(obj.ptr(), &size);
+    if (data == nullptr) throw py::error_already_set();
+    return std::string(data, static_cast<size_t>(size));
+  }
   if (py::isinstance<py::bytes>(obj)) return obj.cast<std::string>();
   if (py::isinstance<py::bytearray>(obj) || PyMemoryView_Check(obj.ptr())) {
     // bytes(obj): a copy of the bytearray, or of the memoryview's bytes in C order.

@@ -267,6 +267,9 @@ def apply_token_bitmask_inplace(logits: Any, bitmask: Any) -> None:
     target = logits.numpy() if is_torch else logits
     if not isinstance(target, np.ndarray):
         raise TypeError("logits must be a numpy array or a torch CPU tensor")
+    if not np.issubdtype(target.dtype, np.floating):
+        # -inf has no integer form; the error would otherwise come from numpy, mid-write.
+        raise TypeError(f"logits must hold floating-point values, got {target.dtype}")
     squeeze = target.ndim == 1
     logits_2d = target.reshape(1, -1) if squeeze else target
     mask_2d = mask.reshape(1, -1) if mask.ndim == 1 else mask

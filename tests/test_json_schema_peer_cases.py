@@ -14,6 +14,7 @@ from decimal import Decimal
 import pytest
 from gramkiln.frontend.json_schema import JsonSchemaOptions
 from gramkiln.frontend.json_schema import exprs as json_schema_exprs
+from gramkiln.runtime.vocab import Vocab
 
 from gramkiln import EmptyLanguageWarning, Grammar
 from gramkiln.errors import GrammarError
@@ -482,3 +483,14 @@ def test_draft4_integer_members_keep_their_integer_spelling() -> None:
     # Without "type" (or from draft 6 on) the value is what counts.
     assert _grammar({"$schema": draft4, "enum": [10]}).accepts("1e1")
     assert _grammar({"type": "integer", "enum": [10]}).accepts("10.0")
+
+
+def test_lone_surrogates_in_constants_are_written_escaped() -> None:
+    # JSON text may hold "\ud83d" alone; Python reads it as a lone surrogate, which has no
+    # UTF-8 form, so only the escaped spelling is possible (it used to fail at compile time
+    # with a UnicodeEncodeError).
+    grammar = _grammar({"enum": ["\ud83d", "a\u00e9"]})
+    assert grammar.accepts('"\\ud83d"')
+    assert grammar.accepts('"a\u00e9"') and grammar.accepts('"a\\u00e9"')
+    matcher = grammar.compile(Vocab.byte_level()).matcher()
+    assert matcher.accept_string('"\\ud83d"') and matcher.is_accepting()

@@ -457,3 +457,13 @@ def test_an_end_token_that_is_also_text_is_only_an_end() -> None:
     assert matcher.accept_string("\n")
     assert mask(matcher, 3) == [0, 1, 2]
     assert matcher.accept_token(1) and matcher.is_terminated()
+
+
+def test_bad_text_and_logits_get_clear_errors() -> None:
+    matcher = Grammar.from_lark('start: "a"').compile(Vocab.byte_level()).matcher()
+    with pytest.raises(UnicodeEncodeError):
+        matcher.accept_string("\ud800")  # a lone surrogate has no UTF-8 form
+    assert matcher.num_steps == 0 and matcher.accept_string("a")
+    bitmask = allocate_token_bitmask(1, 257)
+    with pytest.raises(TypeError, match="floating-point"):
+        apply_token_bitmask_inplace(np.zeros((1, 257), dtype=np.int64), bitmask)

@@ -202,4 +202,14 @@ def json_string_literal(value: str) -> Expr:
     not included: keys and enum values stay single literals, which keeps grammars small.
     """
     spellings = {json.dumps(value), json.dumps(value, ensure_ascii=False)}
-    return choice(*(lit(s) for s in sorted(spellings)))
+    # A lone surrogate ("\ud83d", which JSON text may hold) has no UTF-8 form: only its
+    # escaped spelling can be written.
+    return choice(*(lit(s) for s in sorted(spellings) if _encodable(s)))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
