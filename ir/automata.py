@@ -649,13 +649,15 @@ def _determinise(
     closure_cache: dict[int, frozenset[int]] = {}
     edges = nfa.edges
     work_limit = _work_limit(max_states)
-    work = 0  # NFA states held by the cached closures and the subsets, as in the C++ build
+    # NFA states held by the cached closures, and by the subsets, checked as in the C++ build.
+    closure_work = subset_work = 0
 
     def closure_of_state(state: int) -> frozenset[int]:
         """The important states of the epsilon closure: those with byte edges, and the final
         state. The others (epsilon-only states a closure passes through) change neither
         what a subset reads next nor whether it accepts, so subsets keep just these, and
         paths through different epsilon states into the same states give one DFA state."""
+        nonlocal closure_work
         cached = closure_cache.get(state)
         if cached is None:
             seen = {state}
@@ -666,9 +668,8 @@ def _determinise(
                         seen.add(nxt)
                         stack.append(nxt)
             cached = closure_cache[state] = frozenset(s for s in seen if s == final or edges.get(s))
-            nonlocal work
-            work += len(cached)
-            if work > work_limit:
+            closure_work += len(cached)
+            if closure_work > work_limit:
                 raise AutomatonSizeError(_work_limit_message(max_states))
         return cached
 
@@ -703,8 +704,8 @@ def _determinise(
                     )
                 target_index = index[key] = len(subsets)
                 subsets.append(key)
-                work += len(key)
-                if work > work_limit:
+                subset_work += len(key)
+                if closure_work + subset_work > work_limit:
                     raise AutomatonSizeError(_work_limit_message(max_states))
             row[class_number] = target_index
         rows.append(row)

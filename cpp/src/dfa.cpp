@@ -550,16 +550,17 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
     }
   }
 
-  // Only states with byte edges, and the final state, tell subsets apart: the others (the
-  // epsilon-only states a closure passes through) change neither what a subset reads next
-  // nor whether it accepts. Subsets keep just those, so paths through different epsilon
-  // states into the same states give one DFA state, not several to be merged later.
   // The NFA states all subsets and closures hold together, bounded: nested counted
   // repetitions (`((a{0,50}){0,50}){0,50}`) give a DFA within max_states whose subsets and
   // closures each hold a large part of the NFA, quadratic in time and memory (minutes and
   // gigabytes). Real terminals stay far below (a few states a subset); past the bound the
   // build fails as a size failure, at once.
   const size_t work_limit = static_cast<size_t>(std::max<int64_t>(max_states, 4096)) * 16;
+
+  // Only states with byte edges, and the final state, tell subsets apart: the others (the
+  // epsilon-only states a closure passes through) change neither what a subset reads next
+  // nor whether it accepts. Subsets keep just those, so paths through different epsilon
+  // states into the same states give one DFA state, not several to be merged later.
   std::vector<uint8_t> important(count, 0);
   for (int32_t s = 0; s < count; ++s) important[s] = moves.begin[s + 1] > moves.begin[s];
   important[final_state] = 1;
@@ -670,7 +671,7 @@ ClassDfa determinise(const NfaBuilder& nfa, int32_t start, int32_t final_state, 
             throw DfaBuildError(DfaFailure::kDfaLimit, {});
           }
           target = index.find_or_add(subset, true);
-          if (index.pooled() + kernel_index.pooled() + closure_pool.size() > work_limit) {
+          if (index.pooled() + closure_pool.size() > work_limit) {
             throw DfaBuildError(DfaFailure::kWorkLimit, {});
           }
         }

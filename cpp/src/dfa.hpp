@@ -33,7 +33,7 @@ enum class DfaFailure : int32_t {
   kUnknownRef = 4,  // detail: [terminal index]
   kInvalid = 5,     // detail: [message index]
   kTooDeep = 6,     // nesting deeper than max_depth
-  kWorkLimit = 7,   // the subsets and closures together hold more than 16 * max_states states
+  kWorkLimit = 7,   // subsets and closures hold more than 16 * max(max_states, 4096) states
 };
 
 struct DfaBuildError : std::exception {
