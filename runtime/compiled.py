@@ -253,33 +253,75 @@ def _bits_to_bool(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
     return bits[:, :vocab_size].astype(bool)
 
 
-def apply_token_bitmask_inplace(logits: Any, bitmask: Any) -> None:
-    """Set logits of disallowed tokens to -inf (numpy arrays or torch CPU tensors).
+def _is_torch_tensor(value: Any) -> bool:
+    return type(value).__module__.startswith("torch")
 
-    `logits` is [batch, vocab] or [vocab]; `bitmask` is [batch, words] or [words]. Columns of
-    `logits` beyond the bitmask's width are treated as disallowed.
+
+def apply_token_bitmask_inplace(
+    logits: Any, bitmask: Any, *, indices: Sequence[int] | None = None
+) -> None:
+    """Set logits of disallowed tokens to -inf, in place.
+
+    `logits` is [batch, vocab] or [vocab]: a numpy array of any floating dtype, or a torch
+    tensor of any floating dtype (bfloat16 and float16 included) on any device (the mask is
+    made on the CPU and moved to the logits' device). `bitmask` is [batch, words] or [words],
+    int32, numpy or torch. Columns of `logits` beyond the bitmask's width are treated as
+    disallowed. With `indices`, only those rows of both are masked (row `i` of `logits` by row
+    `i` of `bitmask`); the other rows are left as they are.
     """
-    is_torch = type(logits).__module__.startswith("torch")
-    mask = bitmask.numpy() if type(bitmask).__module__.startswith("torch") else bitmask
-    mask = np.asarray(mask)
+    is_torch = _is_torch_tensor(logits)
+    if _is_torch_tensor(bitmask):
+        mask = bitmask.detach().cpu().numpy()
+    else:
+        mask = np.asarray(bitmask)
     if mask.dtype != np.int32:
         raise ValueError(f"bitmask dtype must be int32, got {mask.dtype}")
-    target = logits.numpy() if is_torch else logits
-    if not isinstance(target, np.ndarray):
-        raise TypeError("logits must be a numpy array or a torch CPU tensor")
-    if not np.issubdtype(target.dtype, np.floating):
-        # -inf has no integer form; the error would otherwise come from numpy, mid-write.
-        raise TypeError(f"logits must hold floating-point values, got {target.dtype}")
-    squeeze = target.ndim == 1
-    logits_2d = target.reshape(1, -1) if squeeze else target
+    if is_torch:
+        if not logits.is_floating_point():
+            raise TypeError(f"logits must hold floating-point values, got {logits.dtype}")
+        shape = tuple(logits.shape)
+    else:
+        if not isinstance(logits, np.ndarray):
+            raise TypeError("logits must be a numpy array or a torch tensor")
+        if not np.issubdtype(logits.dtype, np.floating):
+            # -inf has no integer form; the error would otherwise come from numpy, mid-write.
+            raise TypeError(f"logits must hold floating-point values, got {logits.dtype}")
+        shape = logits.shape
+    squeeze = len(shape) == 1
+    rows, vocab = (1, shape[0]) if squeeze else (shape[0], shape[-1])
     mask_2d = mask.reshape(1, -1) if mask.ndim == 1 else mask
-    if logits_2d.ndim != 2 or mask_2d.ndim != 2 or mask_2d.shape[0] != logits_2d.shape[0]:
-        raise ValueError(f"shapes do not match: logits {target.shape}, bitmask {mask.shape}")
-    vocab = logits_2d.shape[1]
-    allowed = np.zeros(logits_2d.shape, dtype=bool)
+    if len(shape) not in (1, 2) or mask_2d.ndim != 2 or mask_2d.shape[0] != rows:
+        raise ValueError(f"shapes do not match: logits {shape}, bitmask {mask.shape}")
+    if indices is None:
+        selected = np.arange(rows)
+    else:
+        selected = np.asarray(list(indices), dtype=np.int64).reshape(-1)
+        if selected.size and (selected.min() < 0 or selected.max() >= rows):
+            raise IndexError(f"indices must lie in [0, {rows}), got {list(indices)}")
+        selected = np.unique(selected)
+        if selected.size == 0:
+            return
+    allowed = np.zeros((len(selected), vocab), dtype=bool)
     width = min(vocab, mask_2d.shape[1] * 32)
-    allowed[:, :width] = _bits_to_bool(mask_2d, width)
-    logits_2d[~allowed] = -np.inf
+    allowed[:, :width] = _bits_to_bool(mask_2d[selected], width)
+    if not is_torch:
+        logits_2d = logits[None, :] if squeeze else logits  # a view: writes reach `logits`
+        if indices is None:
+            logits_2d[~allowed] = -np.inf
+        else:
+            for row, keep in zip(selected, allowed, strict=True):
+                logits_2d[row, ~keep] = -np.inf
+        return
+    import torch  # logits is a torch tensor, so torch is installed
+
+    disallowed = torch.from_numpy(~allowed).to(logits.device)
+    if squeeze:
+        logits.masked_fill_(disallowed[0], float("-inf"))
+    elif indices is None:
+        logits.masked_fill_(disallowed, float("-inf"))
+    else:
+        rows_tensor = torch.from_numpy(selected).to(logits.device)
+        logits[rows_tensor] = logits[rows_tensor].masked_fill(disallowed, float("-inf"))
 
 
 def fill_next_token_bitmask_batch(

@@ -240,6 +240,49 @@ def test_apply_token_bitmask_inplace(compiled: CompiledGrammar) -> None:
     assert np.flatnonzero(np.isfinite(logits[1])).tolist() == [0, 11]
 
 
+def test_apply_token_bitmask_inplace_to_chosen_rows(compiled: CompiledGrammar) -> None:
+    # Only the rows in `indices` are masked: a batch can mix constrained and free requests.
+    bitmask = allocate_token_bitmask(3, compiled.vocab_size)
+    compiled.matcher().fill_next_token_bitmask(bitmask, 2)
+    logits = np.zeros((3, compiled.vocab_size), dtype=np.float64)
+    apply_token_bitmask_inplace(logits, bitmask, indices=[2])
+    assert np.isfinite(logits[:2]).all()
+    assert np.flatnonzero(np.isfinite(logits[2])).tolist() == [0, 11]
+    one_d = np.zeros(compiled.vocab_size, dtype=np.float16)
+    apply_token_bitmask_inplace(one_d, bitmask[2], indices=[0])
+    assert np.flatnonzero(np.isfinite(one_d)).tolist() == [0, 11]
+    untouched = np.zeros((3, compiled.vocab_size), dtype=np.float32)
+    apply_token_bitmask_inplace(untouched, bitmask, indices=[])
+    assert np.isfinite(untouched).all()
+    with pytest.raises(IndexError, match="indices"):
+        apply_token_bitmask_inplace(logits, bitmask, indices=[3])
+
+
+def test_torch_logits_of_every_floating_dtype_and_device(compiled: CompiledGrammar) -> None:
+    # Model logits are often bfloat16, which numpy cannot view; the mask is applied by torch
+    # itself, on the logits' device (`meta` stands in for an accelerator here).
+    torch = pytest.importorskip("torch", reason="torch is an optional dependency")
+    bitmask = torch.zeros((2, (compiled.vocab_size + 31) // 32), dtype=torch.int32)
+    compiled.matcher().fill_next_token_bitmask(bitmask, 1)
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        logits = torch.zeros((2, compiled.vocab_size), dtype=dtype)
+        apply_token_bitmask_inplace(logits, bitmask)
+        assert torch.isfinite(logits[1]).nonzero().flatten().tolist() == [0, 11]
+        assert not torch.isfinite(logits[0]).any()
+        rows = torch.zeros((2, compiled.vocab_size), dtype=dtype)
+        apply_token_bitmask_inplace(rows, bitmask, indices=[1])
+        assert torch.isfinite(rows[0]).all()
+        assert torch.isfinite(rows[1]).nonzero().flatten().tolist() == [0, 11]
+    wide = torch.zeros((2, compiled.vocab_size + 40))
+    apply_token_bitmask_inplace(wide[:, 3:], bitmask)  # a strided view, written through
+    assert torch.isfinite(wide[1]).nonzero().flatten().tolist() == [0, 1, 2, 3, 14]
+    apply_token_bitmask_inplace(torch.zeros((2, compiled.vocab_size), device="meta"), bitmask)
+    with pytest.raises(TypeError, match="floating-point"):
+        apply_token_bitmask_inplace(
+            torch.zeros((2, compiled.vocab_size), dtype=torch.int32), bitmask
+        )
+
+
 def test_batch_fill_from_threads_matches_serial(compiled: CompiledGrammar) -> None:
     rnd = random.Random(3)
     matchers = []
