@@ -651,6 +651,14 @@ PYBIND11_MODULE(_core, m) {
         for (uint32_t r : rows) {
           if (r >= buf.rows) throw py::index_error("bitmask row index out of range");
         }
+        // Two matchers filling one row in parallel would leave it a word-by-word mix of both.
+        std::vector<uint32_t> sorted_rows(rows);
+        std::sort(sorted_rows.begin(), sorted_rows.end());
+        const auto repeated = std::adjacent_find(sorted_rows.begin(), sorted_rows.end());
+        if (repeated != sorted_rows.end()) {
+          throw py::value_error("indices must be distinct: row " + std::to_string(*repeated) +
+                                " is given to more than one matcher");
+        }
         // Each distinct matcher once (a matcher may fill several rows), read for the whole batch.
         std::vector<PyMatcher*> distinct(matchers.begin(), matchers.end());
         std::sort(distinct.begin(), distinct.end());

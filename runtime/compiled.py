@@ -332,6 +332,8 @@ def fill_next_token_bitmask_batch(
 ) -> None:
     """Fill row `indices[i]` (default i) of `bitmask` from `matchers[i]`, in parallel.
 
+    The rows must be distinct (ValueError otherwise); one matcher may appear several times.
+
     `threads` defaults to the number of CPUs (at most one per matcher); the GIL is released.
     """
     count = threads if threads is not None else (os.cpu_count() or 1)

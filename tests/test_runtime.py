@@ -283,6 +283,17 @@ def test_torch_logits_of_every_floating_dtype_and_device(compiled: CompiledGramm
         )
 
 
+def test_batch_fill_refuses_one_row_for_two_matchers(compiled: CompiledGrammar) -> None:
+    first, second = compiled.matcher(), compiled.matcher()
+    assert second.accept_string("{")
+    bitmask = allocate_token_bitmask(2, compiled.vocab_size)
+    with pytest.raises(ValueError, match="distinct"):
+        fill_next_token_bitmask_batch([first, second], bitmask, indices=[1, 1])
+    fill_next_token_bitmask_batch([first, second], bitmask, indices=[1, 0])
+    assert bitmask_to_ids(bitmask[1], compiled.vocab_size) == [0, 11]
+    assert bitmask_to_ids(bitmask[0], compiled.vocab_size) == mask(second, compiled.vocab_size)
+
+
 def test_batch_fill_from_threads_matches_serial(compiled: CompiledGrammar) -> None:
     rnd = random.Random(3)
     matchers = []
