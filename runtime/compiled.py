@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,43 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_core.prepare_fork)
 
 
+# The runtime's tuning variables, read at each load, and what each must hold. The C++ side
+# ignores a value it cannot read (a typo must not stop a server); the load warns instead.
+_WHOLE_NUMBER = "a whole decimal number"
+_ENVIRONMENT_FORMATS: dict[str, tuple[str, frozenset[str] | None]] = {
+    "GRAMKILN_MASK_CACHE_BYTES": (_WHOLE_NUMBER, None),
+    "GRAMKILN_WALK_CACHE_BYTES": (_WHOLE_NUMBER, None),
+    "GRAMKILN_FILL_WALK_BUDGET": (_WHOLE_NUMBER, None),
+    "GRAMKILN_FILL_WALK_MS": (_WHOLE_NUMBER, None),
+    "GRAMKILN_MERGE_AFTER": (_WHOLE_NUMBER, None),
+    "GRAMKILN_PREWARM_MS": (_WHOLE_NUMBER, None),
+    "GRAMKILN_ITEM_WALKS": ("on, off, 1 or 0", frozenset({"on", "off", "1", "0"})),
+    "GRAMKILN_FUTURE_KEYS": ("on, off or auto", frozenset({"on", "off", "auto"})),
+    "GRAMKILN_PREWARM_TRAFFIC": ("on, off, 1 or 0", frozenset({"on", "off", "1", "0"})),
+}
+_environment_warned: set[tuple[str, str]] = set()
+
+
+def _warn_about_unreadable_environment() -> None:
+    """Warn once per (variable, value) about a runtime tuning variable that will be ignored."""
+    for name, (expected, choices) in _ENVIRONMENT_FORMATS.items():
+        value = os.environ.get(name)
+        if value is None or (name, value) in _environment_warned:
+            continue
+        if choices is not None:
+            readable = value in choices
+        else:
+            readable = value.isascii() and value.isdigit()
+        if not readable:
+            _environment_warned.add((name, value))
+            warnings.warn(
+                f"{name}={value!r} is not {expected}; the runtime ignores it and uses its "
+                "default",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+
 class CompiledGrammar:
     """A grammar compiled against one vocabulary: save it, load it, make matchers from it."""
 
@@ -58,6 +96,7 @@ class CompiledGrammar:
         self._sections = dict(sections)
         # Set by from_parts: the source IR whose section and hash are not made yet.
         self._pending_ir: GrammarIR | None = None
+        _warn_about_unreadable_environment()
         self._runtime = _core.load_runtime(self._sections[RUNTIME_SECTION])
         vocab_info = self._header.get("vocab")
         if not isinstance(vocab_info, Mapping) or vocab_info.get("vocab_size") != (

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+import re
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -724,3 +726,47 @@ def test_the_prewarm_keeps_future_keys_where_they_pay(
         for key in ("hits_future", "walk_hits_future", "descent_hits_future")
     )
     assert (answered > 0) == used
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("GRAMKILN_PREWARM_MS", "5s"),
+        ("GRAMKILN_PREWARM_MS", "-1"),
+        ("GRAMKILN_MASK_CACHE_BYTES", " 4096"),
+        ("GRAMKILN_MERGE_AFTER", "many"),
+        ("GRAMKILN_FUTURE_KEYS", "yes"),
+        ("GRAMKILN_PREWARM_TRAFFIC", "no"),
+    ],
+)
+def test_unreadable_tuning_variables_warn_at_load(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    # The runtime ignores a value it cannot read (a typo must not take a server down), so the
+    # load says so, naming the variable and what it must hold; masks are unchanged.
+    compiled = Grammar.from_lark('start: "a"+').compile(Vocab.byte_level())
+    data = compiled.to_bytes()
+    expected = allocate_token_bitmask(1, 257)
+    CompiledGrammar.load(data, prewarm=False).matcher().fill_next_token_bitmask(expected)
+    monkeypatch.setenv(name, value)
+    with pytest.warns(RuntimeWarning, match=f"{name}='{re.escape(value)}' is not "):
+        loaded = CompiledGrammar.load(data, prewarm=False)
+    bitmask = allocate_token_bitmask(1, 257)
+    loaded.matcher().fill_next_token_bitmask(bitmask)
+    assert (bitmask == expected).all()
+
+
+def test_readable_tuning_variables_load_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled = Grammar.from_lark('start: "a"+').compile(Vocab.byte_level())
+    for name, value in [
+        ("GRAMKILN_PREWARM_MS", "250"),
+        ("GRAMKILN_PREWARM_TRAFFIC", "0"),
+        ("GRAMKILN_ITEM_WALKS", "on"),
+        ("GRAMKILN_FUTURE_KEYS", "auto"),
+    ]:
+        monkeypatch.setenv(name, value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = CompiledGrammar.load(compiled.to_bytes(), prewarm=False)
+        loaded.prewarm()
+    assert loaded.matcher().accept_string("aaa")

@@ -1493,10 +1493,9 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   // GRAMKILN_PREWARM_MS overrides it (a profiler's slowed-down run, a server with time to
   // spare).
   std::chrono::milliseconds time_budget{1000};
-  if (const char* env = std::getenv("GRAMKILN_PREWARM_MS")) {
-    char* end = nullptr;
-    const long long ms = std::strtoll(env, &end, 10);
-    if (end != env && *end == '\0' && ms >= 0) time_budget = std::chrono::milliseconds(ms);
+  unsigned long long ms = 0;
+  if (env_number("GRAMKILN_PREWARM_MS", &ms)) {
+    time_budget = std::chrono::milliseconds(std::min<unsigned long long>(ms, 1ull << 40));
   }
   PrewarmBudget budget(stop, time_budget);
   PrewarmStats stats;
@@ -1519,10 +1518,12 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   prewarm_first_masks(runtime, budget, stats);
   prewarm_structure(runtime, budget, stats);
   prewarm_local_walks(*runtime, budget, completions, stats);
-  // GRAMKILN_PREWARM_TRAFFIC=off leaves the traffic out (measuring what it adds, or testing
+  // GRAMKILN_PREWARM_TRAFFIC=off (or 0) leaves the traffic out (measuring what it adds, or testing
   // what the phases before it build).
   const char* traffic = std::getenv("GRAMKILN_PREWARM_TRAFFIC");
-  if (!traffic || std::strcmp(traffic, "off") != 0) prewarm_traffic(runtime, budget, stats);
+  if (!traffic || (std::strcmp(traffic, "off") != 0 && std::strcmp(traffic, "0") != 0)) {
+    prewarm_traffic(runtime, budget, stats);
+  }
   {
     std::lock_guard<std::mutex> lock(runtime->groups->kernel_mutex);
     stats.kernels = static_cast<uint32_t>(runtime->groups->kernel_snapshots.size());

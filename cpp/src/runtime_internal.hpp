@@ -229,7 +229,8 @@ class IdMap {
 // Whether the environment variable `name` holds a whole decimal number, stored in `out`.
 inline bool env_number(const char* name, unsigned long long* out) {
   const char* env = std::getenv(name);
-  if (env == nullptr) return false;
+  // Digits only: strtoull alone would take a sign or leading spaces (and "-1" as 2^64 - 1).
+  if (env == nullptr || *env < '0' || *env > '9') return false;
   char* end = nullptr;
   const unsigned long long value = std::strtoull(env, &end, 10);
   if (end == env || *end != '\0') return false;
@@ -255,7 +256,7 @@ struct GroupCache {
     if (env_number("GRAMKILN_FILL_WALK_BUDGET", &value)) fill_walk_budget = value;
     // GRAMKILN_FILL_WALK_MS overrides kFillWalkTime (tests: 0, a search after 64 walks).
     if (env_number("GRAMKILN_FILL_WALK_MS", &value)) {
-      fill_walk_time = std::chrono::milliseconds(value);
+      fill_walk_time = std::chrono::milliseconds(std::min<unsigned long long>(value, 1ull << 40));
     }
     // GRAMKILN_ITEM_WALKS=on|off overrides where fills walk by items (see item_walks_mode).
     if (const char* mode = std::getenv("GRAMKILN_ITEM_WALKS")) {
@@ -686,8 +687,9 @@ struct FutureLanguages {
       if (value == "on") mode = Mode::kOn;
       if (value == "off") mode = Mode::kOff;
     }
-    if (const char* env = std::getenv("GRAMKILN_MERGE_AFTER")) {
-      merge_after = static_cast<uint32_t>(std::strtoul(env, nullptr, 10));
+    unsigned long long after = 0;
+    if (env_number("GRAMKILN_MERGE_AFTER", &after)) {
+      merge_after = static_cast<uint32_t>(std::min<unsigned long long>(after, UINT32_MAX));
     }
     state.store(mode == Mode::kOn    ? kOn
                 : mode == Mode::kOff ? kOff
