@@ -71,8 +71,7 @@ def _warn_about_unreadable_environment() -> None:
         if not readable:
             _environment_warned.add((name, value))
             warnings.warn(
-                f"{name}={value!r} is not {expected}; the runtime ignores it and uses its "
-                "default",
+                f"{name}={value!r} is not {expected}; the runtime ignores it and uses its default",
                 RuntimeWarning,
                 stacklevel=3,
             )
