@@ -1609,3 +1609,24 @@ def test_keys_of_objects_with_many_properties_are_one_lexeme() -> None:
     for wrong in ({"buildPaths": 3}, {"buildX": "a"}):
         matcher = compiled.matcher()
         assert not (matcher.accept_string(json.dumps(wrong)) and matcher.is_accepting())
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({1: 2}, "at #: object keys must be strings, got 1 (int)"),
+        ({"properties": {1: {}}}, "at #/properties: object keys must be strings, got 1 (int)"),
+        ({"enum": [{1: 2}]}, "at #/enum/0: object keys must be strings, got 1 (int)"),
+        ({"const": float("nan")}, "at #/const: nan is not a JSON number"),
+        ({"properties": {"a/b": {"const": float("inf")}}}, "at #/properties/a~1b/const: inf"),
+        ({"enum": [{"x"}]}, "at #/enum/0: a set is not a JSON value"),
+        ({"items": ({"type": "string"},)}, "at #/items: a tuple is not a JSON value"),
+        ('{"const": NaN}', "invalid JSON: NaN is not a JSON number"),
+    ],
+)
+def test_python_schemas_that_are_not_json_are_refused(schema: Any, message: str) -> None:
+    # Read as JSON they would be misread in silence ({1: 2} accepted every document) or fail
+    # deep in the compiler with a TypeError.
+    with pytest.raises(GrammarError) as caught:
+        json_schema_grammar(schema)
+    assert f"JSON Schema error: {message}" in str(caught.value)

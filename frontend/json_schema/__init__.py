@@ -40,6 +40,42 @@ def _refuse_llguidance_wrapper(schema: Any) -> None:
         )
 
 
+def _pointer_piece(key: object) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def _refuse_non_json(schema: Any) -> None:
+    """A schema given as Python objects must be a JSON value: the compiler reads it as one, and
+    a non-string key or a tuple would otherwise be misread in silence (`{1: 2}` as `{}`)."""
+    stack: list[tuple[Any, str]] = [(schema, "#")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise GrammarError(
+                        f"at {where}: object keys must be strings, got {key!r} "
+                        f"({type(key).__name__})",
+                        language=LANGUAGE,
+                    )
+                stack.append((item, f"{where}/{_pointer_piece(key)}"))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}/{index}") for index, item in enumerate(value))
+        elif isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                raise GrammarError(f"at {where}: {value!r} is not a JSON number", language=LANGUAGE)
+        elif value is not None and not isinstance(value, (str, int)):
+            raise GrammarError(
+                f"at {where}: a {type(value).__name__} is not a JSON value (expected a dict, "
+                "list, str, int, float, bool or None)",
+                language=LANGUAGE,
+            )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def json_schema_grammar(
     schema: dict[str, Any] | bool | str, options: JsonSchemaOptions | dict[str, Any] | None = None
 ) -> GrammarIR:
@@ -51,13 +87,18 @@ def json_schema_grammar(
     """
     if isinstance(schema, str):
         try:
-            schema = json.loads(schema)
+            # Python's reader takes NaN and Infinity, which JSON has no spelling for.
+            schema = json.loads(schema, parse_constant=_reject_constant)
         except json.JSONDecodeError as exc:
             raise GrammarError.at(LANGUAGE, f"invalid JSON: {exc.msg}", exc.doc, exc.pos) from None
+        except ValueError as exc:
+            raise GrammarError(f"invalid JSON: {exc}", language=LANGUAGE) from None
         except RecursionError:
             raise GrammarError(
                 "the schema text is nested too deeply to parse", language=LANGUAGE
             ) from None
+    else:
+        _refuse_non_json(schema)
     if options is None:
         options = JsonSchemaOptions()
     elif isinstance(options, dict):
