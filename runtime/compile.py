@@ -37,7 +37,12 @@ from gramkiln.ir import (
 from gramkiln.ir.automata import build_dfa
 from gramkiln.passes.fuse_terminals import BLOCKS_FALLBACK_COUNT
 
-from gramkiln.errors import AutomatonSizeError, CompileError, EmptyLanguageWarning
+from gramkiln.errors import (
+    AutomatonSizeError,
+    CompileError,
+    EmptyLanguageWarning,
+    EndTokenWarning,
+)
 
 # Largest bounded repetition expanded into productions (each bound adds one helper rule).
 MAX_REPEAT_EXPANSION = 100_000
@@ -94,17 +99,23 @@ class FlatGrammar:
     lexeme_names: list[str] = field(default_factory=list)
     lexeme_dfas: list[Any] = field(default_factory=list)
     tokensets: list[tuple[int, ...]] = field(default_factory=list)
+    # Token-set elements that named only end tokens: (description, ids); see flatten_grammar.
+    end_only_elements: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
     start: int = 0
 
 
 class _Flattener:
     """Turns rule bodies into productions; memoises lexemes, token sets and helper rules."""
 
-    def __init__(self, ir: GrammarIR, vocab: Any) -> None:
+    def __init__(self, ir: GrammarIR, vocab: Any, end_ids: Iterable[int] = ()) -> None:
         if ir.subgrammars:
             raise CompileError("sub-grammars must be inlined before compilation")
         self.ir = ir
         self.vocab = vocab
+        # End tokens only end the input (where it is accepted); no grammar element matches one.
+        self.end_ids = frozenset(end_ids)
+        # Token-set elements that named end tokens only, so never match: (description, ids).
+        self.end_only_elements: list[tuple[str, tuple[int, ...]]] = []
         self.rules = ir.rule_map()
         self.terminal_bodies = {r.name: r.body for r in ir.rules if r.terminal}
         self.flat = FlatGrammar()
@@ -155,9 +166,14 @@ class _Flattener:
             return f"{_shortened(name)}{_located(getattr(expr, 'span', None))}"
         return "%ignore" if key == "$ignore" else key
 
-    def tokenset(self, ids: Iterable[int]) -> tuple[str, int]:
-        """The token-set symbol matching exactly `ids` (deduplicated by content)."""
-        key = tuple(sorted(set(ids)))
+    def tokenset(self, ids: Iterable[int], element: str = "") -> tuple[str, int]:
+        """The token-set symbol matching exactly `ids` less the end tokens (deduplicated by
+        content); `element` describes the source element for the warning when only end
+        tokens were named."""
+        named = set(ids)
+        key = tuple(sorted(named - self.end_ids))
+        if named and not key:
+            self.end_only_elements.append((element, tuple(sorted(named))))
         if key not in self.tokenset_ids:
             self.tokenset_ids[key] = len(self.flat.tokensets)
             self.flat.tokensets.append(key)
@@ -221,7 +237,8 @@ class _Flattener:
         if isinstance(expr, Ref):
             return list(self.reference(expr.name))
         if isinstance(expr, TokenSet):
-            return self.after_lexeme(self.tokenset(self.token_ids(expr)))
+            element = f"{print_expr(expr)}{_located(getattr(expr, 'span', None))}"
+            return self.after_lexeme(self.tokenset(self.token_ids(expr), element))
         if isinstance(expr, SpecialToken):
             ids = self.special_ids(expr.text)
             if not ids:
@@ -231,7 +248,7 @@ class _Flattener:
                     "compile against a vocabulary that has it, or write the text as a string "
                     "literal"
                 )
-            return self.after_lexeme(self.tokenset(ids))
+            return self.after_lexeme(self.tokenset(ids, f"{expr.text}{_located(expr.span)}"))
         if isinstance(expr, Embed):
             raise CompileError(f"embedded grammar @{expr.name} was not inlined")
         raise CompileError(f"cannot compile expression of kind {expr.kind}")
@@ -328,10 +345,16 @@ def _key(expr: Expr) -> str:
     return structural_key(expr).hex()
 
 
-def flatten_grammar(ir: GrammarIR, vocab: Any) -> FlatGrammar:
+def flatten_grammar(ir: GrammarIR, vocab: Any, end_ids: Iterable[int] = ()) -> FlatGrammar:
     """Productions over nonterminals, lexemes (byte DFAs) and token sets, with every
-    unproductive production removed (so a live parse can always be completed)."""
-    flat = _Flattener(ir, vocab).run()
+    unproductive production removed (so a live parse can always be completed).
+
+    Token sets never hold an id of `end_ids`: an end token only ends the input, where it is
+    accepted. Elements that named nothing but end tokens are listed in
+    `flat.end_only_elements` (and derive nothing)."""
+    flattener = _Flattener(ir, vocab, end_ids)
+    flat = flattener.run()
+    flat.end_only_elements = flattener.end_only_elements
     productive_lexeme = [dfa.start >= 0 and len(dfa.accepting) > 0 for dfa in flat.lexeme_dfas]
     productive_set = [len(ids) > 0 for ids in flat.tokensets]
     productive_nt = [False] * len(flat.nonterminal_names)
@@ -485,13 +508,25 @@ def compile_grammar(
     ir = ir.verify()
     lowered = lower_for_runtime(ir)
     try:
-        flat = flatten_grammar(lowered, vocab)
+        flat = flatten_grammar(lowered, vocab, ends)
     except AutomatonSizeError:
         # A counted repetition fused whole (up to MAX_FUSED_COUNT) whose one DFA passes the
         # limits: split such counts into blocks, as every count past them always is.
         if not _has_count_past(lowered, BLOCKS_FALLBACK_COUNT):
             raise
-        flat = flatten_grammar(lower_for_runtime(ir, counts_in_blocks=True), vocab)
+        flat = flatten_grammar(lower_for_runtime(ir, counts_in_blocks=True), vocab, ends)
+    for element, ids in dict(flat.end_only_elements).items():
+        # Before the empty-language warning, which such an element often causes: it says why.
+        shown = ", ".join(str(i) for i in ids[:8]) + (", ..." if len(ids) > 8 else "")
+        warnings.warn(
+            EndTokenWarning(
+                f"{element} names only end tokens (id {shown}), which no grammar element "
+                "matches: an end token ends the input, and is allowed exactly where the input "
+                "is accepted. Leave it out of the grammar (the end token is allowed once the "
+                "grammar is complete), or compile with other end_tokens"
+            ),
+            stacklevel=3,
+        )
     if not any(lhs == flat.start for lhs, _ in flat.productions):
         # Unproductive productions are gone, so a start symbol without any derives nothing.
         warnings.warn(

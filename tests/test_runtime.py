@@ -22,7 +22,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gramkiln import Grammar
-from gramkiln.errors import ArtifactError, CompileError, EmptyLanguageWarning, VocabError
+from gramkiln.errors import (
+    ArtifactError,
+    CompileError,
+    EmptyLanguageWarning,
+    EndTokenWarning,
+    VocabError,
+)
 
 TOKENS = [
     b"{",
@@ -521,3 +527,73 @@ def test_bad_text_and_logits_get_clear_errors() -> None:
     bitmask = allocate_token_bitmask(1, 257)
     with pytest.raises(TypeError, match="floating-point"):
         apply_token_bitmask_inplace(np.zeros((1, 257), dtype=np.int64), bitmask)
+
+
+END_VOCAB = Vocab([b"<s>", b"</s>", b"aa", b"bb", b"cc", b"dd"], eos_ids=[1], special_ids=[0, 1])
+
+
+def _masked_and_accepted(compiled: CompiledGrammar) -> tuple[list[int], list[int]]:
+    matcher = compiled.matcher()
+    allowed = mask(matcher, compiled.vocab_size)
+    accepted = [t for t in range(compiled.vocab_size) if matcher.fork().accept_token(t)]
+    return allowed, accepted
+
+
+@pytest.mark.parametrize(
+    ("source", "kind", "expected"),
+    [
+        ("root ::= !<[3]>", "ebnf", [0, 2, 4, 5]),
+        ('start: <[*]> "aa"', "lark", [0, 2, 3, 4, 5]),
+        ("start: <[^3]>", "lark", [0, 2, 4, 5]),
+        ("start: <[0-5]>", "lark", [0, 2, 3, 4, 5]),
+    ],
+)
+def test_end_tokens_are_never_matched_by_token_elements(
+    source: str, kind: str, expected: list[int]
+) -> None:
+    # An end token only ends the input, where it is accepted (as in the reference matcher):
+    # a token set that covers its id does not put it in the mask where accept_token would
+    # refuse it.
+    from gramkiln.testing import ReferenceMatcher
+
+    grammar = Grammar.from_ebnf(source) if kind == "ebnf" else Grammar.from_lark(source)
+    compiled = grammar.compile(END_VOCAB)
+    allowed, accepted = _masked_and_accepted(compiled)
+    assert allowed == accepted == expected
+    oracle = ReferenceMatcher(grammar.ir, special_texts={0: "<s>", 1: "</s>"})
+    reference = oracle.allowed_tokens(b"", END_VOCAB.tokens, [0, 1], [1])
+    assert [i for i, ok in enumerate(reference) if ok] == expected
+    matcher = compiled.matcher()
+    assert matcher.accept_token(expected[0])
+    # Accepted after one token (except where "aa" must follow), the end token is allowed.
+    assert (1 in mask(matcher, compiled.vocab_size)) == ('"aa"' not in source)
+
+
+def test_a_grammar_element_naming_only_end_tokens_warns() -> None:
+    with pytest.warns(EndTokenWarning) as caught, pytest.warns(EmptyLanguageWarning):
+        compiled = Grammar.from_lark('start: "aa" </s>').compile(END_VOCAB)
+    assert str(caught[0].message).startswith(
+        "</s> (line 1, column 13) names only end tokens (id 1), which no grammar element "
+        "matches: an end token ends the input, and is allowed exactly where the input is "
+        "accepted."
+    )
+    assert _masked_and_accepted(compiled) == ([], [])
+    # Written without it, the end token ends the input after "aa".
+    matcher = Grammar.from_lark('start: "aa"').compile(END_VOCAB).matcher()
+    assert matcher.accept_token(2) and mask(matcher, 6) == [1] and matcher.accept_token(1)
+
+
+def test_runtime_settles_end_ids_that_an_artifact_put_in_a_token_set() -> None:
+    # Tables from another writer may list an end id in a token set; the runtime still allows
+    # it only where the input is accepted, so that the mask and accept_token agree.
+    from gramkiln.runtime.compile import build_tables, flatten_grammar, lower_for_runtime
+
+    grammar = Grammar.from_lark('start: <[^3]> "aa"?')
+    flat = flatten_grammar(lower_for_runtime(grammar.ir), END_VOCAB)  # no end ids left out
+    assert 1 in flat.tokensets[0]
+    blob = build_tables(flat, END_VOCAB, [1])
+    compiled = CompiledGrammar.from_parts(grammar.ir, END_VOCAB, blob, {"end_tokens": [1]})
+    assert _masked_and_accepted(compiled) == ([0, 2, 4, 5], [0, 2, 4, 5])
+    matcher = compiled.matcher()
+    assert matcher.accept_token(0)
+    assert mask(matcher, 6) == [1, 2] and matcher.fork().accept_token(1)

@@ -1631,9 +1631,16 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   }
   check_bits(c.end_bits.data(), "the end-token set");
   check_bits(c.text_bits.data(), "the text-token set");
+  // End tokens a mask could also take up as something else: as text, or through a token set
+  // (the compiler leaves end ids out of token sets; another writer of artifacts may not).
+  std::vector<uint32_t> shadowing(c.text_bits.begin(), c.text_bits.end());
+  for (uint32_t s = 0; s < c.num_tokensets; ++s) {
+    const uint32_t* set = &c.tokenset_bits[static_cast<size_t>(s) * c.words];
+    for (uint32_t w = 0; w < c.words; ++w) shadowing[w] |= set[w];
+  }
   for (uint32_t w = 0; w < c.words; ++w) {
-    for (uint32_t bits = c.end_bits[w] & c.text_bits[w]; bits; bits &= bits - 1) {
-      rt->end_text_ids.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(bits)));
+    for (uint32_t bits = c.end_bits[w] & shadowing[w]; bits; bits &= bits - 1) {
+      rt->shadowed_end_ids.push_back(w * 32 + static_cast<uint32_t>(__builtin_ctz(bits)));
     }
   }
   // The trie tables depend only on the vocabulary: reuse the copy of an earlier blob that

@@ -3028,7 +3028,7 @@ bool Matcher::accept_token(int64_t token_id) {
   }
   if (test_bit(rt.end_bits.data(), id)) {
     // An end token ends the input where it is accepted and is refused elsewhere, also when
-    // its bytes would go on as text (Runtime::end_text_ids).
+    // its bytes would go on as text (Runtime::shadowed_end_ids).
     if (!accepting_now()) return false;
     history_.push_back(snapshot());
     terminated_ = true;
@@ -3204,20 +3204,20 @@ void Matcher::fill_mask(uint32_t* words) const {
 
 bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
   if (!lookup_cached_mask(words, keys)) return false;
-  settle_end_text_tokens(words);
+  settle_shadowed_end_tokens(words);
   return true;
 }
 
 void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
   compute_mask(words, keys);
-  settle_end_text_tokens(words);
+  settle_shadowed_end_tokens(words);
 }
 
-void Matcher::settle_end_text_tokens(uint32_t* words) const {
+void Matcher::settle_shadowed_end_tokens(uint32_t* words) const {
   const Runtime& rt = *runtime_;
-  if (rt.end_text_ids.empty() || terminated_) return;
+  if (rt.shadowed_end_ids.empty() || terminated_) return;
   const bool accepting = accepting_now();
-  for (const uint32_t id : rt.end_text_ids) {
+  for (const uint32_t id : rt.shadowed_end_ids) {
     if (accepting) {
       words[id >> 5] |= 1u << (id & 31);
     } else {

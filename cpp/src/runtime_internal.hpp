@@ -815,10 +815,12 @@ class Runtime {
   std::vector<uint8_t> dfa_accepting;
   std::vector<uint32_t> dfa_lexeme;
   std::vector<uint32_t> tokenset_bits, end_bits, text_bits;
-  // End tokens that are also text tokens (an end id the vocabulary does not mark special, or
-  // compile(end_tokens=[a text token])). End tokens are never text: such a token is allowed,
-  // and accepted, exactly where the input is accepted, as an end. Usually empty.
-  std::vector<uint32_t> end_text_ids;
+  // End tokens that a mask could also take up as something else: text tokens (an end id the
+  // vocabulary does not mark special, or compile(end_tokens=[a text token])) and ids of a
+  // token set (an artifact not written by this compiler, which leaves end ids out of them).
+  // End tokens are never text nor grammar tokens: such a token is allowed, and accepted,
+  // exactly where the input is accepted, as an end. Usually empty.
+  std::vector<uint32_t> shadowed_end_ids;
   // The token trie and token bytes, derived at load from the stored trie. They depend only on
   // the vocabulary, so every runtime loaded for one vocabulary shares one copy (TrieTables).
   SharedTable<uint8_t> token_bytes;  // text tokens only

@@ -89,3 +89,13 @@ class EmptyLanguageWarning(UserWarning):
     ``{"minItems": 3, "maxItems": 1}``) is still an exact answer; a server should refuse the
     request rather than sample from an all-masked distribution.
     """
+
+
+class EndTokenWarning(UserWarning):
+    """A grammar element names only end tokens, so it never matches.
+
+    End tokens (the vocabulary's EOS ids, or `compile(end_tokens=...)`) only end the input and
+    are allowed exactly where the input is accepted; no grammar element matches one, as in the
+    reference matcher. `start: "a" <|eot_id|>` with `<|eot_id|>` an end token is therefore
+    written `start: "a"`.
+    """

@@ -356,10 +356,11 @@ class Matcher {
   // Drop threads whose DFA state and origin set's structural hash equal another's.
   void merge_equivalent_threads();
   bool accepting_now() const;
-  // Set the bits of end tokens that are also text tokens by whether the input is accepted
-  // (see Runtime::end_text_ids): masks are cached with them as text.
-  void settle_end_text_tokens(uint32_t* words) const;
-  // fill_mask_if_cached and fill_mask_computed before settle_end_text_tokens.
+  // Set the bits of end tokens that a mask could also take up as text or through a token set
+  // by whether the input is accepted (see Runtime::shadowed_end_ids): masks are cached with
+  // them as text or tokens.
+  void settle_shadowed_end_tokens(uint32_t* words) const;
+  // fill_mask_if_cached and fill_mask_computed before settle_shadowed_end_tokens.
   bool lookup_cached_mask(uint32_t* words, FillKeys* keys) const;
   void compute_mask(uint32_t* words, const FillKeys* keys) const;
 
