@@ -8,6 +8,7 @@ Loading reads and validates; it never compiles.
 from __future__ import annotations
 
 import atexit
+import operator
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -333,12 +334,12 @@ def apply_token_bitmask_inplace(
     if indices is None:
         selected = np.arange(rows)
     else:
-        selected = np.asarray(list(indices), dtype=np.int64).reshape(-1)
+        selected = np.asarray(_row_indices(indices), dtype=np.int64).reshape(-1)
         if selected.size and (selected.min() < 0 or selected.max() >= rows):
             raise IndexError(f"indices must lie in [0, {rows}), got {list(indices)}")
         selected = np.unique(selected)
-        if selected.size == 0:
-            return
+    if selected.size == 0:
+        return
     allowed = np.zeros((len(selected), vocab), dtype=bool)
     width = min(vocab, mask_2d.shape[1] * 32)
     allowed[:, :width] = _bits_to_bool(mask_2d[selected], width)
@@ -375,7 +376,20 @@ def fill_next_token_bitmask_batch(
     `threads` defaults to the number of CPUs (at most one per matcher); the GIL is released.
     """
     count = threads if threads is not None else (os.cpu_count() or 1)
-    _core.fill_next_token_bitmask_batch(list(matchers), bitmask, indices, max(1, int(count)))
+    rows = None if indices is None else _row_indices(indices)
+    _core.fill_next_token_bitmask_batch(list(matchers), bitmask, rows, max(1, int(count)))
+
+
+def _row_indices(indices: Any) -> list[int]:
+    """`indices` (a sequence, numpy array or torch tensor of integers) as Python ints."""
+    if hasattr(indices, "tolist") and not isinstance(indices, list):
+        indices = indices.tolist()  # numpy arrays and torch tensors, on any device
+    try:
+        rows = [operator.index(value) for value in indices]
+    except TypeError:
+        raise TypeError(f"indices must be integers, got {indices!r}") from None
+    # Past int64 the native call cannot take the value: out of range like any other.
+    return [row if -(2**63) <= row < 2**63 else -1 for row in rows]
 
 
 def bitmask_to_ids(bitmask_row: np.ndarray, vocab_size: int) -> list[int]:

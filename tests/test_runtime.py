@@ -262,6 +262,10 @@ def test_apply_token_bitmask_inplace_to_chosen_rows(compiled: CompiledGrammar) -
     assert np.isfinite(untouched).all()
     with pytest.raises(IndexError, match="indices"):
         apply_token_bitmask_inplace(logits, bitmask, indices=[3])
+    with pytest.raises(TypeError, match="indices must be integers"):
+        apply_token_bitmask_inplace(logits, bitmask, indices=[0.5])
+    empty = np.zeros((0, compiled.vocab_size), dtype=np.float32)  # an empty batch: nothing to do
+    apply_token_bitmask_inplace(empty, bitmask[:0])
 
 
 def test_torch_logits_of_every_floating_dtype_and_device(compiled: CompiledGrammar) -> None:
@@ -295,7 +299,11 @@ def test_batch_fill_refuses_one_row_for_two_matchers(compiled: CompiledGrammar) 
     bitmask = allocate_token_bitmask(2, compiled.vocab_size)
     with pytest.raises(ValueError, match="distinct"):
         fill_next_token_bitmask_batch([first, second], bitmask, indices=[1, 1])
-    fill_next_token_bitmask_batch([first, second], bitmask, indices=[1, 0])
+    with pytest.raises(TypeError, match="indices must be integers"):
+        fill_next_token_bitmask_batch([first, second], bitmask, indices=[1.0, 0.0])
+    with pytest.raises(IndexError, match="out of range"):
+        fill_next_token_bitmask_batch([first, second], bitmask, indices=[2**64, 0])
+    fill_next_token_bitmask_batch([first, second], bitmask, indices=np.array([1, 0]))
     assert bitmask_to_ids(bitmask[1], compiled.vocab_size) == [0, 11]
     assert bitmask_to_ids(bitmask[0], compiled.vocab_size) == mask(second, compiled.vocab_size)
 
