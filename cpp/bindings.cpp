@@ -456,6 +456,26 @@ uint32_t checked_u32(int64_t v, const char* what) {
   return static_cast<uint32_t>(v);
 }
 
+// What the int64 overloads of the matcher's methods could not take: an integer past int64
+// (out of range, as any other out-of-range value) or something that is not an integer. The
+// value as an int64 when it is one after all (a conversion the first overload pass skipped).
+int64_t integer_argument(const py::handle& value, const std::string& what, bool as_index) {
+  PyObject* index = PyNumber_Index(value.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    throw py::type_error(what + " must be an integer, not " +
+                         std::string(Py_TYPE(value.ptr())->tp_name));
+  }
+  int overflow = 0;
+  const long long result = PyLong_AsLongLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
+  if (overflow == 0 && !(result == -1 && PyErr_Occurred())) return result;
+  PyErr_Clear();
+  const std::string shown = py::str(value);
+  if (as_index) throw py::index_error(what + " " + shown + " is out of range");
+  throw py::value_error(what + " " + shown + " is out of range");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -600,14 +620,43 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<const RuntimeHandle&>(), py::arg("runtime"))
       .def("fill_next_token_bitmask", &PyMatcher::fill, py::arg("bitmask"), py::arg("index") = 0,
            "Write the allowed-token bitmask into row `index` of an int32 buffer.")
+      .def(
+          "fill_next_token_bitmask",
+          [](PyMatcher& self, const py::object& bitmask, const py::object& index) {
+            self.fill(bitmask,
+                      static_cast<py::ssize_t>(integer_argument(index, "bitmask row", true)));
+          },
+          py::arg("bitmask"), py::arg("index"))
       .def("accept_token", &PyMatcher::accept_token, py::arg("token_id"),
            "Consume one token; False (state unchanged) when it is not allowed.")
+      .def(
+          "accept_token",
+          [](PyMatcher& self, const py::object& token_id) {
+            return self.accept_token(integer_argument(token_id, "token id", true));
+          },
+          py::arg("token_id"))
       .def("accept_tokens", &PyMatcher::accept_tokens, py::arg("token_ids"),
            "Consume tokens in order; all or nothing.")
+      .def(
+          "accept_tokens",
+          [](PyMatcher& self, const py::iterable& token_ids) {
+            std::vector<int64_t> ids;
+            for (const py::handle item : token_ids) {
+              ids.push_back(integer_argument(item, "token id", true));
+            }
+            return self.accept_tokens(ids);
+          },
+          py::arg("token_ids"))
       .def("accept_string", &PyMatcher::accept_string, py::arg("text"),
            "Consume text (str as UTF-8, or bytes) as one step; False if not a viable prefix.")
       .def("rollback", &PyMatcher::rollback, py::arg("num_tokens") = 1,
            "Undo the last `num_tokens` accepted steps (tokens or strings).")
+      .def(
+          "rollback",
+          [](PyMatcher& self, const py::object& num_tokens) {
+            self.rollback(integer_argument(num_tokens, "rollback count", false));
+          },
+          py::arg("num_tokens"))
       .def("fork", &PyMatcher::fork, "An independent copy of this matcher (history included).")
       .def("reset", &PyMatcher::reset, "Back to the initial state; clears the history.")
       .def("is_accepting", &PyMatcher::is_accepting, "Whether the input so far is accepted.")

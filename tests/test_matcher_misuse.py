@@ -94,3 +94,29 @@ def test_random_misuse_leaves_matchers_consistent(grammar_index: int) -> None:
             assert matcher.num_steps == len(history)
             assert matcher.is_accepting() == fresh.is_accepting()
             assert mask_ids(matcher, size) == mask_ids(fresh, size)
+
+
+def test_integers_past_int64_and_non_integers_get_the_usual_errors() -> None:
+    # Past int64 an id is out of range like any other (not a binding's signature error);
+    # anything with __index__ (numpy and torch integers) is an integer; generators of ids work.
+    import numpy as np
+
+    matcher = Grammar.from_lark('start: "a"+').compile(Vocab.byte_level()).matcher()
+    bitmask = np.zeros((1, 9), dtype=np.int32)
+    with pytest.raises(IndexError, match="token id 18446744073709551616 is out of range"):
+        matcher.accept_token(2**64)
+    with pytest.raises(IndexError, match="out of range"):
+        matcher.accept_tokens([97, 2**70])
+    with pytest.raises(TypeError, match="token id must be an integer, not float"):
+        matcher.accept_token(1.5)
+    with pytest.raises(TypeError, match="token id must be an integer, not str"):
+        matcher.accept_tokens([97, "a"])
+    with pytest.raises(ValueError, match="rollback count .* is out of range"):
+        matcher.rollback(2**64)
+    with pytest.raises(IndexError, match="bitmask row .* is out of range"):
+        matcher.fill_next_token_bitmask(bitmask, 2**64)
+    assert matcher.num_steps == 0
+    assert matcher.accept_token(np.int64(97)) and matcher.accept_tokens(t for t in [97, 97])
+    matcher.rollback(np.int32(1))
+    matcher.fill_next_token_bitmask(bitmask, np.int64(0))
+    assert matcher.num_steps == 2 and bitmask[0, 3] == 1 << 1  # "a" (97) still allowed
