@@ -681,7 +681,8 @@ PYBIND11_MODULE(_core, m) {
         for (PyMatcher* pm : matchers) {
           if (pm == nullptr) throw py::type_error("matchers must not contain None");
           if (gramkiln::runtime_mask_words(pm->matcher().runtime()) != words) {
-            throw py::value_error("all matchers in a batch must share one vocabulary size");
+            throw py::value_error(
+                "all matchers in a batch must have one mask width, ceil(vocab_size / 32)");
           }
           cores.push_back(&pm->matcher());
         }
