@@ -382,6 +382,7 @@ class Vocab:
             seen[token] = rank
         if not by_id:
             raise VocabError(f"{file}: no tokens in tiktoken file")
+        _refuse_specials_on_ranks(special_tokens or {}, by_id, str(file))
         return _assemble(by_id, special_tokens or {}, eos_tokens, vocab_size, {}, str(file))
 
     @classmethod
@@ -406,11 +407,11 @@ class Vocab:
             specials_list = data.get("special_tokens")
             legacy = specials_list is None
             default_count = len(_TEKKEN_LEGACY_SPECIALS) if legacy else len(specials_list)
-            num_special = int(config.get("default_num_special_tokens", default_count))
+            num_special = _whole(config.get("default_num_special_tokens", default_count))
             if legacy:
                 names = _TEKKEN_LEGACY_SPECIALS[: max(num_special, 0)]
                 specials_list = [{"rank": r, "token_str": n} for r, n in enumerate(names)]
-            model_size = int(vocab_size or config.get("default_vocab_size") or 0)
+            model_size = _whole(vocab_size or config.get("default_vocab_size") or 0)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise VocabError(f"{file}: not a Tekken vocabulary: {exc!r}") from exc
         if not isinstance(pieces, list) or not isinstance(specials_list, list):
@@ -429,12 +430,18 @@ class Vocab:
                 or not 0 <= rank < num_special
             ):
                 raise VocabError(f"{file}: malformed special token entry {index}")
+            if name in specials or rank in specials.values():
+                raise VocabError(
+                    f"{file}: special token entry {index} ({name!r}, rank {rank}) repeats a "
+                    "name or a rank"
+                )
             specials[name] = rank
         # Tekken reserves every id below num_special for control tokens even when unnamed.
         for rank in range(num_special):
             if rank not in specials.values():
                 specials[f"<SPECIAL_{rank}>"] = rank
         by_id: dict[int, bytes] = {}
+        seen: dict[bytes, int] = {}
         for index, entry in enumerate(pieces):
             token_id = num_special + index
             if token_id >= model_size:
@@ -443,7 +450,12 @@ class Vocab:
                 token = base64.b64decode(entry["token_bytes"], validate=True)
             except (KeyError, TypeError, binascii.Error, ValueError) as exc:
                 raise VocabError(f"{file}: malformed vocab entry {index}: {exc!r}") from exc
+            if token in seen:
+                raise VocabError(
+                    f"{file}: vocab entry {index}: token {token!r} already has id {seen[token]}"
+                )
             by_id[token_id] = token
+            seen[token] = token_id
         eos = eos_tokens if eos_tokens is not None else ["</s>"]
         return _assemble(by_id, specials, eos, model_size, {}, str(file))
 
@@ -483,9 +495,15 @@ class Vocab:
                     name = name_bytes.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise VocabError(f"{special_file}: special token name is not UTF-8") from exc
+                if name in specials or token_id in specials.values():
+                    raise VocabError(
+                        f"{special_file}: special token {name!r} (id {token_id}) repeats a name "
+                        "or an id"
+                    )
                 specials[name] = token_id
         if not by_id:
             raise VocabError(f"{file}: no tokens in quicktok vocabulary")
+        _refuse_specials_on_ranks(specials, by_id, str(file))
         return _assemble(by_id, specials, eos_tokens, vocab_size, {}, str(file))
 
 
@@ -496,6 +514,25 @@ class Vocab:
 @lru_cache(maxsize=1)
 def _byte_level() -> Vocab:
     return Vocab([bytes([b]) for b in range(256)] + [b"</s>"], eos_ids=(256,), special_ids=(256,))
+
+
+def _whole(value: Any) -> int:
+    """An integer field of a vocabulary file (a float with a fraction is malformed)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return int(value)
+
+
+def _refuse_specials_on_ranks(
+    specials: Mapping[str, int], by_id: Mapping[int, bytes], where: str
+) -> None:
+    """A special id that is also a text token's rank would silently replace that token."""
+    for name, token_id in specials.items():
+        if isinstance(token_id, int) and token_id in by_id:
+            raise VocabError(
+                f"{where}: special token {name!r} has id {token_id}, which is the rank of "
+                f"the text token {by_id[token_id]!r} (an off-by-one special id?)"
+            )
 
 
 def _checked_id(value: Any, count: int, what: str) -> int:
@@ -523,6 +560,8 @@ def _read_json(file: Path) -> Any:
         raise VocabError(f"{file}: cannot read: {exc}") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise VocabError(f"{file}: not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise VocabError(f"{file}: the JSON is nested too deeply to read") from None
 
 
 def _read_quicktok_records(file: Path, *, special: bool) -> list[tuple[int, bytes]]:
@@ -597,9 +636,10 @@ def _neighbour_configs(folder: Path) -> dict[str, Any]:
         if not isinstance(data, dict):
             continue
         # Later files win: tokenizer_config names the EOS the chat template actually ends with.
-        if "eos_token_id" in data:
+        # A null (generation_config often has one) says nothing: it overrides no earlier file.
+        if data.get("eos_token_id") is not None:
             hints["eos_token_id"] = data["eos_token_id"]
-        if "eos_token" in data:
+        if data.get("eos_token") is not None:
             hints["eos_token"] = data["eos_token"]
     return hints
 
@@ -634,7 +674,11 @@ def _from_tokenizer_data(
             f"{where}: WordPiece vocabularies are not supported (a token's text depends on "
             "its neighbour: '##' continuations and inserted spaces)"
         )
+    if kind not in ("BPE", "Unigram", "WordLevel", None):
+        raise VocabError(f"{where}: model type {kind!r} is not supported (BPE, Unigram)")
     style = _decoding_style(data)
+    _check_decoder(data, where)
+    marker = _space_marker(data) if style == "sentencepiece" else _SENTENCEPIECE_SPACE
     byte_fallback = bool(model.get("byte_fallback")) or _has_component(data, "ByteFallback")
     to_byte = gpt2_unicode_to_byte()
     by_id: dict[int, bytes] = {}
@@ -643,8 +687,9 @@ def _from_tokenizer_data(
             raise VocabError(f"{where}: token id {token_id} exceeds the limit {MAX_VOCAB_SIZE:,}")
         if token_id in by_id:
             raise VocabError(f"{where}: token id {token_id} is used twice")
-        by_id[token_id] = _piece_bytes(piece, style, byte_fallback, to_byte)
+        by_id[token_id] = _piece_bytes(piece, style, byte_fallback, to_byte, marker)
     specials: dict[str, int] = {}
+    added_text: set[str] = set()
     added = data.get("added_tokens")
     if added is None:
         added = []
@@ -662,12 +707,20 @@ def _from_tokenizer_data(
             raise VocabError(f"{where}: added token {index} needs a string 'content' and int 'id'")
         if not 0 <= token_id < MAX_VOCAB_SIZE:
             raise VocabError(f"{where}: added token {content!r} has a bad id {token_id}")
+        if content in specials or content in added_text:
+            # The tokenizers library keeps the first added token of a content and ignores the
+            # rest (their ids keep their model-vocab pieces).
+            continue
         if entry.get("special", True):
             specials[content] = token_id
         else:
-            # A non-special added token (e.g. a run of spaces) decodes to its content verbatim
-            # and is ordinary text; it replaces whatever the model vocab had at that id.
-            by_id[token_id] = content.encode("utf-8")
+            # A non-special added token (e.g. a run of spaces) is ordinary text: its content,
+            # with SentencePiece's space marker read as the space it decodes to (byte-level
+            # content is kept as written, as the text that produces it). It replaces whatever
+            # the model vocab had at that id.
+            text = content.replace(marker, " ") if style == "sentencepiece" else content
+            by_id[token_id] = text.encode("utf-8")
+            added_text.add(content)
     if not by_id and not specials:
         raise VocabError(f"{where}: the tokenizer has no tokens")
     return _assemble(by_id, specials, eos_tokens, vocab_size, configs, where)
@@ -675,49 +728,109 @@ def _from_tokenizer_data(
 
 def _decoding_style(data: dict[str, Any]) -> str:
     """'byte' for byte-level BPE, 'sentencepiece' for `▁`-spaced pieces, else 'plain'."""
-    if _has_component(data, "ByteLevel"):
+    parts = _components(data.get("decoder")) + _components(data.get("pre_tokenizer"))
+    kinds = {part["type"] for part in parts}
+    if "ByteLevel" in kinds:
         return "byte"
-    if _has_component(data, "Metaspace") or _has_component(data, "ByteFallback"):
+    if kinds & {"Metaspace", "ByteFallback"}:
         return "sentencepiece"
-    decoder = data.get("decoder")
-    if isinstance(decoder, dict) and _SENTENCEPIECE_SPACE in json.dumps(
-        decoder, ensure_ascii=False
-    ):
-        return "sentencepiece"  # a Replace("▁", " ") decoder step
+    for part in _components(data.get("decoder")):
+        pattern = part.get("pattern")
+        literal = pattern.get("String") if isinstance(pattern, dict) else None
+        if part["type"] == "Replace" and part.get("content") == " " and isinstance(literal, str):
+            return "sentencepiece"  # a Replace("▁", " ") decoder step
     return "plain"
+
+
+def _components(node: Any) -> list[dict[str, Any]]:
+    """Every object with a 'type' inside `node` (a decoder or pre-tokenizer, possibly a
+    Sequence), outermost first; iterative, so that a hostile nesting depth cannot overflow."""
+    found: list[dict[str, Any]] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("type"), str):
+                found.append(item)
+            stack.extend(v for v in reversed(list(item.values())) if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return found
 
 
 def _has_component(data: dict[str, Any], type_name: str) -> bool:
     """Whether the decoder or pre-tokenizer (possibly inside a Sequence) has `type_name`."""
-
-    def visit(node: Any) -> bool:
-        if isinstance(node, dict):
-            if node.get("type") == type_name:
-                return True
-            return any(visit(v) for v in node.values() if isinstance(v, (dict, list)))
-        if isinstance(node, list):
-            return any(visit(v) for v in node)
-        return False
-
-    return visit(data.get("decoder")) or visit(data.get("pre_tokenizer"))
+    return any(
+        part["type"] == type_name
+        for part in _components(data.get("decoder")) + _components(data.get("pre_tokenizer"))
+    )
 
 
-def _piece_bytes(piece: str, style: str, byte_fallback: bool, to_byte: dict[str, int]) -> bytes:
+# Decoder steps whose effect on one token's text is known (per token; Strip and Metaspace's
+# prepend scheme touch only the text's first token, which a mask never sees alone).
+_KNOWN_DECODER_STEPS = frozenset(
+    {"ByteLevel", "Metaspace", "Replace", "ByteFallback", "Fuse", "Strip", "Sequence"}
+)
+
+
+def _check_decoder(data: dict[str, Any], where: str) -> None:
+    """Refuse decoders whose per-token text this loader would get wrong."""
+    # Without a decoder a piece is its own text (the tokenizers library would join pieces
+    # with spaces, which no LLM vocabulary relies on).
+    for part in _components(data.get("decoder")):
+        kind = part["type"]
+        if kind not in _KNOWN_DECODER_STEPS:
+            raise VocabError(
+                f"{where}: decoder step {kind!r} is not supported (the text a token adds "
+                f"would be guessed); supported steps: {', '.join(sorted(_KNOWN_DECODER_STEPS))}"
+            )
+        if kind == "Replace":
+            pattern = part.get("pattern")
+            literal = pattern.get("String") if isinstance(pattern, dict) else None
+            if not (isinstance(literal, str) and len(literal) == 1 and part.get("content") == " "):
+                raise VocabError(
+                    f"{where}: decoder step Replace({pattern!r} -> {part.get('content')!r}) is "
+                    "not supported: only a one-character space marker replaced by a space"
+                )
+
+
+def _space_marker(data: dict[str, Any]) -> str:
+    """The character that stands for a space in SentencePiece-style pieces: Metaspace's
+    `replacement`, or the pattern of a Replace(marker -> " ") decoder step; `▁` by default."""
+    parts = _components(data.get("decoder")) + _components(data.get("pre_tokenizer"))
+    for part in parts:
+        replacement = part.get("replacement")
+        if part["type"] == "Metaspace" and isinstance(replacement, str) and len(replacement) == 1:
+            return replacement
+    for part in parts:
+        pattern = part.get("pattern")
+        literal = pattern.get("String") if isinstance(pattern, dict) else None
+        if part["type"] == "Replace" and part.get("content") == " " and isinstance(literal, str):
+            if len(literal) == 1:
+                return literal
+    return _SENTENCEPIECE_SPACE
+
+
+def _piece_bytes(
+    piece: str,
+    style: str,
+    byte_fallback: bool,
+    to_byte: dict[str, int],
+    space_marker: str = _SENTENCEPIECE_SPACE,
+) -> bytes:
     if style == "byte":
         try:
             return bytes(to_byte[ch] for ch in piece)
         except KeyError:
-            # Outside the byte alphabet (rare hand-added pieces): the tokenizers decoder
-            # emits such characters as their UTF-8, so do the same.
-            return b"".join(
-                bytes([to_byte[ch]]) if ch in to_byte else ch.encode("utf-8") for ch in piece
-            )
+            # A character outside the byte alphabet (rare hand-added pieces): the tokenizers
+            # ByteLevel decoder then gives the whole piece as its UTF-8, so do the same.
+            return piece.encode("utf-8")
     if style == "sentencepiece":
         if byte_fallback:
             match = _BYTE_FALLBACK_PIECE.match(piece)
             if match:
                 return bytes([int(match.group(1), 16)])
-        return piece.replace(_SENTENCEPIECE_SPACE, " ").encode("utf-8")
+        return piece.replace(space_marker, " ").encode("utf-8")
     return piece.encode("utf-8")
 
 

@@ -208,6 +208,89 @@ def test_tokenizer_json_unigram_metaspace(tmp_path: Path) -> None:
     assert vocab.eos_ids == ()
 
 
+def test_tokenizer_json_decodes_pieces_as_the_tokenizer_does(tmp_path: Path) -> None:
+    # A custom Metaspace marker is the space (and `▁` then is ordinary text); a non-special
+    # added token in SentencePiece style decodes its marker to spaces; the first added token
+    # of a content wins (the tokenizers library ignores later ones); a byte-level piece with a
+    # character outside the byte alphabet decodes as its UTF-8, whole.
+    document = {
+        "model": {"type": "BPE", "vocab": {"_the": 0, "▁x": 1, "_": 2, "<pad>": 3, "g": 4}},
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "_"},
+        "decoder": {"type": "Metaspace", "replacement": "_"},
+        "added_tokens": [
+            {"id": 3, "content": "<pad>", "special": True},
+            {"id": 4, "content": "<pad>", "special": True},
+            {"id": 5, "content": "____", "special": False},
+        ],
+    }
+    vocab = Vocab.from_tokenizer_json(_write_json(tmp_path, "tokenizer.json", document))
+    assert vocab.tokens == (b" the", "▁x".encode(), b" ", b"<pad>", b"g", b"    ")
+    assert vocab.special_ids == frozenset({3})
+    byte_level = _byte_level_document()
+    byte_level["model"]["vocab"]["Ġ你"] = 7
+    vocab = Vocab.from_tokenizer_json(_write_json(tmp_path, "tokenizer.json", byte_level))
+    assert vocab.tokens[7] == "Ġ你".encode()
+
+
+@pytest.mark.parametrize(
+    ("decoder", "message"),
+    [
+        ({"type": "BPEDecoder", "suffix": "</w>"}, "decoder step 'BPEDecoder' is not supported"),
+        ({"type": "CTC"}, "decoder step 'CTC' is not supported"),
+        (
+            {"type": "Sequence", "decoders": [{"type": "WordPiece", "prefix": "##"}]},
+            "decoder step 'WordPiece' is not supported",
+        ),
+        (
+            {"type": "Replace", "pattern": {"Regex": "_+"}, "content": " "},
+            "decoder step Replace",
+        ),
+    ],
+)
+def test_tokenizer_json_refuses_decoders_it_cannot_follow(
+    tmp_path: Path, decoder: dict, message: str
+) -> None:
+    # Guessing would give wrong token bytes, hence wrong masks, without a word.
+    document = {"model": {"type": "BPE", "vocab": {"a": 0, "b</w>": 1}}, "decoder": decoder}
+    with pytest.raises(VocabError, match=message):
+        Vocab.from_tokenizer_json(_write_json(tmp_path, "tokenizer.json", document))
+
+
+def test_vocabulary_files_nested_too_deeply_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tokenizer.json"
+    for depth in (450, 50_000):  # past the decoder walk's old recursion; past json's own
+        decoder = "[" * depth + "]" * depth
+        path.write_text('{"model": {"type": "BPE", "vocab": {"a": 0}}, "decoder": ' + decoder + "}")
+        if depth == 450:
+            assert Vocab.from_tokenizer_json(path).tokens == (b"a",)
+        else:
+            with pytest.raises(VocabError, match="nested too deeply"):
+                Vocab.from_tokenizer_json(path)
+
+
+def test_special_ids_on_text_ranks_and_repeated_specials_are_refused(tmp_path: Path) -> None:
+    ranks = tmp_path / "v.tiktoken"
+    ranks.write_text("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)))
+    with pytest.raises(VocabError, match="'<|endoftext|>' has id 65, which is the rank of"):
+        Vocab.from_tiktoken(ranks, {"<|endoftext|>": 65})
+    assert Vocab.from_tiktoken(ranks, {"<|endoftext|>": 256}).eos_ids == (256,)
+    tekken = {
+        "config": {"default_vocab_size": 5, "default_num_special_tokens": 3},
+        "vocab": [{"rank": 0, "token_bytes": base64.b64encode(b"a").decode()}],
+        "special_tokens": [
+            {"rank": 0, "token_str": "<unk>"},
+            {"rank": 2, "token_str": "</s>"},
+            {"rank": 2, "token_str": "<eos2>"},
+        ],
+    }
+    with pytest.raises(VocabError, match="repeats a name or a rank"):
+        Vocab.from_tekken(_write_json(tmp_path, "tekken.json", tekken))
+    tekken["special_tokens"].pop()
+    tekken["config"]["default_vocab_size"] = 5.5
+    with pytest.raises(VocabError, match="not a Tekken vocabulary"):
+        Vocab.from_tekken(_write_json(tmp_path, "tekken.json", tekken))
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
