@@ -45,6 +45,7 @@ from gramkiln.ir import (
     Span,
     SpecialToken,
     TokenSet,
+    walk,
 )
 from gramkiln.ir.nodes import MAX_CODEPOINT, SURROGATES, complement_ranges, normalise_ranges
 from pydantic import ValidationError
@@ -117,6 +118,32 @@ def parse_ebnf(source: str, root: str = "root") -> GrammarIR:
     if not isinstance(source, str):
         raise TypeError(f"an EBNF grammar must be a str, not {type(source).__name__}")
     return _EbnfParser(source, root).parse()
+
+
+def _cycle_reached(start: str, children: dict[str, list[str]]) -> list[str] | None:
+    """A cycle of rule references reachable from ``start`` (as the names along it, first
+    name repeated at the end), or None; iterative, so that long rule chains cannot overflow."""
+    on_path: dict[str, int] = {}
+    path: list[str] = []
+    done: set[str] = set()
+    stack: list[tuple[str, int]] = [(start, 0)]
+    while stack:
+        name, index = stack.pop()
+        if index == 0:
+            if name in on_path:
+                return path[on_path[name] :] + [name]
+            if name in done or name not in children:
+                continue
+            on_path[name] = len(path)
+            path.append(name)
+        if index < len(children[name]):
+            stack.append((name, index + 1))
+            stack.append((children[name][index], 0))
+        else:
+            path.pop()
+            del on_path[name]
+            done.add(name)
+    return None
 
 
 def _is_decimal(text: str) -> bool:
@@ -262,8 +289,32 @@ class _EbnfParser:
         if self.root not in first_definition:
             raise self.error(f"the root rule '{self.root}' is not defined", 0)
         rules.extend(self.macro_rules)
+        self._refuse_recursive_lazy_bodies(rules, first_definition)
         start = self.ir_names.get(self.root, self.root)
         return GrammarIR(start=start, rules=tuple(rules)).verify()
+
+    def _refuse_recursive_lazy_bodies(
+        self, rules: list[Rule], first_definition: dict[str, int]
+    ) -> None:
+        """A lazy body compiles to one automaton (rules it names are inlined): it may not reach
+        a recursive rule. Said here, at the lazy rule, rather than by the compiler."""
+        children = {
+            rule.name: sorted({n.name for n in walk(rule.body) if isinstance(n, Ref)})
+            for rule in rules
+        }
+        source_names = {ir: source for source, ir in self.ir_names.items()}
+        for rule in rules:
+            if not rule.options.lazy:
+                continue
+            cycle = _cycle_reached(rule.name, children)
+            if cycle:
+                shown = " -> ".join(source_names.get(n, n) for n in cycle)
+                name = source_names.get(rule.name, rule.name)
+                raise self.error(
+                    f"lazy rule '{name}' must compile to one automaton, but it reaches a "
+                    f"recursive rule ({shown})",
+                    first_definition.get(name, 0),
+                )
 
     def _rule_header(self) -> _RuleHeader:
         start = self.pos

@@ -250,6 +250,7 @@ class _Parser:
         self.embed_counters = {"json": 0, "lark": 0}
         # State of the expression being parsed.
         self.in_terminal = False
+        self.in_lexeme_rule = False
         self.in_ignore = False
         self.current_refs: list[tuple[str, int]] = []
         # Terminal names used as suffix/stop markers of the definition being parsed.
@@ -375,11 +376,17 @@ class _Parser:
             options = self.parse_rule_options(name)
         self.expect_op(":", "expected ':' after rule name")
         self.in_terminal = terminal
+        # A lazy, suffix or stop body compiles to one automaton, like a terminal (seed: a
+        # body that needs rule references is rejected).
+        self.in_lexeme_rule = (
+            options.lazy or options.suffix is not None or (options.stop is not None)
+        )
         self.current_refs = []
         try:
             body = self.parse_expansions()
         finally:
             self.in_terminal = False
+            self.in_lexeme_rule = False
         refs = self.current_refs + self.marker_refs
         self.marker_refs = []
         self.define(
@@ -839,6 +846,12 @@ class _Parser:
         terminal = self.classify(name, token.start)
         if self.in_terminal and not terminal:
             raise self.src.error(f"a terminal cannot reference rule '{name}'", token.start)
+        if self.in_lexeme_rule and not terminal:
+            raise self.src.error(
+                f"a lazy, suffix or stop rule's body must be a terminal expression: it cannot "
+                f"reference rule '{name}' (write it with terminals, strings and regexes)",
+                token.start,
+            )
         if self.in_ignore and not terminal:
             raise self.src.error(
                 f"%ignore can only use terminals, strings and regexes, not rule '{name}'",

@@ -369,7 +369,25 @@ ERRORS = [
         5,
     ),
     ("root ::= " + "(" * 300 + '"a"' + ")" * 300, "groups are nested more than 100 deep", 1, 110),
+    (
+        'root ::= "<" r ">"\nr[lazy] ::= sub\nsub ::= sub [a-z] | [a-z]',
+        "lazy rule 'r' must compile to one automaton, but it reaches a recursive rule (sub -> sub)",
+        2,
+        1,
+    ),
+    (
+        'root ::= r\nr[lazy] ::= a\na ::= "x" b\nb ::= "y" | a',
+        "lazy rule 'r' must compile to one automaton, but it reaches a recursive rule "
+        "(a -> b -> a)",
+        2,
+        1,
+    ),
 ]
+
+
+def test_lazy_rules_may_name_rules_that_are_not_recursive() -> None:
+    grammar = Grammar.from_ebnf('root ::= "<" r ">"\nr[lazy] ::= sub "x"\nsub ::= [a-z]+')
+    assert grammar.accepts("<abx>") and not grammar.accepts("<axbx>")
 
 
 @pytest.mark.parametrize(("source", "message", "line", "column"), ERRORS)

@@ -452,6 +452,22 @@ Lark error at line 2, column 10: undefined terminal 'MISSING'
 a[suffix=MISSING]: "a"
          ^""",
     ),
+    (
+        'start: r\nr[suffix="!"]: sub\nsub: /[a-z]*/\n',
+        """\
+Lark error at line 2, column 16: a lazy, suffix or stop rule's body must be a terminal \
+expression: it cannot reference rule 'sub' (write it with terminals, strings and regexes)
+r[suffix="!"]: sub
+               ^""",
+    ),
+    (
+        'start: thing\nthing[lazy]: "a" thing | "b"\n',
+        """\
+Lark error at line 2, column 18: a lazy, suffix or stop rule's body must be a terminal \
+expression: it cannot reference rule 'thing' (write it with terminals, strings and regexes)
+thing[lazy]: "a" thing | "b"
+                 ^""",
+    ),
 ]
 
 
