@@ -47,7 +47,13 @@ from gramkiln.ir import (
     TokenSet,
     walk,
 )
-from gramkiln.ir.nodes import MAX_CODEPOINT, SURROGATES, complement_ranges, normalise_ranges
+from gramkiln.ir.nodes import (
+    MAX_CODEPOINT,
+    MAX_TOKEN_ID,
+    SURROGATES,
+    complement_ranges,
+    normalise_ranges,
+)
 from pydantic import ValidationError
 
 from gramkiln.errors import GrammarError
@@ -640,6 +646,11 @@ class _EbnfParser:
             digits = inside[1:-1].strip()
             if not (digits.isascii() and digits.isdigit()):
                 raise self.error(f"bad token id {inside!r}: expected <[N]>", start)
+            if int(digits) > MAX_TOKEN_ID:
+                raise self.error(
+                    f"token id {int(digits)} is beyond the largest token id ({MAX_TOKEN_ID:,})",
+                    start,
+                )
             return TokenSet(ranges=((int(digits), int(digits)),), negated=negated)
         if not inside:
             raise self.error("empty token '<>'", start)
@@ -668,6 +679,11 @@ class _EbnfParser:
             if digits_at == self.pos:
                 raise self.error(f"{name}() takes non-negative integer token ids")
             ids.append(int(self.source[digits_at : self.pos]))
+            if ids[-1] > MAX_TOKEN_ID:
+                raise self.error(
+                    f"token id {ids[-1]} is beyond the largest token id ({MAX_TOKEN_ID:,})",
+                    digits_at,
+                )
             self.skip_space()
             if self.peek() == ",":
                 self.pos += 1

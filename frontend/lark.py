@@ -46,6 +46,7 @@ from gramkiln.ir import (
     strip_spans,
 )
 from gramkiln.ir.grammar import CAPTURE_NAME, MAX_CHARS_LIMIT, MAX_TOKENS_LIMIT
+from gramkiln.ir.nodes import MAX_TOKEN_ID
 from pydantic import ValidationError
 
 from gramkiln.errors import GramkilnError, GrammarError
@@ -905,6 +906,10 @@ class _Parser:
             high = int(high_text) if dash else low
             if high < low:
                 raise self.src.error(f"token id range {item} is reversed", where)
+            if high > MAX_TOKEN_ID:
+                raise self.src.error(
+                    f"token id {high} is beyond the largest token id ({MAX_TOKEN_ID:,})", where
+                )
             if high - low > MAX_TOKEN_RANGE_SPAN:
                 raise self.src.error(
                     f"token id range {item} spans more than {MAX_TOKEN_RANGE_SPAN:,} ids", where

@@ -14,6 +14,8 @@ from typing import Literal as TypingLiteral
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_CODEPOINT = 0x10FFFF
+# The largest token id any front end accepts: ids are int32 in every engine and tensor.
+MAX_TOKEN_ID = 2**31 - 1
 SURROGATES = (0xD800, 0xDFFF)
 
 

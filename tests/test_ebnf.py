@@ -370,6 +370,18 @@ ERRORS = [
     ),
     ("root ::= " + "(" * 300 + '"a"' + ")" * 300, "groups are nested more than 100 deep", 1, 110),
     (
+        "root ::= <[2147483648]>",
+        "token id 2147483648 is beyond the largest token id (2,147,483,647)",
+        1,
+        10,
+    ),
+    (
+        "root ::= Token(1, 2147483648)",
+        "token id 2147483648 is beyond the largest token id (2,147,483,647)",
+        1,
+        19,
+    ),
+    (
         'root ::= "<" r ">"\nr[lazy] ::= sub\nsub ::= sub [a-z] | [a-z]',
         "lazy rule 'r' must compile to one automaton, but it reaches a recursive rule (sub -> sub)",
         2,

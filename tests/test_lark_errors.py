@@ -468,6 +468,14 @@ expression: it cannot reference rule 'thing' (write it with terminals, strings a
 thing[lazy]: "a" thing | "b"
                  ^""",
     ),
+    (
+        "start: <[9999999999999999999999]>\n",
+        """\
+Lark error at line 1, column 10: token id 9999999999999999999999 is beyond the largest token \
+id (2,147,483,647)
+start: <[9999999999999999999999]>
+         ^""",
+    ),
 ]
 
 
