@@ -17,10 +17,12 @@ silently loaded. The full layout is documented in docs/artifact-format.md.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
 import re
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,9 +189,16 @@ def save_artifact(
     """`write_artifact` to a file (written whole, then renamed, so readers never see half)."""
     target = Path(path)
     data = write_artifact(header, sections)
-    temporary = target.with_name(target.name + ".tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, target)
+    # A name of its own per writer: two processes saving one path must not share a file.
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with temporary.open("xb") as handle:
+            handle.write(data)
+        os.replace(temporary, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise OSError(exc.errno, f"cannot write artifact {target}: {exc.strerror}") from None
 
 
 def _pack(value: Any) -> bytes:

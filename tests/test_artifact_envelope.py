@@ -101,6 +101,23 @@ def test_save_and_load_files(tmp_path: Path) -> None:
         load_artifact(tmp_path / "missing.gkc")
 
 
+def test_saving_names_the_target_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    ir = _grammar()
+    header, sections = make_header(ir, Vocab.byte_level()), {"ir": ir_to_msgpack(ir)}
+    with pytest.raises(OSError, match="cannot write artifact .*missing/g.gkc"):
+        save_artifact(tmp_path / "missing" / "g.gkc", header, sections)
+    target = tmp_path / "g.gkc"
+    target.mkdir()  # a directory in the way: the rename fails after the write
+    with pytest.raises(OSError, match="cannot write artifact"):
+        save_artifact(target, header, sections)
+    assert [p.name for p in tmp_path.iterdir()] == ["g.gkc"]
+    target.rmdir()
+    save_artifact(target, header, sections)  # and again over an existing file
+    save_artifact(target, header, sections)
+    assert [p.name for p in tmp_path.iterdir()] == ["g.gkc"]
+    assert ir_from_artifact(*load_artifact(target)) == ir
+
+
 def test_check_vocab() -> None:
     header, _ = read_artifact(_valid_artifact())
     check_vocab(header, Vocab.byte_level())
