@@ -444,7 +444,8 @@ class _EbnfParser:
         low_text, comma, high_text = (part.strip() for part in text.partition(","))
         if comma and high_text == "-1":
             high_text = ""  # XGrammar prints an unbounded repetition as {m, -1}
-        if not (low_text or comma) or not all(
+        # At least one bound is written: `{,}` (and `{,-1}`) would be a star in disguise.
+        if not (low_text or high_text) or not all(
             p.isascii() and p.isdigit() for p in (low_text, high_text) if p
         ):
             raise self.error(
@@ -586,6 +587,14 @@ class _EbnfParser:
             raise self.error("unterminated string literal", start)
         raise self.error(f"invalid escape '\\{escaped}'", start)
 
+    def _class_char(self, open_at: int) -> int:
+        """One character of a class; a backslash at the end of the line leaves it open."""
+        if self.peek() in ("", "\n", "\r") or (
+            self.peek() == "\\" and self.peek(1) in ("", "\n", "\r")
+        ):
+            raise self.error("unterminated character class: missing ']'", open_at)
+        return self._string_char(_CLASS_ESCAPES)
+
     def _scalar(self, value: int, offset: int) -> int:
         if SURROGATES[0] <= value <= SURROGATES[1]:
             raise self.error(f"surrogate code point U+{value:04X} cannot be matched", offset)
@@ -615,10 +624,10 @@ class _EbnfParser:
                     ranges.extend(base)
                 continue
             low_at = self.pos
-            low = self._string_char(_CLASS_ESCAPES)
+            low = self._class_char(open_at)
             if self.peek() == "-" and self.peek(1) not in ("]", ""):
                 self.pos += 1
-                high = self._string_char(_CLASS_ESCAPES)
+                high = self._class_char(open_at)
                 if low > high:
                     spelled = self.source[low_at : self.pos]
                     raise self.error(

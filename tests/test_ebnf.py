@@ -369,6 +369,15 @@ ERRORS = [
         5,
     ),
     ("root ::= " + "(" * 300 + '"a"' + ")" * 300, "groups are nested more than 100 deep", 1, 110),
+    ('root ::= "a"{,}', "bad repetition bounds {,}: expected {m}, {m,}, {m,n} or {,n}", 1, 13),
+    (
+        'root ::= "a"{ ,-1}',
+        "bad repetition bounds { ,-1}: expected {m}, {m,}, {m,n} or {,n}",
+        1,
+        13,
+    ),
+    ("root ::= [a\\", "unterminated character class: missing ']'", 1, 10),
+    ("root ::= [a-\\\nx ::= [b]", "unterminated character class: missing ']'", 1, 10),
     (
         "root ::= <[2147483648]>",
         "token id 2147483648 is beyond the largest token id (2,147,483,647)",
