@@ -293,7 +293,9 @@ class _EbnfParser:
             if name not in first_definition:
                 raise self.error(f"undefined rule '{name}'", offset)
         if self.root not in first_definition:
-            raise self.error(f"the root rule '{self.root}' is not defined", 0)
+            # At the first rule (not at a blank first line, where the caret would show nothing).
+            first = min(first_definition.values(), default=len(self.source.rstrip()))
+            raise self.error(f"the root rule '{self.root}' is not defined", first)
         rules.extend(self.macro_rules)
         self._refuse_recursive_lazy_bodies(rules, first_definition)
         start = self.ir_names.get(self.root, self.root)

@@ -265,6 +265,7 @@ ERRORS = [
     ),
     ('start ::= "a"', "the root rule 'root' is not defined", 1, 1),
     ("", "the root rule 'root' is not defined", 1, 1),
+    ('\nexpr ::= "a"\n', "the root rule 'root' is not defined", 2, 1),  # at the first rule
     ('root ::= "abc', "unterminated string literal", 1, 10),
     ('root ::= "ab\nc"', "unterminated string literal", 1, 10),
     ("root ::= [z-a]", "bad character range 'z-a': the start is after the end", 1, 11),
