@@ -327,10 +327,11 @@ def apply_token_bitmask_inplace(
             raise TypeError(f"logits must hold floating-point values, got {logits.dtype}")
         shape = logits.shape
     squeeze = len(shape) == 1
-    rows, vocab = (1, shape[0]) if squeeze else (shape[0], shape[-1])
     mask_2d = mask.reshape(1, -1) if mask.ndim == 1 else mask
-    if len(shape) not in (1, 2) or mask_2d.ndim != 2 or mask_2d.shape[0] != rows:
+    rows = 1 if squeeze else (shape[0] if len(shape) == 2 else -1)
+    if rows < 0 or mask_2d.ndim != 2 or mask_2d.shape[0] != rows:
         raise ValueError(f"shapes do not match: logits {shape}, bitmask {mask.shape}")
+    vocab = shape[-1]
     if indices is None:
         selected = np.arange(rows)
     else:
