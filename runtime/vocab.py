@@ -27,6 +27,7 @@ import os
 import re
 import struct
 import threading
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -856,13 +857,30 @@ def _assemble(
         by_id[token_id] = name.encode("utf-8")
         special_ids.add(token_id)
     count = max(by_id) + 1
-    if vocab_size is not None and not isinstance(vocab_size, bool) and isinstance(vocab_size, int):
-        if vocab_size < count:
-            raise VocabError(
-                f"{where}: vocab_size {vocab_size} is smaller than the highest id {count - 1} + 1"
-            )
-    tokens = [by_id.get(i, b"") for i in range(count)]
     name_to_id = {name: token_id for name, token_id in specials.items()}
+    if (
+        vocab_size is not None
+        and not isinstance(vocab_size, bool)
+        and isinstance(vocab_size, int)
+        and 1 <= vocab_size < count
+    ):
+        # The model's output layer is smaller than the tokenizer (Llama 3.2 Vision's extra
+        # <|image|> id, for one): ids past it can never be sampled, so they are left out.
+        dropped = sorted(i for i in by_id if i >= vocab_size)
+        shown = ", ".join(str(i) for i in dropped[:5]) + (", ..." if len(dropped) > 5 else "")
+        warnings.warn(
+            f"{where}: vocab_size {vocab_size} is below the tokenizer's {count} ids; the "
+            f"{len(dropped)} id(s) past it ({shown}), which the model cannot produce, are left out",
+            UserWarning,
+            stacklevel=3,
+        )
+        by_id = {i: token for i, token in by_id.items() if i < vocab_size}
+        special_ids = {i for i in special_ids if i < vocab_size}
+        name_to_id = {name: i for name, i in name_to_id.items() if i < vocab_size}
+        if not by_id:
+            raise VocabError(f"{where}: no token id is below vocab_size {vocab_size}")
+        count = max(by_id) + 1
+    tokens = [by_id.get(i, b"") for i in range(count)]
     eos_ids = _resolve_eos(eos_tokens, name_to_id, tokens, configs, where)
     return Vocab(tokens, eos_ids=eos_ids, special_ids=special_ids, vocab_size=vocab_size)
 

@@ -158,8 +158,12 @@ def test_tokenizer_json_padding_and_gaps(tmp_path: Path) -> None:
     vocab = Vocab.from_tokenizer_json(path, vocab_size=16)
     assert vocab.vocab_size == 16 and len(vocab.tokens) == 7
     assert vocab.tokens[1] == b"" and 1 in vocab.special_ids  # a gap is a hole
-    with pytest.raises(VocabError, match="smaller than the highest id"):
-        Vocab.from_tokenizer_json(path, vocab_size=3)
+    # A model output layer smaller than the tokenizer: the ids past it are left out.
+    with pytest.warns(UserWarning, match=r"vocab_size 3 is below the tokenizer's 7 ids; the 4"):
+        small = Vocab.from_tokenizer_json(path, vocab_size=3)
+    assert small.tokens == (b"a",) and small.vocab_size == 3 and small.eos_ids == ()
+    with pytest.warns(UserWarning), pytest.raises(VocabError, match="EOS token"):
+        Vocab.from_tokenizer_json(path, vocab_size=3, eos_tokens=["<|endoftext|>"])
 
 
 def test_tokenizer_json_sentencepiece_style(tmp_path: Path) -> None:
