@@ -44,9 +44,11 @@ def _pointer_piece(key: object) -> str:
     return str(key).replace("~", "~0").replace("/", "~1")
 
 
-def _refuse_non_json(schema: Any) -> None:
+def _as_json_value(schema: Any) -> Any:
     """A schema given as Python objects must be a JSON value: the compiler reads it as one, and
-    a non-string key or a tuple would otherwise be misread in silence (`{1: 2}` as `{}`)."""
+    a non-string key would otherwise be misread in silence (`{1: 2}` as `{}`). Tuples are
+    arrays, as `json.dumps` writes them (returned as lists)."""
+    has_tuples = False
     stack: list[tuple[Any, str]] = [(schema, "#")]
     while stack:
         value, where = stack.pop()
@@ -59,7 +61,8 @@ def _refuse_non_json(schema: Any) -> None:
                         language=LANGUAGE,
                     )
                 stack.append((item, f"{where}/{_pointer_piece(key)}"))
-        elif isinstance(value, list):
+        elif isinstance(value, (list, tuple)):
+            has_tuples = has_tuples or isinstance(value, tuple)
             stack.extend((item, f"{where}/{index}") for index, item in enumerate(value))
         elif isinstance(value, float):
             if value != value or value in (float("inf"), float("-inf")):
@@ -70,6 +73,15 @@ def _refuse_non_json(schema: Any) -> None:
                 "list, str, int, float, bool or None)",
                 language=LANGUAGE,
             )
+    if not has_tuples:
+        return schema
+    try:
+        return json.loads(json.dumps(schema))
+    except RecursionError:
+        raise GrammarError(
+            "at #: the schema is nested too deeply (deeper than Python's recursion limit)",
+            language=LANGUAGE,
+        ) from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -98,7 +110,7 @@ def json_schema_grammar(
                 "the schema text is nested too deeply to parse", language=LANGUAGE
             ) from None
     else:
-        _refuse_non_json(schema)
+        schema = _as_json_value(schema)
     if options is None:
         options = JsonSchemaOptions()
     elif isinstance(options, dict):
