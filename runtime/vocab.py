@@ -729,17 +729,13 @@ def _from_tokenizer_data(
 
 def _decoding_style(data: dict[str, Any]) -> str:
     """'byte' for byte-level BPE, 'sentencepiece' for `▁`-spaced pieces, else 'plain'."""
-    parts = _components(data.get("decoder")) + _components(data.get("pre_tokenizer"))
-    kinds = {part["type"] for part in parts}
+    kinds = {part["type"] for part in _all_components(data)}
     if "ByteLevel" in kinds:
         return "byte"
     if kinds & {"Metaspace", "ByteFallback"}:
         return "sentencepiece"
-    for part in _components(data.get("decoder")):
-        pattern = part.get("pattern")
-        literal = pattern.get("String") if isinstance(pattern, dict) else None
-        if part["type"] == "Replace" and part.get("content") == " " and isinstance(literal, str):
-            return "sentencepiece"  # a Replace("▁", " ") decoder step
+    if any(_replace_marker(part) for part in _components(data.get("decoder"))):
+        return "sentencepiece"  # a Replace("▁", " ") decoder step
     return "plain"
 
 
@@ -759,12 +755,23 @@ def _components(node: Any) -> list[dict[str, Any]]:
     return found
 
 
+def _all_components(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The components of the decoder, then of the pre-tokenizer."""
+    return _components(data.get("decoder")) + _components(data.get("pre_tokenizer"))
+
+
 def _has_component(data: dict[str, Any], type_name: str) -> bool:
     """Whether the decoder or pre-tokenizer (possibly inside a Sequence) has `type_name`."""
-    return any(
-        part["type"] == type_name
-        for part in _components(data.get("decoder")) + _components(data.get("pre_tokenizer"))
-    )
+    return any(part["type"] == type_name for part in _all_components(data))
+
+
+def _replace_marker(part: dict[str, Any]) -> str | None:
+    """The marker of a Replace(one character -> " ") step (SentencePiece's space), else None."""
+    pattern = part.get("pattern")
+    literal = pattern.get("String") if isinstance(pattern, dict) else None
+    if part["type"] == "Replace" and part.get("content") == " " and isinstance(literal, str):
+        return literal if len(literal) == 1 else None
+    return None
 
 
 # Decoder steps whose effect on one token's text is known (per token; Strip and Metaspace's
@@ -785,31 +792,24 @@ def _check_decoder(data: dict[str, Any], where: str) -> None:
                 f"{where}: decoder step {kind!r} is not supported (the text a token adds "
                 f"would be guessed); supported steps: {', '.join(sorted(_KNOWN_DECODER_STEPS))}"
             )
-        if kind == "Replace":
-            pattern = part.get("pattern")
-            literal = pattern.get("String") if isinstance(pattern, dict) else None
-            if not (isinstance(literal, str) and len(literal) == 1 and part.get("content") == " "):
-                raise VocabError(
-                    f"{where}: decoder step Replace({pattern!r} -> {part.get('content')!r}) is "
-                    "not supported: only a one-character space marker replaced by a space"
-                )
+        if kind == "Replace" and _replace_marker(part) is None:
+            raise VocabError(
+                f"{where}: decoder step Replace({part.get('pattern')!r} -> "
+                f"{part.get('content')!r}) is not supported: only a one-character space marker "
+                "replaced by a space"
+            )
 
 
 def _space_marker(data: dict[str, Any]) -> str:
     """The character that stands for a space in SentencePiece-style pieces: Metaspace's
     `replacement`, or the pattern of a Replace(marker -> " ") decoder step; `▁` by default."""
-    parts = _components(data.get("decoder")) + _components(data.get("pre_tokenizer"))
+    parts = _all_components(data)
     for part in parts:
         replacement = part.get("replacement")
         if part["type"] == "Metaspace" and isinstance(replacement, str) and len(replacement) == 1:
             return replacement
-    for part in parts:
-        pattern = part.get("pattern")
-        literal = pattern.get("String") if isinstance(pattern, dict) else None
-        if part["type"] == "Replace" and part.get("content") == " " and isinstance(literal, str):
-            if len(literal) == 1:
-                return literal
-    return _SENTENCEPIECE_SPACE
+    markers = [marker for marker in map(_replace_marker, parts) if marker]
+    return markers[0] if markers else _SENTENCEPIECE_SPACE
 
 
 def _piece_bytes(
