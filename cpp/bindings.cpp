@@ -493,6 +493,23 @@ PYBIND11_MODULE(_core, m) {
   });
 
   m.def("core_version", &gramkiln::core_version, "Version string of the C++ core library.");
+  m.def("fill_trace_built", &gramkiln::fill_trace_built,
+        "Whether this build records the stage times of computed fills (GRAMKILN_FILL_TRACE).");
+  m.def(
+      "take_fill_trace",
+      []() {
+        // (fill index, stage times in microseconds, counts) per computed fill since the last call.
+        py::list out;
+        for (const gramkiln::FillTraceRecord& record : gramkiln::take_fill_trace()) {
+          py::list stages, counts;
+          for (const float us : record.stage_us) stages.append(us);
+          for (const uint32_t count : record.counts) counts.append(count);
+          out.append(py::make_tuple(record.fill, stages, counts));
+        }
+        return out;
+      },
+      "The stage times of the computed fills since the last call (empty unless "
+      "fill_trace_built()): (fill index, stage microseconds, [threads, walkers, nodes, parts]).");
 
   py::class_<RuntimeHandle>(m, "Runtime", "Validated, immutable runtime tables.")
       .def_property_readonly(

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "fill_trace.hpp"
 #include "runtime_internal.hpp"
 
 namespace gramkiln {
@@ -3203,6 +3204,7 @@ void Matcher::fill_mask(uint32_t* words) const {
 }
 
 bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
+  GRAMKILN_TRACE_BEGIN();
   if (!lookup_cached_mask(words, keys)) return false;
   settle_shadowed_end_tokens(words);
   return true;
@@ -3211,6 +3213,8 @@ bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
 void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
   compute_mask(words, keys);
   settle_shadowed_end_tokens(words);
+  GRAMKILN_TRACE_STAGE(kEnd);
+  GRAMKILN_TRACE_KEEP();
 }
 
 void Matcher::settle_shadowed_end_tokens(uint32_t* words) const {
@@ -3371,15 +3375,18 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
     cache.hits_whole_stack.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
+  GRAMKILN_TRACE_STAGE(kWholeProbe);
   if (uses_futures()) {
     GroupCache::StoredMask found;
     const MaskKey future = memoised_future_mask_key();
+    GRAMKILN_TRACE_STAGE(kFutureKey);
     if (keys) *keys = FillKeys{key, future, true};
     if (find_mask(cache, cache.future_masks, future, words, &found)) {
       cache.hits_future.fetch_add(1, std::memory_order_relaxed);
       store_mask(cache, cache.masks, key, found);
       return true;
     }
+    GRAMKILN_TRACE_STAGE(kFutureProbe);
   }
   // Then by the bounded-depth keys under which masks have been stored (see depth_masks); a hit
   // lacks only the end tokens, which depend on the whole stack.
@@ -3399,7 +3406,10 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
            !find_mask_locked(cache, cache.depth_masks, depth_keys[probe], words, &found)) {
       ++probe;
     }
-    if (probe == probes) return false;
+    if (probe == probes) {
+      GRAMKILN_TRACE_STAGE(kDepthProbes);
+      return false;
+    }
   }
   // Without end tokens to add, the whole-stack entry is the same stored mask.
   if (accepting_now()) {
@@ -3449,7 +3459,9 @@ void Matcher::compute_mask(uint32_t* words, const FillKeys* keys) const {
       thread_futures = sc.thread_futures.data();
     }
   }
+  GRAMKILN_TRACE_STAGE(kSetup);
   const int dependency = fill_mask_uncached(words, thread_futures);  // writes every word
+  GRAMKILN_TRACE_STAGE(kComposition);
   Scratch& sc = thread_scratch();
   // Equal parts ORed in a different order, or twice, give equal words: deduplicated.
   std::sort(sc.composition.begin(), sc.composition.end());
@@ -3468,15 +3480,18 @@ void Matcher::compute_mask(uint32_t* words, const FillKeys* keys) const {
     store_mask(cache, cache.depth_masks, depth_mask_key(depth), without_ends);
     cache.mask_depths.fetch_or(1u << depth, std::memory_order_relaxed);
   }
+  GRAMKILN_TRACE_STAGE(kDepthStore);
   const bool accepting = accepting_now();
   if (accepting) or_words(words, rt.end_bits.data(), rt.words);
   // Without end tokens to add, the whole-stack entry shares the bounded-depth one's copy.
   const GroupCache::StoredMask stored =
       without_ends && !accepting ? without_ends : intern_composed(accepting);
   store_mask(cache, cache.masks, key, stored);
+  GRAMKILN_TRACE_STAGE(kWholeStore);
   if (uses_futures()) {
     store_mask(cache, cache.future_masks, known ? keys->future : future_mask_key(), stored);
   }
+  GRAMKILN_TRACE_STAGE(kFutureStore);
 }
 
 int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) const {
@@ -3708,6 +3723,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     __builtin_prefetch(chart_.depth_hash_of(th.origin, 1));
     __builtin_prefetch(&chart_.wait_begin[th.origin]);
   }
+  GRAMKILN_TRACE_STAGE(kDescentProbes);
+  GRAMKILN_TRACE_COUNT(kThreads, threads_.size());
   // The walking threads' descents, one node of each in turn. A descent is a chain of dependent
   // misses (a set's chart lines, then the local walk its kernel keys, then the sets it goes
   // on at); taking the threads in turn, with each step's next lines asked for ahead, lets the
@@ -3783,6 +3800,9 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       if (!w.pending) --left;
     }
   }
+  GRAMKILN_TRACE_STAGE(kWalks);
+  GRAMKILN_TRACE_COUNT(kWalkers, num_walkers);
+  GRAMKILN_TRACE_COUNT(kNodes, nodes_walked);
   if (num_walkers) {
     cache.descents_walked.fetch_add(num_walkers, std::memory_order_relaxed);
     cache.descent_nodes_walked.fetch_add(nodes_walked, std::memory_order_relaxed);
@@ -3804,6 +3824,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     w.reads.erase(std::unique(w.reads.begin(), w.reads.end()), w.reads.end());
     w.depth = depth_needed(chart_view, sc, threads_[w.thread].origin, w.reads, w.path_hops);
   }
+  GRAMKILN_TRACE_STAGE(kDepths);
   if (num_walkers) {
     lock.lock();
     if (cache.walk_generation != generation) return false;
@@ -3854,6 +3875,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     }
   }
   sc.item_parts_generation = generation;
+  GRAMKILN_TRACE_STAGE(kDescentStores);
+  GRAMKILN_TRACE_COUNT(kParts, sc.item_parts.size());
   return true;
 }
 

@@ -23,6 +23,35 @@ namespace gramkiln {
 // Version of the core library; the bindings expose it so Python can check it matches.
 std::string core_version();
 
+// Stage times of computed fills (built with the CMake option GRAMKILN_FILL_TRACE; see
+// bench/fill_stages.py). Each stage's time runs from the previous stage border to its own.
+enum class FillStage : uint8_t {
+  kWholeProbe,     // the whole-stack key and its probe
+  kFutureKey,      // the future-language key (futures at new sets computed here)
+  kFutureProbe,    // its probe
+  kDepthProbes,    // the bounded-depth mask keys and their probes
+  kSetup,          // the computed fill's set-up
+  kDescentProbes,  // each thread's descent looked up (by future, then by depth)
+  kWalks,          // the descents no table holds, walked
+  kDepths,         // the walked descents' depths
+  kDescentStores,  // and their stores
+  kComposition,    // the mask found by its parts and copied (or ORed)
+  kDepthStore,     // stores of the mask: bounded-depth key,
+  kWholeStore,     // whole-stack key,
+  kFutureStore,    // future key
+  kEnd,            // the end tokens settled
+  kCount
+};
+enum class FillCount : uint8_t { kThreads, kWalkers, kNodes, kParts, kCount };
+struct FillTraceRecord {
+  uint64_t fill = 0;  // which fill since the last take_fill_trace (0, 1, ...)
+  float stage_us[static_cast<size_t>(FillStage::kCount)] = {};
+  uint32_t counts[static_cast<size_t>(FillCount::kCount)] = {};
+};
+bool fill_trace_built();
+// The records of the computed fills since the last call (cached fills leave none), in order.
+std::vector<FillTraceRecord> take_fill_trace();
+
 // A blob that is truncated, corrupted or inconsistent. Never thrown for valid blobs.
 class FormatError : public std::runtime_error {
  public:
