@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import run as bench  # noqa: E402 - the benchmark module next to this script
+import positions  # noqa: E402 - the per-position recorder next to this script
 
 STAGES = (
     "whole probe",
@@ -55,17 +55,9 @@ def fastest_records(workload_name: str, loads: int, vocab_spec: str) -> dict[int
             "this build records no fill stages: pip install . -C "
             "cmake.define.GRAMKILN_FILL_TRACE=ON"
         )
-    vocab = bench.load_bench_vocab(vocab_spec)
-    workload = bench.lark_workloads([workload_name])[0]
-    tokenized = [vocab.tokenize(data) for data in workload.instances]
-    engine = bench.ENGINES["gramkiln"]()
-    engine.setup(vocab)
-    compiled = engine.compile(workload)
+    _core.take_fill_trace()  # count fills from the first decode's first
     best: dict[int, Record] = {}
-    for _ in range(loads):
-        prepared, _readiness = engine.prepare(compiled)
-        _core.take_fill_trace()  # start counting fills at the decode's first
-        bench.decode_all(engine, prepared, vocab, tokenized, bench.Result("gramkiln", ""))
+    for _result in positions.decode_loads(workload_name, loads, vocab_spec):
         for position, stages, counts in _core.take_fill_trace():
             if len(stages) != len(STAGES):
                 raise SystemExit(
@@ -85,13 +77,10 @@ def report(best: dict[int, Record], top: int) -> None:
         cells = " ".join(f"{value:8.2f}" for value in stages)
         print(f"{position:4d} {sum(stages):7.1f} {cells}  " + " ".join(f"{c:7d}" for c in counts))
     totals = [sum(stages[i] for stages, _ in best.values()) for i in range(len(STAGES))]
-    whole = sum(totals) or 1.0
+    whole = sum(totals)
     print(f"\n{len(best)} computed positions, {whole:.1f} us in all:")
-    print(
-        ", ".join(
-            f"{name} {100 * value / whole:.0f}%" for name, value in zip(STAGES, totals, strict=True)
-        )
-    )
+    shares = zip(STAGES, totals, strict=True)
+    print(", ".join(f"{name} {100 * value / (whole or 1.0):.0f}%" for name, value in shares))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

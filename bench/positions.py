@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,20 +30,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as bench  # noqa: E402 - the benchmark module next to this script
 
 
-def record(workload_name: str, out: Path, loads: int, vocab_spec: str) -> None:
+def decode_loads(workload_name: str, loads: int, vocab_spec: str) -> Iterator[bench.Result]:
     """Decode `workload_name` `loads` times with gramkiln, each from a fresh load and prewarm,
-    and save each position's fastest fill time (microseconds) to `out` (.npy)."""
+    and yield each decode's timings once it is done."""
     vocab = bench.load_bench_vocab(vocab_spec)
     workload = bench.lark_workloads([workload_name])[0]
     tokenized = [vocab.tokenize(data) for data in workload.instances]
     engine = bench.ENGINES["gramkiln"]()
     engine.setup(vocab)
     compiled = engine.compile(workload)
-    fastest: np.ndarray | None = None
     for _ in range(loads):
         prepared, _readiness = engine.prepare(compiled)
         result = bench.Result(engine.name, workload_name)
         bench.decode_all(engine, prepared, vocab, tokenized, result)
+        yield result
+
+
+def record(workload_name: str, out: Path, loads: int, vocab_spec: str) -> None:
+    """Decode `workload_name` `loads` times with gramkiln, each from a fresh load and prewarm,
+    and save each position's fastest fill time (microseconds) to `out` (.npy)."""
+    fastest: np.ndarray | None = None
+    for result in decode_loads(workload_name, loads, vocab_spec):
         times = np.array(result.mask_us)
         fastest = times if fastest is None else np.minimum(fastest, times)
     assert fastest is not None
