@@ -2695,11 +2695,12 @@ MaskKey configuration_key(const Runtime& rt, MaskKey key, const std::vector<Thre
 void store_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key,
                        const GroupCache::StoredMask& mask) {
   const size_t content = 4 * mask->size();
-  const size_t size = 64 + (table.counted.count(mask.get()) ? 0 : content);
+  uint64_t& counted_in = mask->counted_in[table.index];
+  const size_t size = 64 + (counted_in == table.generation ? 0 : content);
   if (table.bytes + size > cache.mask_budget_bytes / 2) {
     std::swap(table.previous, table.current);
     table.current.clear();
-    table.counted.clear();
+    ++table.generation;  // no content is counted in the new one
     table.bytes = 0;
     cache.composed_masks.clear();  // most of it points at contents about to expire
     // Contents that only the dropped generation held have expired.
@@ -2712,7 +2713,10 @@ void store_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const Ma
     }
   }
   if (table.current.emplace(key, mask)) {
-    if (table.counted.insert(mask.get()).second) table.bytes += content;
+    if (counted_in != table.generation) {
+      counted_in = table.generation;
+      table.bytes += content;
+    }
     table.bytes += 64;
   }
 }

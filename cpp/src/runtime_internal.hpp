@@ -315,6 +315,10 @@ struct GroupCache {
   struct MaskWords {
     const uint32_t* data;
     uint32_t count;
+    // Per mask table (MaskTable::index), the generation whose `bytes` count this content; kept
+    // here, a line the storing fill has just read, rather than in a set per table (whose cold
+    // bucket and node were two misses per store). Guarded by mask_mutex.
+    mutable uint64_t counted_in[3] = {0, 0, 0};
     const uint32_t* begin() const { return data; }
     const uint32_t* end() const { return data + count; }
     size_t size() const { return count; }
@@ -355,9 +359,11 @@ struct GroupCache {
   // dropped), and a hit in the previous generation is stored again in the current one. What is
   // in use survives a turnover; memory stays within the budget whatever the traffic.
   struct MaskTable {
+    explicit MaskTable(uint8_t table_index) : index(table_index) {}
     KeyMap<StoredMask> current, previous;
     size_t bytes = 0;  // of `current`: 64 per entry plus each distinct content once
-    std::unordered_set<const void*> counted;  // contents counted in `bytes`
+    const uint8_t index;      // into MaskWords::counted_in
+    uint64_t generation = 1;  // of `current`; a content counted in it has this in counted_in
   };
   // Stored masks are interned by content (a fill's mask is one of a few dozen distinct ones
   // per grammar, under thousands of keys): hits then read a mask that is likely still in the
@@ -377,16 +383,16 @@ struct GroupCache {
   std::atomic<size_t> interned_by_parts{0};  // computed masks found under their composition
   std::atomic<size_t> mask_compares{0};      // stored masks compared with one being interned
   // Whole masks by parser configuration (128-bit structural key; see Chart).
-  MaskTable masks;
+  MaskTable masks{0};
   // Masks without the end tokens, by a bounded-depth key: the thread states with H_D of their
   // origin sets (and of the last set when one ends here), where D is the deepest dependency of
   // the fill's exit walks. The whole-stack key above rarely recurs when the stack differs below
   // what the mask depends on (JSON nesting, expression contexts); this one does. Guarded by
   // mask_mutex; `mask_depths` has bit D set once a mask was stored at depth D.
-  MaskTable depth_masks;
+  MaskTable depth_masks{1};
   // Whole masks by future-language key (see future.cpp): equal for configurations whose charts
   // differ but whose futures do not (`x = e`, `return e`, `int x = e` inside one block).
-  MaskTable future_masks;
+  MaskTable future_masks{2};
   std::atomic<size_t> hits_whole_stack{0}, hits_future{0}, hits_depth{0}, fills_computed{0};
   // Computed fills that ran past fill_walk_budget or kFillTrieNodes (and were searched).
   std::atomic<size_t> fills_searched{0};
