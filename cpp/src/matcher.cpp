@@ -2838,23 +2838,26 @@ GroupCache::StoredMask GroupCache::MaskPool::copy(const std::shared_ptr<MaskPool
     if (count != pool->slot_words_) {
       // Never expected (every mask of a runtime has the vocabulary's word count); kept exact
       // rather than asserted: such a mask gets a buffer of its own.
-      auto owned = std::make_shared<std::vector<uint32_t>>(words, words + count);
-      return StoredMask(new MaskWords{owned->data(), count},
-                        [owned](const MaskWords* mask) { delete mask; });
+      std::unique_ptr<uint32_t[]> own(new uint32_t[count]);
+      std::copy(words, words + count, own.get());
+      const uint32_t* data = own.get();
+      return std::make_shared<const MaskWords>(data, count, nullptr, std::move(own));
     }
     if (pool->free_.empty()) pool->add_slab(count, false);
     slot = pool->free_.back();
     pool->free_.pop_back();
   }
   std::copy(words, words + count, slot);
-  auto release = [pool](const MaskWords* mask) {
-    {
-      std::lock_guard<std::mutex> lock(pool->mutex_);
-      pool->free_.push_back(const_cast<uint32_t*>(mask->data));
-    }
-    delete mask;
-  };
-  return StoredMask(new MaskWords{slot, count}, std::move(release));
+  return std::make_shared<const MaskWords>(slot, count, pool, nullptr);
+}
+
+void GroupCache::MaskPool::give_back(const uint32_t* slot) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(const_cast<uint32_t*>(slot));
+}
+
+GroupCache::MaskWords::~MaskWords() {
+  if (pool) pool->give_back(data);
 }
 
 void GroupCache::MaskPool::add_slab(uint32_t count, bool touch) {

@@ -311,14 +311,25 @@ struct GroupCache {
   size_t mask_budget_bytes = kMaskBudgetBytes;
   size_t walk_budget_bytes = kMaskBudgetBytes;
   std::mutex mask_mutex;  // guards `masks` and `depth_masks`
-  // A stored mask's words, in a slot of `mask_pool`.
+  class MaskPool;
+  // A stored mask's words, in a slot of `mask_pool` (or, for an unexpected word count, a buffer
+  // of its own), given back when the last reference goes. Made with its reference counts in one
+  // allocation (make_shared), so that reaching the words from a table slot is one miss less.
   struct MaskWords {
+    MaskWords(const uint32_t* words, uint32_t words_count, std::shared_ptr<MaskPool> from,
+              std::unique_ptr<uint32_t[]> own)
+        : data(words), count(words_count), pool(std::move(from)), owned(std::move(own)) {}
+    ~MaskWords();
+    MaskWords(const MaskWords&) = delete;
+    MaskWords& operator=(const MaskWords&) = delete;
     const uint32_t* data;
     uint32_t count;
     // Per mask table (MaskTable::index), the generation whose `bytes` count this content; kept
     // here, a line the storing fill has just read, rather than in a set per table (whose cold
     // bucket and node were two misses per store). Guarded by mask_mutex.
     mutable uint64_t counted_in[3] = {0, 0, 0};
+    std::shared_ptr<MaskPool> pool;  // takes `data` back; null when `owned` holds it
+    std::unique_ptr<uint32_t[]> owned;
     const uint32_t* begin() const { return data; }
     const uint32_t* end() const { return data + count; }
     size_t size() const { return count; }
@@ -331,6 +342,8 @@ struct GroupCache {
   // MaskBench fills). Held by each mask's deleter, so it outlives them all.
   class MaskPool {
    public:
+    // A slot `copy` handed out, free again.
+    void give_back(const uint32_t* slot);
     // A copy of `words` in a free slot (every call with the same `count`).
     static StoredMask copy(const std::shared_ptr<MaskPool>& pool, const uint32_t* words,
                            uint32_t count);
