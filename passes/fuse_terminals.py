@@ -89,10 +89,23 @@ def fuse_terminals_in_blocks(grammar: GrammarIR) -> GrammarIR:
     return _fuse_terminals(grammar, BLOCKS_FALLBACK_COUNT, fuse_terminals_in_blocks)
 
 
+def fuse_terminal_leaves(grammar: GrammarIR) -> GrammarIR:
+    """``fuse_terminals`` that keeps every lexeme boundary of ordinary rules: only single
+    leaves become terminals there, as where an ignore set applies (lexeme-like rules are still
+    fused whole: their body is one lexeme). The compiler's last lowering when a run fused whole
+    gives an automaton past the limits, although each of its pieces is small (a run that
+    repeats an ambiguous ignored terminal between its items: ``(a ign? a ign?){3,}`` with
+    ``ign: ("a" | "aa,"){3,}``). Preserves what ``fuse_terminals`` preserves."""
+    return _fuse_terminals(grammar, MAX_FUSED_COUNT, fuse_terminal_leaves, whole_runs=False)
+
+
 def _fuse_terminals(
-    grammar: GrammarIR, max_count: int, same_pass: Callable[[GrammarIR], GrammarIR]
+    grammar: GrammarIR,
+    max_count: int,
+    same_pass: Callable[[GrammarIR], GrammarIR],
+    whole_runs: bool = True,
 ) -> GrammarIR:
-    fuser = _Fuser(grammar, max_count)
+    fuser = _Fuser(grammar, max_count, whole_runs)
     by_name = grammar.rule_map()
     rules = []
     for rule in grammar.rules:
@@ -147,9 +160,10 @@ def _reachable_rules(rule: Rule, rules: dict[str, Rule]) -> set[str]:
 class _Fuser:
     """Creates and deduplicates the synthetic terminals of one grammar."""
 
-    def __init__(self, grammar: GrammarIR, max_count: int) -> None:
+    def __init__(self, grammar: GrammarIR, max_count: int, whole_runs: bool = True) -> None:
         self._grammar = grammar
         self._max_count = max_count  # counted repetitions past it are split into blocks
+        self._whole_runs = whole_runs  # False: ordinary rules keep every lexeme boundary
         self.terminals = frozenset(rule.name for rule in grammar.rules if rule.terminal)
         self._names = NameAllocator(rule.name for rule in grammar.rules)
         self._by_structure: dict[bytes, str] = {}
@@ -159,7 +173,9 @@ class _Fuser:
 
     def whole_runs(self, rule: Rule) -> bool:
         """Whether lexeme boundaries inside ``rule`` may disappear (no ignore applies)."""
-        return not self._grammar.ignore or is_lexeme_like(rule)
+        if is_lexeme_like(rule):
+            return True
+        return self._whole_runs and not self._grammar.ignore
 
     def fuse(self, expr: Expr, *, whole_runs: bool) -> Expr:
         """``expr`` with its terminal-only parts replaced by terminal references."""

@@ -51,21 +51,48 @@ MAX_DFA_STATES = 200_000
 MAX_TEXT_TOKEN_BYTES = 4096
 
 
-def lower_for_runtime(ir: GrammarIR, counts_in_blocks: bool = False) -> GrammarIR:
+def lower_for_runtime(ir: GrammarIR, fusion: str = "whole") -> GrammarIR:
     """The IR the flattener consumes: the compile pass pipeline's output.
 
     The verifier runs once on the result rather than after every pass: the passes are tested
     with per-pass verification, and per-pass checks cost more than the passes themselves on
-    large JSON Schema grammars. ``counts_in_blocks`` fuses with ``fuse_terminals_in_blocks``
-    (counted repetitions past ``BLOCKS_FALLBACK_COUNT`` split into blocks) instead.
+    large JSON Schema grammars. ``fusion`` picks the fusing pass: ``"whole"`` (the pipeline's
+    ``fuse_terminals``), ``"blocks"`` (``fuse_terminals_in_blocks``: counted repetitions past
+    ``BLOCKS_FALLBACK_COUNT`` split into blocks) or ``"leaves"`` (``fuse_terminal_leaves``:
+    ordinary rules keep every lexeme boundary), the compiler's fallbacks in that order.
     """
-    from gramkiln.passes.fuse_terminals import fuse_terminals_in_blocks
+    from gramkiln.passes.fuse_terminals import fuse_terminal_leaves, fuse_terminals_in_blocks
     from gramkiln.passes.pipeline import COMPILE_PIPELINE, FUSE_TERMINALS, run_pipeline
 
+    replacements = {"blocks": fuse_terminals_in_blocks, "leaves": fuse_terminal_leaves}
+    if fusion != "whole" and fusion not in replacements:
+        raise ValueError(f"unknown fusion {fusion!r}")
     pipeline = COMPILE_PIPELINE
-    if counts_in_blocks:
-        pipeline = tuple(fuse_terminals_in_blocks if p is FUSE_TERMINALS else p for p in pipeline)
+    if fusion in replacements:
+        pipeline = tuple(replacements[fusion] if p is FUSE_TERMINALS else p for p in pipeline)
     return run_pipeline(ir, pipeline, verify=False).verify()
+
+
+def _flatten_with_fallbacks(ir: GrammarIR, vocab: Any, ends: list[int]) -> FlatGrammar:
+    """``flatten_grammar`` of ``ir`` lowered with terminal runs fused whole, or, where one of
+    their automata passes the limits, lowered again with less fused: counted repetitions past
+    ``BLOCKS_FALLBACK_COUNT`` in blocks (when there are such counts), then every lexeme
+    boundary of ordinary rules kept. The language is the same each way; only a single terminal
+    (or lexeme-like rule) past the limits is an error, raised by the last lowering."""
+    lowered = lower_for_runtime(ir)
+    try:
+        return flatten_grammar(lowered, vocab, ends)
+    except AutomatonSizeError:
+        pass
+    if _has_count_past(lowered, BLOCKS_FALLBACK_COUNT):
+        # A counted repetition fused whole (up to MAX_FUSED_COUNT) whose one DFA passes the
+        # limits: split such counts into blocks, as every count past them always is.
+        try:
+            return flatten_grammar(lower_for_runtime(ir, fusion="blocks"), vocab, ends)
+        except AutomatonSizeError:
+            pass
+    # Its error names the single terminal past the limits, where there is one.
+    return flatten_grammar(lower_for_runtime(ir, fusion="leaves"), vocab, ends)
 
 
 def _has_count_past(ir: GrammarIR, count: int) -> bool:
@@ -506,15 +533,7 @@ def compile_grammar(
         if token_id not in ends:  # the artifact lists each once
             ends.append(token_id)
     ir = ir.verify()
-    lowered = lower_for_runtime(ir)
-    try:
-        flat = flatten_grammar(lowered, vocab, ends)
-    except AutomatonSizeError:
-        # A counted repetition fused whole (up to MAX_FUSED_COUNT) whose one DFA passes the
-        # limits: split such counts into blocks, as every count past them always is.
-        if not _has_count_past(lowered, BLOCKS_FALLBACK_COUNT):
-            raise
-        flat = flatten_grammar(lower_for_runtime(ir, counts_in_blocks=True), vocab, ends)
+    flat = _flatten_with_fallbacks(ir, vocab, ends)
     for element, ids in dict(flat.end_only_elements).items():
         # Before the empty-language warning, which such an element often causes: it says why.
         shown = ", ".join(str(i) for i in ids[:8]) + (", ..." if len(ids) > 8 else "")

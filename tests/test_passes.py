@@ -318,6 +318,28 @@ def test_counts_past_the_fallback_bound_are_split_by_the_blocks_variant() -> Non
         assert old.accepts(text + ">") == new.accepts(text + ">") == (2 <= count <= 1100)
 
 
+def test_the_leaves_variant_keeps_every_lexeme_boundary_of_ordinary_rules() -> None:
+    """``fuse_terminal_leaves`` (the compiler's last lowering) fuses only single leaves of
+    ordinary rules, where ``fuse_terminals`` fuses a terminal-only body whole; a lexeme-like
+    rule is still one terminal; the language is the same."""
+    from gramkiln.ir import Ref, Repeat, Seq
+    from gramkiln.passes.fuse_terminals import fuse_terminal_leaves
+
+    grammar = parse_grammar(
+        '%start start\nrule start = "a" [b-c] ("d" "e")* word\nrule word [lazy] = "x" "y"'
+    ).verify()
+    whole = get_pass("fuse_terminals")(grammar).rule_map()["start"].body
+    # The run "a" [b-c] ("d" "e")* is one terminal, then the lazy rule.
+    assert isinstance(whole, Seq) and [type(item) for item in whole.items] == [Ref, Ref]
+    leaves = fuse_terminal_leaves(grammar).verify()
+    body = leaves.rule_map()["start"].body
+    assert isinstance(body, Seq) and [type(item) for item in body.items] == [Ref, Ref, Repeat, Ref]
+    assert isinstance(leaves.rule_map()["word"].body, Ref)  # lexeme-like: fused whole
+    old, new = ReferenceMatcher(grammar), ReferenceMatcher(leaves)
+    for text in ("abxy", "acdedexy", "abdxy", "abxyz", "ab", "adexy"):
+        assert old.accepts(text) == new.accepts(text), text
+
+
 @pytest.mark.parametrize(
     "low, high",
     [(0, 100), (0, 65), (1, 96), (70, 70), (5, 130), (40, None)],

@@ -402,6 +402,45 @@ def test_a_count_fused_whole_past_the_dfa_limit_falls_back_to_blocks(
         ), count
 
 
+def test_a_run_fused_whole_past_the_automaton_limits_keeps_its_lexeme_boundaries() -> None:
+    """(Found by hypothesis.) With the ignored terminals woven between its items, `start`'s
+    run fuses into one automaton whose determinisation passes the work bound, though every
+    piece of it is small: the compiler lowers again with every lexeme boundary of ordinary
+    rules kept (fuse_terminal_leaves), and the language is the same."""
+    from gramkiln.runtime.compile import flatten_grammar, lower_for_runtime
+
+    from gramkiln.errors import AutomatonSizeError
+    from gramkiln.testing.reference import ReferenceMatcher
+
+    grammar = Grammar.from_lark(
+        'start: "a" "a" "a" "a" "a" "a" ("a" "a")*\n'
+        'T0: ","\nT1: /(a|aa,){3,}/\n%ignore T0\n%ignore T1\n'
+    )
+    with pytest.raises(AutomatonSizeError, match="too costly to determinise"):
+        flatten_grammar(lower_for_runtime(grammar.ir), VOCAB)
+    vocab = Vocab([b"a", b",", b"aa", b"a,", b"aa,", b",a", b"</s>"], eos_ids=[6], special_ids=[6])
+    compiled = compile_grammar(grammar.ir, vocab)
+    reference = ReferenceMatcher(grammar.ir)
+    for text in ("aaaaaa", "aa,aaaaaa", "a,aaa,a,aaa", "aaaaaaaaa,aa,aaa", "aaaaaaaa,,"):
+        expected = reference.masks_along(text, vocab.tokens, vocab.special_ids, vocab.eos_ids)
+        matcher = compiled.matcher()
+        for position, byte in enumerate(text.encode()):
+            got = mask(matcher, vocab.vocab_size)
+            assert got == [i for i, ok in enumerate(expected[position]) if ok], (text, position)
+            if not matcher.accept_token(vocab.tokens.index(bytes([byte]))):
+                assert not any(expected[position + 1]), (text, position)
+                break
+        else:
+            assert matcher.is_accepting() == reference.accepts(text), text
+
+
+def test_the_compiler_refuses_an_unknown_fusion() -> None:
+    from gramkiln.runtime.compile import lower_for_runtime
+
+    with pytest.raises(ValueError, match="unknown fusion 'none'"):
+        lower_for_runtime(JSONISH, fusion="none")
+
+
 def test_empty_language_allows_nothing() -> None:
     ir = parse_grammar('%ir 1\n%start start\nrule start = "a" <[13]> \n')
     small = Vocab([b"a", b"b"])
