@@ -35,7 +35,7 @@ from gramkiln.ir import (
     structural_key,
 )
 from gramkiln.ir.automata import build_dfa
-from gramkiln.passes.fuse_terminals import BLOCKS_FALLBACK_COUNT
+from gramkiln.passes.fuse_terminals import BLOCKS_FALLBACK_COUNT, FUSED_PREFIX
 
 from gramkiln.errors import (
     AutomatonSizeError,
@@ -73,26 +73,72 @@ def lower_for_runtime(ir: GrammarIR, fusion: str = "whole") -> GrammarIR:
     return run_pipeline(ir, pipeline, verify=False).verify()
 
 
+# The leaves fallback keeps the lexemes of a run apart and leaves its counted repetitions to
+# the parser. Nested in one another they multiply into as many parser items per position as
+# the automaton had states (`(("a"~0..100)~0..100)~0..100`: fills of seconds), so a run whose
+# nested counts multiply past this keeps its automaton's size error instead.
+LEAVES_FALLBACK_COUNT_PRODUCT = 256
+
+
 def _flatten_with_fallbacks(ir: GrammarIR, vocab: Any, ends: list[int]) -> FlatGrammar:
     """``flatten_grammar`` of ``ir`` lowered with terminal runs fused whole, or, where one of
     their automata passes the limits, lowered again with less fused: counted repetitions past
     ``BLOCKS_FALLBACK_COUNT`` in blocks (when there are such counts), then every lexeme
-    boundary of ordinary rules kept. The language is the same each way; only a single terminal
-    (or lexeme-like rule) past the limits is an error, raised by the last lowering."""
+    boundary of ordinary rules kept, unless a fused run nests counted repetitions (see
+    ``LEAVES_FALLBACK_COUNT_PRODUCT``). The language is the same each way."""
     lowered = lower_for_runtime(ir)
     try:
         return flatten_grammar(lowered, vocab, ends)
-    except AutomatonSizeError:
-        pass
+    except AutomatonSizeError as exc:
+        error = exc
     if _has_count_past(lowered, BLOCKS_FALLBACK_COUNT):
         # A counted repetition fused whole (up to MAX_FUSED_COUNT) whose one DFA passes the
         # limits: split such counts into blocks, as every count past them always is.
         try:
             return flatten_grammar(lower_for_runtime(ir, fusion="blocks"), vocab, ends)
-        except AutomatonSizeError:
-            pass
+        except AutomatonSizeError as exc:
+            error = exc
+    if _largest_fused_count_product(lowered) > LEAVES_FALLBACK_COUNT_PRODUCT:
+        raise error
     # Its error names the single terminal past the limits, where there is one.
     return flatten_grammar(lower_for_runtime(ir, fusion="leaves"), vocab, ends)
+
+
+def _largest_fused_count_product(ir: GrammarIR) -> int:
+    """The largest product of nested repetition counts (a bound, or the minimum of an
+    unbounded one) in the terminals ``fuse_terminals`` made of ``ir``'s runs."""
+    largest = 1
+    for rule in ir.rules:
+        if rule.terminal and rule.name.startswith(FUSED_PREFIX):
+            largest = max(largest, _count_product(rule.body))
+    return largest
+
+
+def _count_product(root: Expr) -> int:
+    """The largest product of counts along a chain of nested repetitions in ``root``
+    (capped just past ``LEAVES_FALLBACK_COUNT_PRODUCT``); without recursion, for deep trees."""
+    cap = LEAVES_FALLBACK_COUNT_PRODUCT + 1
+    products: dict[int, int] = {}
+    pending: list[tuple[Expr, bool]] = [(root, False)]
+    while pending:
+        node, children_done = pending.pop()
+        if id(node) in products:
+            continue
+        children: tuple[Expr, ...] = ()
+        if isinstance(node, (Seq, Choice)):
+            children = node.items if isinstance(node, Seq) else node.alternatives
+        elif isinstance(node, Repeat):
+            children = (node.item,)
+        if children and not children_done:
+            pending.append((node, True))
+            pending.extend((child, False) for child in children if id(child) not in products)
+            continue
+        inner = max((products[id(child)] for child in children), default=1)
+        if isinstance(node, Repeat):
+            count = node.max if node.max is not None else node.min
+            inner = min(cap, inner * max(count, 1))
+        products[id(node)] = inner
+    return products[id(root)]
 
 
 def _has_count_past(ir: GrammarIR, count: int) -> bool:
