@@ -13,7 +13,6 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "gramkiln/core.hpp"
@@ -327,7 +326,8 @@ struct GroupCache {
     // Per mask table (MaskTable::index), the generation whose `bytes` count this content; kept
     // here, a line the storing fill has just read, rather than in a set per table (whose cold
     // bucket and node were two misses per store). Guarded by mask_mutex.
-    mutable uint64_t counted_in[3] = {0, 0, 0};
+    static constexpr size_t kTables = 3;  // masks, depth_masks, future_masks
+    mutable uint64_t counted_in[kTables] = {};
     std::shared_ptr<MaskPool> pool;  // takes `data` back; null when `owned` holds it
     std::unique_ptr<uint32_t[]> owned;
     const uint32_t* begin() const { return data; }
@@ -375,7 +375,7 @@ struct GroupCache {
     explicit MaskTable(uint8_t table_index) : index(table_index) {}
     KeyMap<StoredMask> current, previous;
     size_t bytes = 0;  // of `current`: 64 per entry plus each distinct content once
-    const uint8_t index;      // into MaskWords::counted_in
+    const uint8_t index;      // into MaskWords::counted_in, below MaskWords::kTables
     uint64_t generation = 1;  // of `current`; a content counted in it has this in counted_in
   };
   // Stored masks are interned by content (a fill's mask is one of a few dozen distinct ones
