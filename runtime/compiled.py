@@ -20,6 +20,7 @@ from gramkiln.ir import GrammarIR, ir_to_msgpack
 from gramkiln.runtime import _core
 from gramkiln.runtime.artifact import (
     check_vocab,
+    ir_from_artifact,
     ir_hash,
     load_artifact,
     make_header_without_ir_hash,
@@ -266,6 +267,13 @@ class CompiledGrammar:
         """The artifact header (producer, IR hash, vocabulary fingerprint, options)."""
         self._complete()
         return dict(self._header)
+
+    @property
+    def source_ir(self) -> GrammarIR:
+        """The grammar's IR as compiled (artifacts carry it; linking composes it)."""
+        if self._pending_ir is not None:
+            return self._pending_ir
+        return ir_from_artifact(self._header, self._sections)
 
     @property
     def size_bytes(self) -> int:

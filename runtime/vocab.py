@@ -23,6 +23,7 @@ import base64
 import binascii
 import hashlib
 import json
+import operator
 import os
 import re
 import struct
@@ -31,9 +32,12 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gramkiln.errors import VocabError
+
+if TYPE_CHECKING:
+    from gramkiln.ir import TokenSet
 
 __all__ = [
     "COMMON_EOS_NAMES",
@@ -215,6 +219,18 @@ class Vocab:
     def is_special(self, token_id: int) -> bool:
         """Whether `token_id` never matches text (special/added token, hole or padding)."""
         return token_id in self.special_ids or token_id >= len(self.tokens)
+
+    def token(self, token_id: int) -> TokenSet:
+        """The grammar element that matches exactly token ``token_id`` (for binding a GLRM
+        ``extern token``); raises VocabError for an id outside the vocabulary."""
+        from gramkiln.ir import TokenSet
+
+        if isinstance(token_id, bool) or not hasattr(token_id, "__index__"):
+            raise TypeError(f"a token id must be an int, not {type(token_id).__name__}")
+        index = operator.index(token_id)
+        if not 0 <= index < self.vocab_size:
+            raise VocabError(f"token id {index} is outside the vocabulary (size {self.vocab_size})")
+        return TokenSet(ranges=((index, index),))
 
     def ids_for_text(self, text: str) -> list[int]:
         """Ids (ascending) whose token bytes equal the UTF-8 of `text`; [] for empty text.

@@ -5,21 +5,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gramkiln.errors import CompileError, GrammarError
 from gramkiln.ir import GrammarIR, ir_from_msgpack, ir_to_msgpack, parse_grammar, print_grammar
 
 if TYPE_CHECKING:
     from gramkiln.runtime.compiled import CompiledGrammar
+    from gramkiln.runtime.linking import UnlinkedGrammar
     from gramkiln.runtime.vocab import Vocab
 
 
 class Grammar:
     """An immutable source grammar: the verified IR plus the constructors and tools around it."""
 
-    __slots__ = ("_ir", "_oracle")
+    __slots__ = ("_ir", "_oracle", "_externs")
 
     def __init__(self, ir: GrammarIR) -> None:
         self._ir = ir.verify()
         self._oracle: Any = None
+        # GLRM externs not bound yet (name -> "grammar" or "token"); their places in the IR
+        # hold placeholders, so the grammar can be inspected but not compiled or run.
+        self._externs: dict[str, str] = {}
 
     # -- constructors ----------------------------------------------------------------------
     @classmethod
@@ -59,6 +64,21 @@ class Grammar:
         return cls(json_schema_grammar(schema, options))
 
     @classmethod
+    def from_glrm(cls, source: str) -> Grammar:
+        """Parse a grammar in GLRM, GLRMask's native format (``glrm 1; start NAME; ...``).
+
+        ``extern grammar`` and ``extern token`` declarations are bound with :meth:`bind`
+        (or, for compiled children, ``compile_unlinked(vocab).bind(...).link()``) before the
+        grammar is compiled. Raises GrammarError with line, column and a caret.
+        """
+        from gramkiln.frontend.glrm import parse_glrm
+
+        parsed = parse_glrm(source)
+        grammar = cls(parsed.ir)
+        grammar._externs = dict(parsed.externs)
+        return grammar
+
+    @classmethod
     def from_ir_text(cls, text: str) -> Grammar:
         """Read the canonical IR text form (what `str(grammar)` prints)."""
         return cls(parse_grammar(text))
@@ -73,6 +93,34 @@ class Grammar:
     def ir(self) -> GrammarIR:
         """The pydantic IR (frozen)."""
         return self._ir
+
+    @property
+    def externs(self) -> dict[str, str]:
+        """The externs still to bind, by name: ``"grammar"`` or ``"token"`` (GLRM)."""
+        return dict(self._externs)
+
+    def bind(self, name: str | None = None, value: Any = None, /, **bindings: Any) -> Grammar:
+        """A copy with externs bound: ``bind("payload", child)`` or ``bind(payload=child)``.
+
+        An ``extern grammar`` takes a :class:`Grammar` (embedded with its own start, rules
+        and ignore set, like an inline ``g NAME = {...}``); an ``extern token`` takes a token
+        id, ``vocab.token(id)`` or a special token's text such as ``"<|tool|>"``. This
+        grammar is unchanged (grammars are immutable).
+        """
+        from gramkiln.frontend.glrm import bind_externs
+
+        pairs = _binding_pairs(name, value, bindings)
+        ir, remaining = bind_externs(self._ir, self._externs, pairs)
+        bound = Grammar(ir)
+        bound._externs = remaining
+        return bound
+
+    def _require_bound(self, action: str, error: type[Exception]) -> None:
+        if self._externs:
+            names = ", ".join(f"{kind} {name}" for name, kind in sorted(self._externs.items()))
+            raise error(
+                f"cannot {action}: extern {names} not bound (use grammar.bind(name, value))"
+            )
 
     def __str__(self) -> str:
         return print_grammar(self._ir)
@@ -100,10 +148,12 @@ class Grammar:
 
     def accepts(self, text: str | bytes) -> bool:
         """Whether the whole of `text` is in the language (exact, by the reference matcher)."""
+        self._require_bound("test membership", GrammarError)
         return bool(self._reference().accepts(text))
 
     def is_prefix(self, text: str | bytes) -> bool:
         """Whether `text` can be extended to a string of the language."""
+        self._require_bound("test membership", GrammarError)
         return bool(self._reference().is_prefix(text))
 
     # -- compilation ------------------------------------------------------------------------
@@ -113,4 +163,32 @@ class Grammar:
         """Compile against a vocabulary (default: the built-in byte vocabulary)."""
         from gramkiln.runtime.compile import compile_grammar
 
+        self._require_bound("compile", CompileError)
         return compile_grammar(self._ir, vocab, end_tokens=end_tokens, **options)
+
+    def compile_unlinked(
+        self, vocab: Vocab | None = None, end_tokens: list[int] | None = None
+    ) -> UnlinkedGrammar:
+        """An open parent for compiled children: ``.bind(name, compiled_child).link()``.
+
+        Children are bound as ``CompiledGrammar`` values compiled for the same vocabulary;
+        ``end_tokens`` belong to this root and are not taken from the children.
+        """
+        from gramkiln.runtime.linking import UnlinkedGrammar
+
+        return UnlinkedGrammar(self, vocab, end_tokens)
+
+
+def _binding_pairs(name: Any, value: Any, bindings: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``bind``'s arguments as (name, value) pairs: one positional pair and/or keywords."""
+    pairs: list[tuple[str, Any]] = []
+    if name is not None:
+        if not isinstance(name, str):
+            raise TypeError(f"an extern's name must be a str, not {type(name).__name__}")
+        pairs.append((name, value))
+    elif value is not None:
+        raise TypeError("bind(name, value): the name is missing")
+    pairs.extend(bindings.items())
+    if not pairs:
+        raise TypeError("bind() needs a name and a value, or name=value keywords")
+    return pairs
