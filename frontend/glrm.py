@@ -21,11 +21,14 @@ GLRMask (the IR option ``allow_initial_skip``). Externs are left as placeholders
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
 from gramkiln.frontend.regex import MAX_REPEAT
 from gramkiln.ir import (
+    Bytes,
     CharClass,
     Choice,
     Embed,
@@ -59,7 +62,7 @@ _EXTERN_TOKEN_TEXT = "<|gramkiln.extern:{}|>"
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER_RE = re.compile(r"[0-9]+")
-_PUNCTUATION = ("->", ";", "=", "|", "(", ")", "*", "+", "?", "{", "}", ",", ":")
+_PUNCTUATION = ("->", ";", "=", "|", "&", "-", "(", ")", "*", "+", "?", "{", "}", ",", ":")
 _STRING_ESCAPES = {
     "n": "\n",
     "r": "\r",
@@ -205,7 +208,15 @@ class _Scanner:
         if pos >= len(text):
             return _Token("eof", "", pos, pos)
         char = text[pos]
-        if char in "\"'":
+        if char == "b" and text[pos + 1 : pos + 2] in ('"', "'", "/"):
+            # b"..." and b/.../: byte strings and byte regexes (GLRMask's byte literals).
+            inner = (
+                self._read_string(pos + 1) if text[pos + 1] != "/" else self._read_regex(pos + 1)
+            )
+            token = _Token(
+                "bytes_" + inner.kind, text[pos : inner.end], pos, inner.end, inner.value
+            )
+        elif char in "\"'":
             token = self._read_string(pos)
         elif char == "/":
             token = self._read_regex(pos)
@@ -252,6 +263,15 @@ class _Scanner:
             elif escape == "u":
                 code, pos = self._read_unicode_escape(pos)
                 out.append(chr(code))
+            elif escape == "U":
+                digits = text[pos + 2 : pos + 10]
+                if len(digits) != 8 or not _is_hex(digits):
+                    raise self.error("\\U must be followed by eight hex digits", pos)
+                code = int(digits, 16)
+                if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                    raise self.error(f"\\U{digits} is not a Unicode scalar value", pos)
+                out.append(chr(code))
+                pos += 10
             elif escape in ("", "\n"):
                 raise self.error("unterminated string", start)
             else:
@@ -370,6 +390,8 @@ class _GrammarParser:
         # Set while a body is read: the kind of rule it belongs to ("t", "nt", "ignore").
         self.context = "nt"
         self.current_refs: list[tuple[str, int]] = []
+        # Intersections and differences: (helper terminal, operator, left, right, offset).
+        self.set_operations: list[tuple[str, str, Expr, Expr, int]] = []
         self.nesting = 0
 
     def error(self, message: str, offset: int) -> GrammarError:
@@ -487,18 +509,33 @@ class _GrammarParser:
         self.nesting += 1
         if self.nesting > MAX_NESTING:
             raise self.error("expression is nested too deeply", self.scanner.peek().start)
-        alternatives = [self.parse_sequence()]
+        alternatives = [self.parse_set_operations()]
         while self.scanner.at_op("|"):
             self.scanner.next()
-            alternatives.append(self.parse_sequence())
+            alternatives.append(self.parse_set_operations())
         self.nesting -= 1
         return flat_choice(alternatives)
+
+    def parse_set_operations(self) -> Expr:
+        """``seq (("&" | "-") seq)*``: intersection and difference of regular operands,
+        left to right, binding looser than a sequence and tighter than ``|``."""
+        left = self.parse_sequence()
+        while self.scanner.at_op("&") or self.scanner.at_op("-"):
+            operator = self.scanner.next()
+            right = self.parse_sequence()
+            # Operands may name terminals declared later, so the automaton is built in
+            # finish(); until then a helper terminal stands for the result.
+            name = f"op.{len(self.set_operations)}"
+            self.set_operations.append((name, operator.text, left, right, operator.start))
+            self.kinds[name] = ("t", operator.start)
+            left = Ref(name=name)
+        return left
 
     def parse_sequence(self) -> Expr:
         items: list[Expr] = []
         while True:
             token = self.scanner.peek()
-            if token.kind in ("name", "string", "regex") or (
+            if token.kind in ("name", "string", "regex", "bytes_string", "bytes_regex") or (
                 token.kind == "op" and token.text == "("
             ):
                 items.append(self.parse_postfix(self.parse_atom()))
@@ -523,6 +560,17 @@ class _GrammarParser:
             return Empty() if text == "" else Literal(text=text)
         if token.kind == "regex":
             return self.make_regex(token)
+        if token.kind == "bytes_string":
+            text = token.value
+            assert isinstance(text, str)
+            if any(ord(c) > 0xFF for c in text):
+                raise self.error(
+                    "a byte string holds bytes: use \\xNN escapes, not characters above U+00FF",
+                    token.start,
+                )
+            return Empty() if text == "" else Bytes(data=text.encode("latin-1"))
+        if token.kind == "bytes_regex":
+            return self.make_byte_regex(token)
         if token.kind == "op":  # "("
             inner = self.parse_expr()
             self.scanner.expect(")")
@@ -594,6 +642,17 @@ class _GrammarParser:
             raise self.error(f"invalid regex: {error.message}", where) from None
         except GrammarError as error:
             raise self.error(f"invalid regex: {error.message}", token.start) from None
+
+    def make_byte_regex(self, token: _Token) -> Expr:
+        """``b/.../``: the regex read over bytes, so ``[\\x80-\\xff]`` and ``.`` match single
+        bytes (not UTF-8 encoded characters)."""
+        if "i" in token.value[1]:  # type: ignore[index]
+            raise self.error("byte regexes do not take the 'i' flag", token.start)
+        text_regex = self.make_regex(token)
+        try:
+            return _as_bytes(text_regex)
+        except ValueError as error:
+            raise self.error(f"invalid byte regex: {error}", token.start) from None
 
     # -- finite automata ------------------------------------------------------------------
     def parse_automaton(self, owner: str, kind: str) -> Expr:
@@ -679,48 +738,14 @@ class _GrammarParser:
     def eliminate_states(
         self, start: str, accepting: set[str], edges: list[tuple[str, str, Expr]], where: int
     ) -> Expr:
-        # Generalised automaton: one expression per (source, target), a fresh initial and
-        # final state; removing states one by one leaves the language on initial -> final.
-        initial, final = object(), object()
-        table: dict[tuple[object, object], Expr] = {}
-
-        def add(source: object, target: object, label: Expr) -> None:
-            known = table.get((source, target))
-            table[(source, target)] = label if known is None else flat_choice([known, label])
-
-        add(initial, start, Empty())
-        for accept_state in accepting:
-            add(accept_state, final, Empty())
-        for source, target, label in edges:
-            add(source, target, label)
-        middle = {s for pair in table for s in pair} - {initial, final}
-        while middle:
-            # Fewest paths through first: it keeps the expression smallest.
-            def cost(state: object) -> int:
-                ins = sum(1 for (s, t) in table if t == state and s != state)
-                outs = sum(1 for (s, t) in table if s == state and t != state)
-                return ins * outs
-
-            state = min(middle, key=lambda s: (cost(s), str(s)))
-            middle.discard(state)
-            loop = table.pop((state, state), None)
-            ins = [(s, e) for (s, t), e in table.items() if t == state]
-            outs = [(t, e) for (s, t), e in table.items() if s == state]
-            for s, _ in ins:
-                del table[(s, state)]
-            for t, _ in outs:
-                del table[(state, t)]
-            star = [Repeat(item=loop, min=0, max=None)] if loop is not None else []
-            for before, into in ins:
-                for after, out in outs:
-                    add(before, after, merged_seq([into, *star, out]))
-            if sum(_size(e) for e in table.values()) > MAX_FA_EXPRESSION_NODES:
-                raise self.error(
-                    "the terminal's automaton is too large to turn into one regular expression "
-                    "(declare it with 'nt' instead)",
-                    where,
-                )
-        return table.get((initial, final), CharClass(ranges=()))
+        expression = _eliminate_states(start, accepting, edges)
+        if expression is None:
+            raise self.error(
+                "the terminal's automaton is too large to turn into one regular expression "
+                "(declare it with 'nt' instead)",
+                where,
+            )
+        return expression
 
     # -- the whole scope ------------------------------------------------------------------
     def finish(self, end_offset: int) -> GrammarIR:
@@ -739,6 +764,7 @@ class _GrammarParser:
                 )
             raise self.error(f"start symbol '{start_name}' is not defined", start_offset)
         rules: list[Rule] = []
+        rules.extend(self.set_operation_rules())
         for definition in self.definitions.values():
             for name, offset in definition.refs:
                 self.check_reference(name, offset, definition.kind)
@@ -771,6 +797,45 @@ class _GrammarParser:
             options=GrammarOptions(allow_initial_skip=True),
             subgrammars=tuple(subgrammars),
         ).verify()
+
+    def set_operation_rules(self) -> list[Rule]:
+        """One terminal per ``&`` / ``-``: the product automaton of its operands, written
+        back as a regular expression."""
+        from gramkiln.ir.automata import build_dfa
+
+        from gramkiln.errors import CompileError
+
+        terminals: dict[str, Expr] = {
+            d.name: flat_choice(d.bodies) for d in self.definitions.values() if d.kind == "t"
+        }
+        rules: list[Rule] = []
+        for name, operator, left, right, offset in self.set_operations:
+            for operand in (left, right):
+                for ref in _ref_names(operand):
+                    kind = self.kinds.get(ref, ("",))[0]
+                    if kind != "t":
+                        what = "undefined symbol" if not kind else _kind_words(kind)
+                        raise self.error(
+                            f"the operands of '{operator}' must be regular (strings, regexes and "
+                            f"terminals), not {what} '{ref}'",
+                            offset,
+                        )
+            try:
+                automata = [
+                    build_dfa(operand, terminals, max_states=4096) for operand in (left, right)
+                ]
+            except CompileError as error:
+                raise self.error(f"'{operator}': {error}", offset) from None
+            table, accepting = _product(automata[0], automata[1], operator)
+            body = _dfa_expression(table, accepting)
+            if body is None:
+                raise self.error(
+                    f"the result of '{operator}' is too large to write as one regular expression",
+                    offset,
+                )
+            terminals[name] = body
+            rules.append(Rule(name=name, body=body, terminal=True))
+        return rules
 
     def check_reference(self, name: str, offset: int, context: str) -> None:
         known = self.kinds.get(name)
@@ -950,3 +1015,169 @@ def _grammar_value(name: str, value: object) -> GrammarIR:
             f"({', '.join(sorted(unbound))}); bind them first"
         )
     return ir
+
+
+# ---------------------------------------------------------------------------------------------
+# automata back to expressions
+
+
+def _eliminate_states(
+    start: object,
+    accepting: AbstractSet[object],
+    edges: Sequence[tuple[object, object, Expr]],
+) -> Expr | None:
+    """The language of an automaton with expression-labelled edges, as one expression
+    (state elimination); None when the expression would pass MAX_FA_EXPRESSION_NODES."""
+    # A fresh initial and final state; removing the others one by one leaves the language
+    # on the initial -> final edge.
+    initial, final = object(), object()
+    table: dict[tuple[object, object], Expr] = {}
+
+    def add(source: object, target: object, label: Expr) -> None:
+        known = table.get((source, target))
+        table[(source, target)] = label if known is None else flat_choice([known, label])
+
+    add(initial, start, Empty())
+    for accept_state in accepting:
+        add(accept_state, final, Empty())
+    for source, target, label in edges:
+        add(source, target, label)
+    middle = {s for pair in table for s in pair} - {initial, final}
+    while middle:
+        # Fewest paths through first: it keeps the expression smallest.
+        def cost(state: object) -> int:
+            ins = sum(1 for (s, t) in table if t == state and s != state)
+            outs = sum(1 for (s, t) in table if s == state and t != state)
+            return ins * outs
+
+        state = min(middle, key=lambda s: (cost(s), str(s)))
+        middle.discard(state)
+        loop = table.pop((state, state), None)
+        ins = [(s, e) for (s, t), e in table.items() if t == state]
+        outs = [(t, e) for (s, t), e in table.items() if s == state]
+        for s, _ in ins:
+            del table[(s, state)]
+        for t, _ in outs:
+            del table[(state, t)]
+        star = [Repeat(item=loop, min=0, max=None)] if loop is not None else []
+        for before, into in ins:
+            for after, out in outs:
+                add(before, after, merged_seq([into, *star, out]))
+        if sum(_size(e) for e in table.values()) > MAX_FA_EXPRESSION_NODES:
+            return None
+    return table.get((initial, final), CharClass(ranges=()))
+
+
+def _product(left: object, right: object, operator: str) -> tuple[list[dict[int, int]], list[bool]]:
+    """The trimmed product of two byte DFAs: both accept (``&``) or the left only (``-``).
+
+    Returns per state its transitions (byte -> state) and whether it accepts."""
+    from gramkiln.ir.automata import ByteDFA
+
+    assert isinstance(left, ByteDFA) and isinstance(right, ByteDFA)
+    dead = -1
+    intersect = operator == "&"
+    left_rows = left.table.tolist() if left.num_states else []
+    right_rows = right.table.tolist() if right.num_states else []
+    numbers: dict[tuple[int, int], int] = {}
+    pairs: list[tuple[int, int]] = []
+    transitions: list[dict[int, int]] = []
+    if left.is_empty or (intersect and right.is_empty):
+        return [], []
+    first = (left.start, right.start)
+    numbers[first] = 0
+    pairs.append(first)
+    index = 0
+    while index < len(pairs):
+        a, b = pairs[index]
+        row: dict[int, int] = {}
+        for byte in range(256):
+            next_a = left_rows[a][byte]
+            if next_a == dead:
+                continue
+            next_b = right_rows[b][byte] if b != dead else dead
+            if intersect and next_b == dead:
+                continue
+            pair = (next_a, next_b)
+            number = numbers.get(pair)
+            if number is None:
+                number = numbers[pair] = len(pairs)
+                pairs.append(pair)
+            row[byte] = number
+        transitions.append(row)
+        index += 1
+    accepting = []
+    for a, b in pairs:
+        in_right = b != dead and right.accepting[b]
+        accepting.append(left.accepting[a] and (in_right if intersect else not in_right))
+    # Trim: keep the states from which an accepting state can be reached.
+    alive = [bool(flag) for flag in accepting]
+    changed = True
+    while changed:
+        changed = False
+        for state, row in enumerate(transitions):
+            if not alive[state] and any(alive[target] for target in row.values()):
+                alive[state] = changed = True
+    trimmed = [
+        {byte: target for byte, target in row.items() if alive[target]} if alive[state] else {}
+        for state, row in enumerate(transitions)
+    ]
+    if not alive[0]:
+        return [], []
+    return trimmed, [bool(flag) and alive[state] for state, flag in enumerate(accepting)]
+
+
+def _dfa_expression(transitions: list[dict[int, int]], accepting: list[bool]) -> Expr | None:
+    """A byte DFA (state 0 the start) as an expression; None past the size bound."""
+    if not transitions:
+        return CharClass(ranges=())
+    edges: list[tuple[object, object, Expr]] = []
+    for state, row in enumerate(transitions):
+        by_target: dict[int, list[int]] = {}
+        for byte, target in row.items():
+            by_target.setdefault(target, []).append(byte)
+        for target, byte_values in by_target.items():
+            edges.append((state, target, _byte_set(byte_values)))
+    return _eliminate_states(0, {s for s, flag in enumerate(accepting) if flag}, edges)
+
+
+def _byte_set(values: list[int]) -> Expr:
+    """Single bytes: ASCII ones as a character class, the others as raw bytes."""
+    ascii_ranges: list[tuple[int, int]] = []
+    for value in sorted(v for v in values if v < 0x80):
+        if ascii_ranges and ascii_ranges[-1][1] == value - 1:
+            ascii_ranges[-1] = (ascii_ranges[-1][0], value)
+        else:
+            ascii_ranges.append((value, value))
+    parts: list[Expr] = []
+    if ascii_ranges:
+        parts.append(CharClass(ranges=tuple(ascii_ranges)))
+    parts.extend(Bytes(data=bytes([v])) for v in sorted(v for v in values if v >= 0x80))
+    return flat_choice(parts)
+
+
+def _as_bytes(expr: Expr) -> Expr:
+    """A text regex's expression read over bytes: every character stands for one byte."""
+    from gramkiln.passes._common import map_expr
+
+    def rewrite(node: Expr) -> Expr:
+        if isinstance(node, CharClass):
+            members: set[int] = set()
+            for low, high in node.ranges:
+                members.update(range(min(low, 256), min(high, 255) + 1))
+            if node.negated:
+                members = set(range(256)) - members
+            return _byte_set(sorted(members)) if members else CharClass(ranges=())
+        if isinstance(node, Literal):
+            if any(ord(c) > 0xFF for c in node.text):
+                raise ValueError("characters above U+00FF are not bytes (use \\xNN)")
+            return Bytes(data=node.text.encode("latin-1"))
+        return node
+
+    return map_expr(expr, rewrite)
+
+
+def _ref_names(expr: Expr) -> list[str]:
+    from gramkiln.ir.grammar import walk
+
+    return [node.name for node in walk(expr) if isinstance(node, Ref)]

@@ -583,3 +583,55 @@ def test_error_fragments(source: str, fragment: str) -> None:
 def test_source_must_be_text() -> None:
     with pytest.raises(GrammarError, match="must be a str"):
         Grammar.from_glrm(b"glrm 1;")  # type: ignore[arg-type]
+
+
+# -- GLRMask's byte literals and set operations ---------------------------------------------------
+
+
+def test_byte_strings_and_byte_regexes_match_raw_bytes() -> None:
+    # As GLRMask 0.5.0: b"\xff" is the byte 0xFF, not U+00FF in UTF-8; b/./s is any byte.
+    grammar = Grammar.from_glrm(r'glrm 1; start a; nt a = b"\xff" b/[\x80-\xbf]+/ b/./s;')
+    compiled = grammar.compile()
+    for data, expected in [
+        (b"\xff\x80\n", True),
+        (b"\xff\xbf\xbf\xff", True),
+        (b"\xc3\xbf\x80\n", False),
+        (b"\xff\n", False),
+    ]:
+        assert grammar.accepts(data) == expected, data
+        matcher = compiled.matcher()
+        ok = all(matcher.accept_token(byte) for byte in data) and matcher.is_accepting()
+        assert ok == expected, data
+
+
+@pytest.mark.parametrize(
+    ("source", "accepted", "rejected"),
+    [
+        # Identifiers minus keywords, the usual use (checked against GLRMask 0.5.0).
+        (
+            'glrm 1; start a; t ID = /[a-zA-Z_][a-zA-Z0-9_]*/ - KW; t KW = "if" | "while";'
+            " nt a = ID;",
+            ["iffy", "i", "_w", "whil"],
+            ["if", "while", "9a"],
+        ),
+        ("glrm 1; start a; t A = /[a-z]+/ & /.*x.*/; nt a = A;", ["abx", "x"], ["ab", "aXb"]),
+        ('glrm 1; start a; nt a = ("x" | "y") - "x";', ["y"], ["x"]),
+        # '-' binds looser than a sequence, '&' tighter than '|'.
+        ('glrm 1; start a; t A = "a" "b" - "ab" | "c"; nt a = A;', ["c"], ["ab", "a"]),
+        ('glrm 1; start a; t A = "a" | "b" & "b"; nt a = A;', ["a", "b"], ["ab"]),
+        ("glrm 1; start a; t A = /[^x]+/ - /.*é.*/; nt a = A;", ["abc", "ü"], ["aéb", "x"]),
+        # The right operand is the whole sequence "if" "!".
+        ('glrm 1; start a; nt a = /[a-z]+/ - "if" "!";', ["iff", "if"], ["if!", "a!"]),
+    ],
+)
+def test_intersection_and_difference(source: str, accepted: list[str], rejected: list[str]) -> None:
+    check(source, accepted, rejected)
+
+
+def test_set_operations_take_regular_operands_only() -> None:
+    with pytest.raises(GrammarError, match="operands of '-' must be regular"):
+        Grammar.from_glrm('glrm 1; start a; nt a = b - "x"; nt b = "y";')
+    with pytest.raises(GrammarError, match="not characters above"):
+        Grammar.from_glrm('glrm 1; start a; nt a = b"\\u0100";')
+    with pytest.raises(GrammarError, match="do not take the 'i' flag"):
+        Grammar.from_glrm("glrm 1; start a; nt a = b/x/i;")
