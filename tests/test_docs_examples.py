@@ -50,8 +50,17 @@ def test_json_schema_guide_example_runs() -> None:
     assert namespace["ir"] is not None
 
 
+def test_glrm_guide_examples_run() -> None:
+    # Both blocks are whole programs (the seed's value grammar; binding and linking).
+    blocks = python_blocks("docs/glrm.md")
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(compile(block, "docs/glrm.md", "exec"), {})
+
+
 @pytest.mark.parametrize(
-    "relative", ["README.md", "docs/user-guide.md", "docs/json-schema.md", "docs/vocab.md"]
+    "relative",
+    ["README.md", "docs/user-guide.md", "docs/json-schema.md", "docs/vocab.md", "docs/glrm.md"],
 )
 def test_documented_examples_compile(relative: str) -> None:
     # Every block is valid Python, the illustrative ones (placeholders like `logits`) too.
