@@ -88,6 +88,25 @@ def test_check_other_formats(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     ir_text = tmp_path / "g.gkir"
     ir_text.write_text('%ir 1\n%start start\nrule start = "a" "b"*\n', encoding="utf-8")
     assert run(capsys, "check", ir_text, "--text", "abbb")[0] == 0
+    glrm = tmp_path / "value.glrm"
+    glrm.write_text(
+        'glrm 1;\nstart value;\nt NUMBER = /[0-9]+/;\nnt value = NUMBER | "null";\n',
+        encoding="utf-8",
+    )
+    assert run(capsys, "check", glrm, "--text", "42")[0] == 0
+    assert run(capsys, "check", glrm, "--text", "nul")[0] == 1
+
+
+def test_glrm_with_an_unbound_extern_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    parent = tmp_path / "parent.glrm"
+    parent.write_text(
+        'glrm 1; start doc; extern grammar payload; nt doc = "<" payload ">";', encoding="utf-8"
+    )
+    code, out, err = run(capsys, "compile", parent, "-o", tmp_path / "parent.gkc")
+    assert code == 2 and out == ""
+    assert "extern grammar payload not bound" in err
 
 
 @pytest.mark.parametrize(

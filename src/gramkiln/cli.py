@@ -27,12 +27,13 @@ FORMATS_BY_SUFFIX = {
     ".ebnf": "ebnf",
     ".gbnf": "ebnf",
     ".json": "json",
+    ".glrm": "glrm",
     ".regex": "regex",
     ".re": "regex",
     ".gkir": "ir",
     ".ir": "ir",
 }
-FORMATS = ("lark", "ebnf", "json", "regex", "ir")
+FORMATS = ("lark", "ebnf", "json", "glrm", "regex", "ir")
 
 
 class CliError(Exception):
@@ -109,7 +110,10 @@ def _parser() -> argparse.ArgumentParser:
         "(one <name>.gkc each; a failing grammar is reported and the others still compile).",
     )
     compile_cmd.add_argument(
-        "grammar", type=Path, nargs="+", help="grammar file(s) (.lark .ebnf .gbnf .json .regex)"
+        "grammar",
+        type=Path,
+        nargs="+",
+        help="grammar file(s) (.lark .ebnf .gbnf .json .glrm .regex)",
     )
     compile_cmd.add_argument(
         "--format", choices=FORMATS, help="grammar language (default: from the file extension)"
@@ -135,7 +139,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _grammar_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("grammar", type=Path, help="grammar file (.lark .ebnf .gbnf .json .regex)")
+    parser.add_argument(
+        "grammar", type=Path, help="grammar file (.lark .ebnf .gbnf .json .glrm .regex)"
+    )
     parser.add_argument(
         "--format", choices=FORMATS, help="grammar language (default: from the file extension)"
     )
@@ -410,6 +416,8 @@ def load_grammar(path: Path, language: str | None = None) -> Any:
             return Grammar.from_ebnf(source)
         if language == "json":
             return Grammar.from_json_schema(source)
+        if language == "glrm":
+            return Grammar.from_glrm(source)
         if language == "regex":
             # A regex file holds one pattern; the final newline editors add is not part of it.
             return Grammar.from_regex(source[:-1] if source.endswith("\n") else source)
