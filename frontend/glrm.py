@@ -763,11 +763,14 @@ class _GrammarParser:
                     start_offset,
                 )
             raise self.error(f"start symbol '{start_name}' is not defined", start_offset)
-        rules: list[Rule] = []
-        rules.extend(self.set_operation_rules())
         for definition in self.definitions.values():
             for name, offset in definition.refs:
                 self.check_reference(name, offset, definition.kind)
+        for name, offset in self.ignore_refs:
+            self.check_reference(name, offset, "ignore")
+        self.check_terminal_cycles()
+        rules: list[Rule] = self.set_operation_rules()
+        for definition in self.definitions.values():
             body = flat_choice(definition.bodies)
             rules.append(
                 Rule(
@@ -776,8 +779,6 @@ class _GrammarParser:
                     terminal=definition.kind == "t",
                 )
             )
-        for name, offset in self.ignore_refs:
-            self.check_reference(name, offset, "ignore")
         for rule in self.helper_rules:
             rules.append(rule.model_copy(update={"body": self.resolve(rule.body)}))
         subgrammars = [
@@ -789,7 +790,6 @@ class _GrammarParser:
             for name, kind in self.externs.items()
             if kind == "grammar"
         ]
-        self.check_terminal_cycles()
         return GrammarIR(
             start=start_name,
             rules=tuple(rules),
@@ -808,8 +808,27 @@ class _GrammarParser:
         terminals: dict[str, Expr] = {
             d.name: flat_choice(d.bodies) for d in self.definitions.values() if d.kind == "t"
         }
-        rules: list[Rule] = []
-        for name, operator, left, right, offset in self.set_operations:
+        operations = {entry[0]: entry for entry in self.set_operations}
+        computed: dict[str, Rule] = {}
+
+        def needed_operations(expr: Expr, seen: set[str]) -> list[str]:
+            # Operations this operand reaches, through terminals declared anywhere in the
+            # grammar (a terminal may use an operation written after it).
+            found: list[str] = []
+            for ref in _ref_names(expr):
+                if ref in seen:
+                    continue
+                seen.add(ref)
+                if ref in operations:
+                    found.append(ref)
+                elif ref in terminals:
+                    found.extend(needed_operations(terminals[ref], seen))
+            return found
+
+        def compute(name: str) -> None:
+            if name in computed:
+                return
+            _, operator, left, right, offset = operations[name]
             for operand in (left, right):
                 for ref in _ref_names(operand):
                     kind = self.kinds.get(ref, ("",))[0]
@@ -820,6 +839,9 @@ class _GrammarParser:
                             f"terminals), not {what} '{ref}'",
                             offset,
                         )
+                # Terminal cycles were refused before, so this recursion ends.
+                for inner in needed_operations(operand, set()):
+                    compute(inner)
             try:
                 automata = [
                     build_dfa(operand, terminals, max_states=4096) for operand in (left, right)
@@ -834,8 +856,11 @@ class _GrammarParser:
                     offset,
                 )
             terminals[name] = body
-            rules.append(Rule(name=name, body=body, terminal=True))
-        return rules
+            computed[name] = Rule(name=name, body=body, terminal=True)
+
+        for name in operations:
+            compute(name)
+        return [computed[name] for name in operations]
 
     def check_reference(self, name: str, offset: int, context: str) -> None:
         known = self.kinds.get(name)

@@ -628,6 +628,16 @@ def test_intersection_and_difference(source: str, accepted: list[str], rejected:
     check(source, accepted, rejected)
 
 
+def test_set_operations_may_use_terminals_declared_later() -> None:
+    check(
+        'glrm 1; start a; t ID = /[a-z]+/ - KW; t KW = "if" | ("in" & /i./); nt a = ID;',
+        accepted=["int", "i", "iff"],
+        rejected=["if", "in"],
+    )
+    with pytest.raises(GrammarError, match="terminal 'A' is defined in terms of itself"):
+        Grammar.from_glrm('glrm 1; start a; t A = /x+/ - B; t B = A "y"; nt a = A;')
+
+
 def test_set_operations_take_regular_operands_only() -> None:
     with pytest.raises(GrammarError, match="operands of '-' must be regular"):
         Grammar.from_glrm('glrm 1; start a; nt a = b - "x"; nt b = "y";')
@@ -635,3 +645,103 @@ def test_set_operations_take_regular_operands_only() -> None:
         Grammar.from_glrm('glrm 1; start a; nt a = b"\\u0100";')
     with pytest.raises(GrammarError, match="do not take the 'i' flag"):
         Grammar.from_glrm("glrm 1; start a; nt a = b/x/i;")
+
+
+# -- robustness: any input is a grammar or a located GrammarError -----------------------------
+
+ROBUSTNESS_CORPUS = [
+    SEED_VALUE,
+    SEED_TOOL_CALL,
+    SEED_FA,
+    PARENT,
+    'glrm 1; start a; g inner = { start v; t W = / /; ignore W; nt v = "n" "l"; }; nt a = inner;',
+    'glrm 1; start a; t ID = /[a-z]+/ - KW; t KW = "if" & /i./; nt a = ID b"\\xff" b/./s;',
+    'glrm 1; start a; nt a = fa { start s; accept e; s -> e: "a"{2,3}; e -> s: eps; };',
+]
+GLRM_FRAGMENTS = [
+    "glrm 1;",
+    "start a;",
+    "t ",
+    "nt ",
+    "a",
+    "A",
+    " = ",
+    ";",
+    '"x"',
+    "'y'",
+    "/[a-z]+/",
+    'b"\\xff"',
+    "b/./s",
+    "|",
+    "&",
+    "-",
+    "(",
+    ")",
+    "*",
+    "+",
+    "?",
+    "{2,3}",
+    "{",
+    "}",
+    "eps",
+    "fa",
+    "->",
+    ":",
+    "accept",
+    "edge",
+    "g",
+    "grammar",
+    "extern",
+    "token",
+    "ignore",
+    "//c\n",
+    "/*",
+    "*/",
+    "\\",
+    "😀",
+    "\n",
+    ",",
+    "0",
+    "99999999999",
+]
+
+
+def parse_or_glrm_error(source: str) -> None:
+    """The contract for any input: a verified grammar or a located GrammarError."""
+    try:
+        grammar = Grammar.from_glrm(source)
+    except GrammarError as error:
+        assert error.message
+        if error.line is not None:
+            assert error.line >= 1 and error.column is not None and error.column >= 1
+        return
+    grammar.ir.verify()
+
+
+@pytest.mark.parametrize("source", ROBUSTNESS_CORPUS)
+def test_robustness_corpus_is_valid(source: str) -> None:
+    Grammar.from_glrm(source).ir.verify()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(GLRM_FRAGMENTS), max_size=25))
+def test_fragment_soup_never_crashes(fragments: list[str]) -> None:
+    parse_or_glrm_error("".join(fragments))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(ROBUSTNESS_CORPUS),
+    st.integers(min_value=0, max_value=200),
+    st.integers(min_value=0, max_value=3),
+    st.text(alphabet="\"'/\\()[]{}|&-:;=*+?,.b ie\n", max_size=3),
+)
+def test_mutated_grammars_never_crash(source: str, at: int, delete: int, insert: str) -> None:
+    at = min(at, len(source))
+    parse_or_glrm_error(source[:at] + insert + source[at + delete :])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40))
+def test_arbitrary_text_never_crashes(source: str) -> None:
+    parse_or_glrm_error(source)
