@@ -212,6 +212,7 @@ _ASCII_SETS: dict[str, str] = {
     "s": " \t\n\r\f\v",
 }
 _CLASS_BODY: dict[str, str] = {"d": "0-9", "w": "0-9a-zA-Z_", "s": r" \t\n\r\f\v"}
+_LINE_BREAKS = {"\n": "\\n", "\r": "\\r"}
 
 
 def _class_char(ch: str) -> str:
@@ -273,6 +274,8 @@ def _rewrite_class(items: list[str], negated: bool, flags: str) -> str:
                 negatives.append(letter.lower())
         elif item == "/":
             rest.append("\\/")
+        elif item in _LINE_BREAKS:
+            rest.append(_LINE_BREAKS[item])
         else:
             rest.append(item)
     body = "".join(positives) + "".join(rest)
@@ -329,7 +332,8 @@ def regex_to_lark(regex: str, use_ascii: str = "d") -> str:
             out.append("\\/")
             i += 1
         else:
-            out.append(ch)
+            # A raw line break would end the Lark literal; its escape means the same.
+            out.append(_LINE_BREAKS.get(ch, ch))
             i += 1
     return "".join(out)
 
@@ -389,6 +393,9 @@ class _Shared:
         return self.text_ids, self.prefixes
 
 
+_FILE_SUFFIXES = frozenset({".json", ".tiktoken", ".vocab", ".model"})
+
+
 def _resolve_tokenizer(
     source: Any, eos_token: int | None
 ) -> tuple[Vocab, Callable[[str], list[int]] | None, int | None]:
@@ -405,6 +412,9 @@ def _resolve_tokenizer(
             return load_vocab(spec), None, None
         if spec == "byte" or spec in PACKAGED_VOCABULARIES:
             return load_vocab(spec), None, None
+        if path.suffix.lower() in _FILE_SUFFIXES or spec.startswith(("/", ".", "~")):
+            # Clearly a path: asking the hub for it would only add a slow, confusing failure.
+            raise ValueError(f"tokenizer {spec!r} is not a file")
         try:
             import tokenizers
 
@@ -1007,8 +1017,6 @@ def _compile_entry(grammar: Any, vocab: Vocab | None, eos: int | None) -> _Entry
             compiled = None
             if vocab is not None:
                 compiled = built.compile(vocab, end_tokens=[eos] if eos is not None else [])
-        except TypeError:
-            raise
         except (Exception, RecursionError) as exc:  # noqa: BLE001 - reported, never raised
             return _Entry(None, _error_text(exc), [str(w.message) for w in caught])
     return _Entry(compiled, "", [str(w.message) for w in caught])
