@@ -942,10 +942,9 @@ def _json_schema_grammar(schema: Any) -> Grammar:
     return Grammar.from_json_schema(schema, _json_options(options))
 
 
-_ENTRY_KEYS = frozenset({"name", "lark_grammar", "json_schema"})
+_ENTRY_KEYS = frozenset({"name", "lark_grammar", "json_schema", "allow_initial_skip"})
 # llguidance grammar options that gramkiln can honour only at their default value.
 _ENTRY_DEFAULTS: dict[str, Any] = {
-    "allow_initial_skip": False,
     "no_forcing": False,
     "allow_invalid_utf8": False,
     "max_tokens": None,
@@ -981,6 +980,14 @@ def _build_grammar(grammar: Any, vocab: Vocab | None) -> Grammar:
         _check_defaults(f"grammars[{index}]", entry, _ENTRY_KEYS)
         lark = entry.get("lark_grammar")
         schema = entry.get("json_schema")
+        initial_skip = entry.get("allow_initial_skip", False)
+        if not isinstance(initial_skip, bool):
+            raise _SpecError(f"grammars[{index}]: allow_initial_skip must be true or false")
+        if initial_skip and lark is None:
+            raise _SpecError(
+                f"grammars[{index}]: allow_initial_skip applies to lark_grammar entries "
+                "(a JSON Schema's whitespace comes from its options)"
+            )
         if (lark is None) == (schema is None):
             raise _SpecError(
                 f"grammars[{index}] must have exactly one of lark_grammar and json_schema"
@@ -992,13 +999,28 @@ def _build_grammar(grammar: Any, vocab: Vocab | None) -> Grammar:
             raise _SpecError(f"grammars[{index}] needs a name (the first grammar uses it as @name)")
         if name in named:
             raise _SpecError(f"grammar name {name!r} is used twice")
-        named[name] = lark if lark is not None else _json_schema_grammar(schema)
+        if lark is not None:
+            named[name] = _with_initial_skip(Grammar.from_lark(lark), initial_skip)
+        else:
+            named[name] = _json_schema_grammar(schema)
     top = entries[0]
     if top.get("lark_grammar") is not None:
         if not isinstance(top["lark_grammar"], str):
             raise _SpecError("lark_grammar must be a string")
-        return Grammar.from_lark(top["lark_grammar"], named_grammars=named or None, vocab=vocab)
+        return _with_initial_skip(
+            Grammar.from_lark(top["lark_grammar"], named_grammars=named or None, vocab=vocab),
+            bool(top.get("allow_initial_skip", False)),
+        )
     return _json_schema_grammar(top["json_schema"])
+
+
+def _with_initial_skip(grammar: Grammar, initial_skip: bool) -> Grammar:
+    """llguidance's ``allow_initial_skip`` entry option: ignored text may precede the first
+    lexeme (the IR option the Lark dialect sets with ``%llguidance``)."""
+    if not initial_skip or grammar.ir.options.allow_initial_skip:
+        return grammar
+    options = grammar.ir.options.model_copy(update={"allow_initial_skip": True})
+    return Grammar(grammar.ir.model_copy(update={"options": options}))
 
 
 def _error_text(exc: BaseException) -> str:

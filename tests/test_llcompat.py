@@ -568,6 +568,19 @@ def test_grammar_list_with_named_grammars(byte_tok: LLTokenizer) -> None:
     assert LLMatcher.validate_grammar_with_warnings(spec, byte_tok) == (False, [])
 
 
+def test_allow_initial_skip_on_a_lark_entry(byte_tok: LLTokenizer) -> None:
+    lark = '%ignore " "\nstart: "a" "b"'
+    plain = {"grammars": [{"lark_grammar": lark}]}
+    skipping = {"grammars": [{"lark_grammar": lark, "allow_initial_skip": True}]}
+    assert accepts_text(byte_tok, plain, "a b") and not accepts_text(byte_tok, plain, " ab")
+    assert accepts_text(byte_tok, skipping, " ab") and accepts_text(byte_tok, skipping, "a b")
+    on_json = {"grammars": [{"json_schema": {"type": "integer"}, "allow_initial_skip": True}]}
+    matcher = LLMatcher(byte_tok, on_json, log_level=0)
+    assert matcher.is_error() and "allow_initial_skip applies to lark_grammar" in (
+        matcher.get_error()
+    )
+
+
 def test_grammar_from_regex_and_lark(byte_tok: LLTokenizer) -> None:
     grammar = LLMatcher.grammar_from_regex(r"[a-c]+/\d")
     assert json.loads(grammar)["grammars"][0]["lark_grammar"] == r"start: /[a-c]+\/\d/"
