@@ -21,16 +21,14 @@ GLRMask (the IR option ``allow_initial_skip``). Externs are left as placeholders
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
+from gramkiln.frontend._regular_ops import byte_set, compute_operations, eliminate_states
 from gramkiln.frontend.regex import MAX_REPEAT
 from gramkiln.ir import (
     Bytes,
     CharClass,
-    Choice,
     Embed,
     Empty,
     Expr,
@@ -52,7 +50,6 @@ SUPPORTED_VERSION = 1
 # Bounds a malicious or generated source cannot pass: deep nesting would exhaust the stack,
 # and a finite automaton's state elimination can grow its expression exponentially.
 MAX_NESTING = 200
-MAX_FA_EXPRESSION_NODES = 20_000
 
 # Names of the IR subgrammars that stand for GLRM subgrammars; GLRM names have no dots, so
 # these never collide with a user's name.
@@ -738,7 +735,7 @@ class _GrammarParser:
     def eliminate_states(
         self, start: str, accepting: set[str], edges: list[tuple[str, str, Expr]], where: int
     ) -> Expr:
-        expression = _eliminate_states(start, accepting, edges)
+        expression = eliminate_states(start, accepting, edges)
         if expression is None:
             raise self.error(
                 "the terminal's automaton is too large to turn into one regular expression "
@@ -801,34 +798,7 @@ class _GrammarParser:
     def set_operation_rules(self) -> list[Rule]:
         """One terminal per ``&`` / ``-``: the product automaton of its operands, written
         back as a regular expression."""
-        from gramkiln.ir.automata import build_dfa
-
-        from gramkiln.errors import CompileError
-
-        terminals: dict[str, Expr] = {
-            d.name: flat_choice(d.bodies) for d in self.definitions.values() if d.kind == "t"
-        }
-        operations = {entry[0]: entry for entry in self.set_operations}
-        computed: dict[str, Rule] = {}
-
-        def needed_operations(expr: Expr, seen: set[str]) -> list[str]:
-            # Operations this operand reaches, through terminals declared anywhere in the
-            # grammar (a terminal may use an operation written after it).
-            found: list[str] = []
-            for ref in _ref_names(expr):
-                if ref in seen:
-                    continue
-                seen.add(ref)
-                if ref in operations:
-                    found.append(ref)
-                elif ref in terminals:
-                    found.extend(needed_operations(terminals[ref], seen))
-            return found
-
-        def compute(name: str) -> None:
-            if name in computed:
-                return
-            _, operator, left, right, offset = operations[name]
+        for _, operator, left, right, offset in self.set_operations:
             for operand in (left, right):
                 for ref in _ref_names(operand):
                     kind = self.kinds.get(ref, ("",))[0]
@@ -839,28 +809,14 @@ class _GrammarParser:
                             f"terminals), not {what} '{ref}'",
                             offset,
                         )
-                # Terminal cycles were refused before, so this recursion ends.
-                for inner in needed_operations(operand, set()):
-                    compute(inner)
-            try:
-                automata = [
-                    build_dfa(operand, terminals, max_states=4096) for operand in (left, right)
-                ]
-            except CompileError as error:
-                raise self.error(f"'{operator}': {error}", offset) from None
-            table, accepting = _product(automata[0], automata[1], operator)
-            body = _dfa_expression(table, accepting)
-            if body is None:
-                raise self.error(
-                    f"the result of '{operator}' is too large to write as one regular expression",
-                    offset,
-                )
-            terminals[name] = body
-            computed[name] = Rule(name=name, body=body, terminal=True)
-
-        for name in operations:
-            compute(name)
-        return [computed[name] for name in operations]
+        terminals: dict[str, Expr] = {
+            d.name: flat_choice(d.bodies) for d in self.definitions.values() if d.kind == "t"
+        }
+        operations = {
+            name: (op, left, right, at) for name, op, left, right, at in self.set_operations
+        }
+        bodies = compute_operations(operations, terminals, self.error)
+        return [Rule(name=name, body=body, terminal=True) for name, body in bodies.items()]
 
     def check_reference(self, name: str, offset: int, context: str) -> None:
         known = self.kinds.get(name)
@@ -939,20 +895,6 @@ def _lexeme_seq(items: list[Expr]) -> Expr:
     if not parts:
         return Empty()
     return parts[0] if len(parts) == 1 else Seq(items=tuple(parts))
-
-
-def _size(expr: Expr) -> int:
-    if isinstance(expr, Seq):
-        return 1 + sum(_size(item) for item in expr.items)
-    if isinstance(expr, Choice):
-        return 1 + sum(_size(item) for item in expr.alternatives)
-    if isinstance(expr, Repeat):
-        return 1 + _size(expr.item)
-    return 1
-
-
-# ---------------------------------------------------------------------------------------------
-# binding externs
 
 
 def bind_externs(
@@ -1046,141 +988,6 @@ def _grammar_value(name: str, value: object) -> GrammarIR:
 # automata back to expressions
 
 
-def _eliminate_states(
-    start: object,
-    accepting: AbstractSet[object],
-    edges: Sequence[tuple[object, object, Expr]],
-) -> Expr | None:
-    """The language of an automaton with expression-labelled edges, as one expression
-    (state elimination); None when the expression would pass MAX_FA_EXPRESSION_NODES."""
-    # A fresh initial and final state; removing the others one by one leaves the language
-    # on the initial -> final edge.
-    initial, final = object(), object()
-    table: dict[tuple[object, object], Expr] = {}
-
-    def add(source: object, target: object, label: Expr) -> None:
-        known = table.get((source, target))
-        table[(source, target)] = label if known is None else flat_choice([known, label])
-
-    add(initial, start, Empty())
-    for accept_state in accepting:
-        add(accept_state, final, Empty())
-    for source, target, label in edges:
-        add(source, target, label)
-    middle = {s for pair in table for s in pair} - {initial, final}
-    while middle:
-        # Fewest paths through first: it keeps the expression smallest.
-        def cost(state: object) -> int:
-            ins = sum(1 for (s, t) in table if t == state and s != state)
-            outs = sum(1 for (s, t) in table if s == state and t != state)
-            return ins * outs
-
-        state = min(middle, key=lambda s: (cost(s), str(s)))
-        middle.discard(state)
-        loop = table.pop((state, state), None)
-        ins = [(s, e) for (s, t), e in table.items() if t == state]
-        outs = [(t, e) for (s, t), e in table.items() if s == state]
-        for s, _ in ins:
-            del table[(s, state)]
-        for t, _ in outs:
-            del table[(state, t)]
-        star = [Repeat(item=loop, min=0, max=None)] if loop is not None else []
-        for before, into in ins:
-            for after, out in outs:
-                add(before, after, merged_seq([into, *star, out]))
-        if sum(_size(e) for e in table.values()) > MAX_FA_EXPRESSION_NODES:
-            return None
-    return table.get((initial, final), CharClass(ranges=()))
-
-
-def _product(left: object, right: object, operator: str) -> tuple[list[dict[int, int]], list[bool]]:
-    """The trimmed product of two byte DFAs: both accept (``&``) or the left only (``-``).
-
-    Returns per state its transitions (byte -> state) and whether it accepts."""
-    from gramkiln.ir.automata import ByteDFA
-
-    assert isinstance(left, ByteDFA) and isinstance(right, ByteDFA)
-    dead = -1
-    intersect = operator == "&"
-    left_rows = left.table.tolist() if left.num_states else []
-    right_rows = right.table.tolist() if right.num_states else []
-    numbers: dict[tuple[int, int], int] = {}
-    pairs: list[tuple[int, int]] = []
-    transitions: list[dict[int, int]] = []
-    if left.is_empty or (intersect and right.is_empty):
-        return [], []
-    first = (left.start, right.start)
-    numbers[first] = 0
-    pairs.append(first)
-    index = 0
-    while index < len(pairs):
-        a, b = pairs[index]
-        row: dict[int, int] = {}
-        for byte in range(256):
-            next_a = left_rows[a][byte]
-            if next_a == dead:
-                continue
-            next_b = right_rows[b][byte] if b != dead else dead
-            if intersect and next_b == dead:
-                continue
-            pair = (next_a, next_b)
-            number = numbers.get(pair)
-            if number is None:
-                number = numbers[pair] = len(pairs)
-                pairs.append(pair)
-            row[byte] = number
-        transitions.append(row)
-        index += 1
-    accepting = []
-    for a, b in pairs:
-        in_right = b != dead and right.accepting[b]
-        accepting.append(left.accepting[a] and (in_right if intersect else not in_right))
-    # Trim: keep the states from which an accepting state can be reached.
-    alive = [bool(flag) for flag in accepting]
-    changed = True
-    while changed:
-        changed = False
-        for state, row in enumerate(transitions):
-            if not alive[state] and any(alive[target] for target in row.values()):
-                alive[state] = changed = True
-    trimmed = [
-        {byte: target for byte, target in row.items() if alive[target]} if alive[state] else {}
-        for state, row in enumerate(transitions)
-    ]
-    if not alive[0]:
-        return [], []
-    return trimmed, [bool(flag) and alive[state] for state, flag in enumerate(accepting)]
-
-
-def _dfa_expression(transitions: list[dict[int, int]], accepting: list[bool]) -> Expr | None:
-    """A byte DFA (state 0 the start) as an expression; None past the size bound."""
-    if not transitions:
-        return CharClass(ranges=())
-    edges: list[tuple[object, object, Expr]] = []
-    for state, row in enumerate(transitions):
-        by_target: dict[int, list[int]] = {}
-        for byte, target in row.items():
-            by_target.setdefault(target, []).append(byte)
-        for target, byte_values in by_target.items():
-            edges.append((state, target, _byte_set(byte_values)))
-    return _eliminate_states(0, {s for s, flag in enumerate(accepting) if flag}, edges)
-
-
-def _byte_set(values: list[int]) -> Expr:
-    """Single bytes: ASCII ones as a character class, the others as raw bytes."""
-    ascii_ranges: list[tuple[int, int]] = []
-    for value in sorted(v for v in values if v < 0x80):
-        if ascii_ranges and ascii_ranges[-1][1] == value - 1:
-            ascii_ranges[-1] = (ascii_ranges[-1][0], value)
-        else:
-            ascii_ranges.append((value, value))
-    parts: list[Expr] = []
-    if ascii_ranges:
-        parts.append(CharClass(ranges=tuple(ascii_ranges)))
-    parts.extend(Bytes(data=bytes([v])) for v in sorted(v for v in values if v >= 0x80))
-    return flat_choice(parts)
-
-
 def _as_bytes(expr: Expr) -> Expr:
     """A text regex's expression read over bytes: every character stands for one byte."""
     from gramkiln.passes._common import map_expr
@@ -1192,7 +999,7 @@ def _as_bytes(expr: Expr) -> Expr:
                 members.update(range(min(low, 256), min(high, 255) + 1))
             if node.negated:
                 members = set(range(256)) - members
-            return _byte_set(sorted(members)) if members else CharClass(ranges=())
+            return byte_set(sorted(members)) if members else CharClass(ranges=())
         if isinstance(node, Literal):
             if any(ord(c) > 0xFF for c in node.text):
                 raise ValueError("characters above U+00FF are not bytes (use \\xNN)")

@@ -1,0 +1,254 @@
+"""Regular-language operations the grammar front ends share: intersection, difference and
+complement of terminal expressions, through byte DFAs and back to IR expressions.
+
+GLRM's ``a & b`` / ``a - b`` and llguidance-style Lark terminals (``A & B``, ``~A``) have no
+IR node: the operands' minimal byte DFAs (``ir.automata.build_dfa``) are combined by a
+product construction, trimmed, and written back as one expression by state elimination,
+which is bounded in size (``MAX_EXPRESSION_NODES``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+
+import numpy as np
+from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
+from gramkiln.ir import Bytes, CharClass, Choice, Empty, Expr, Ref, Repeat, Seq
+from gramkiln.ir.automata import ByteDFA, build_dfa
+from gramkiln.ir.grammar import walk
+
+# Past this many nodes an automaton is not written back as one expression: state elimination
+# can grow it exponentially.
+MAX_EXPRESSION_NODES = 20_000
+# The operands' DFAs are built with this state limit (CompileError past it).
+MAX_OPERAND_STATES = 4096
+
+
+def regular_operation(
+    operator: str, left: Expr | None, right: Expr, terminals: Mapping[str, Expr]
+) -> Expr | None:
+    """``left & right`` (intersection), ``left - right`` (difference) or ``~right``
+    (complement over all byte strings, ``left`` None) as one expression.
+
+    ``terminals`` resolves the operands' references. Returns None when the result is too
+    large to write as one expression; raises CompileError when an operand's automaton passes
+    ``MAX_OPERAND_STATES``.
+    """
+    right_dfa = build_dfa(right, terminals, max_states=MAX_OPERAND_STATES)
+    if operator == "~":
+        left_dfa = _all_byte_strings()
+        operator = "-"
+    else:
+        assert left is not None
+        left_dfa = build_dfa(left, terminals, max_states=MAX_OPERAND_STATES)
+    transitions, accepting = _product(left_dfa, right_dfa, operator)
+    return _dfa_expression(transitions, accepting)
+
+
+def compute_operations(
+    operations: Mapping[str, tuple[str, Expr | None, Expr, int]],
+    terminals: Mapping[str, Expr],
+    fail: Callable[[str, int], Exception],
+) -> dict[str, Expr]:
+    """The body of every helper terminal standing for an operation, by its name.
+
+    ``operations`` maps each helper name to (operator, left or None, right, source offset);
+    operands may reference terminals declared anywhere, and those may use other operations,
+    so each operation is computed after the ones it reaches (terminal cycles must have been
+    refused already). ``fail(message, offset)`` builds the front end's located error.
+    """
+    from gramkiln.errors import CompileError
+
+    known = dict(terminals)
+    computed: dict[str, Expr] = {}
+
+    def reached(expr: Expr, seen: set[str]) -> list[str]:
+        found: list[str] = []
+        for node in walk(expr):
+            if not isinstance(node, Ref) or node.name in seen:
+                continue
+            seen.add(node.name)
+            if node.name in operations:
+                found.append(node.name)
+            elif node.name in known:
+                found.extend(reached(known[node.name], seen))
+        return found
+
+    def compute(name: str) -> None:
+        if name in computed:
+            return
+        operator, left, right, offset = operations[name]
+        for operand in (left, right):
+            if operand is not None:
+                for inner in reached(operand, set()):
+                    compute(inner)
+        try:
+            body = regular_operation(operator, left, right, known)
+        except CompileError as error:
+            raise fail(f"'{operator}': {error}", offset) from None
+        if body is None:
+            raise fail(
+                f"the result of '{operator}' is too large to write as one regular expression",
+                offset,
+            )
+        known[name] = computed[name] = body
+
+    for name in operations:
+        compute(name)
+    return {name: computed[name] for name in operations}
+
+
+def eliminate_states(
+    start: object,
+    accepting: AbstractSet[object],
+    edges: Sequence[tuple[object, object, Expr]],
+) -> Expr | None:
+    """The language of an automaton with expression-labelled edges, as one expression
+    (state elimination); None when the expression would pass MAX_EXPRESSION_NODES."""
+
+    # A fresh initial and final state; removing the others one by one leaves the language
+    # on the initial -> final edge.
+    initial, final = object(), object()
+    table: dict[tuple[object, object], Expr] = {}
+
+    def add(source: object, target: object, label: Expr) -> None:
+        known = table.get((source, target))
+        table[(source, target)] = label if known is None else flat_choice([known, label])
+
+    add(initial, start, Empty())
+    for accept_state in accepting:
+        add(accept_state, final, Empty())
+    for source, target, label in edges:
+        add(source, target, label)
+    middle = {s for pair in table for s in pair} - {initial, final}
+    while middle:
+        # Fewest paths through first: it keeps the expression smallest.
+        def cost(state: object) -> int:
+            ins = sum(1 for (s, t) in table if t == state and s != state)
+            outs = sum(1 for (s, t) in table if s == state and t != state)
+            return ins * outs
+
+        state = min(middle, key=lambda s: (cost(s), str(s)))
+        middle.discard(state)
+        loop = table.pop((state, state), None)
+        ins = [(s, e) for (s, t), e in table.items() if t == state]
+        outs = [(t, e) for (s, t), e in table.items() if s == state]
+        for s, _ in ins:
+            del table[(s, state)]
+        for t, _ in outs:
+            del table[(state, t)]
+        star = [Repeat(item=loop, min=0, max=None)] if loop is not None else []
+        for before, into in ins:
+            for after, out in outs:
+                add(before, after, merged_seq([into, *star, out]))
+        if sum(_size(e) for e in table.values()) > MAX_EXPRESSION_NODES:
+            return None
+    return table.get((initial, final), CharClass(ranges=()))
+
+
+def _product(left: object, right: object, operator: str) -> tuple[list[dict[int, int]], list[bool]]:
+    """The trimmed product of two byte DFAs: both accept (``&``) or the left only (``-``).
+
+    Returns per state its transitions (byte -> state) and whether it accepts."""
+    from gramkiln.ir.automata import ByteDFA
+
+    assert isinstance(left, ByteDFA) and isinstance(right, ByteDFA)
+    dead = -1
+    intersect = operator == "&"
+    left_rows = left.table.tolist() if left.num_states else []
+    right_rows = right.table.tolist() if right.num_states else []
+    numbers: dict[tuple[int, int], int] = {}
+    pairs: list[tuple[int, int]] = []
+    transitions: list[dict[int, int]] = []
+    if left.is_empty or (intersect and right.is_empty):
+        return [], []
+    first = (left.start, right.start)
+    numbers[first] = 0
+    pairs.append(first)
+    index = 0
+    while index < len(pairs):
+        a, b = pairs[index]
+        row: dict[int, int] = {}
+        for byte in range(256):
+            next_a = left_rows[a][byte]
+            if next_a == dead:
+                continue
+            next_b = right_rows[b][byte] if b != dead else dead
+            if intersect and next_b == dead:
+                continue
+            pair = (next_a, next_b)
+            number = numbers.get(pair)
+            if number is None:
+                number = numbers[pair] = len(pairs)
+                pairs.append(pair)
+            row[byte] = number
+        transitions.append(row)
+        index += 1
+    accepting = []
+    for a, b in pairs:
+        in_right = b != dead and right.accepting[b]
+        accepting.append(left.accepting[a] and (in_right if intersect else not in_right))
+    # Trim: keep the states from which an accepting state can be reached.
+    alive = [bool(flag) for flag in accepting]
+    changed = True
+    while changed:
+        changed = False
+        for state, row in enumerate(transitions):
+            if not alive[state] and any(alive[target] for target in row.values()):
+                alive[state] = changed = True
+    trimmed = [
+        {byte: target for byte, target in row.items() if alive[target]} if alive[state] else {}
+        for state, row in enumerate(transitions)
+    ]
+    if not alive[0]:
+        return [], []
+    return trimmed, [bool(flag) and alive[state] for state, flag in enumerate(accepting)]
+
+
+def _dfa_expression(transitions: list[dict[int, int]], accepting: list[bool]) -> Expr | None:
+    """A byte DFA (state 0 the start) as an expression; None past the size bound."""
+    if not transitions:
+        return CharClass(ranges=())
+    edges: list[tuple[object, object, Expr]] = []
+    for state, row in enumerate(transitions):
+        by_target: dict[int, list[int]] = {}
+        for byte, target in row.items():
+            by_target.setdefault(target, []).append(byte)
+        for target, byte_values in by_target.items():
+            edges.append((state, target, byte_set(byte_values)))
+    return eliminate_states(0, {s for s, flag in enumerate(accepting) if flag}, edges)
+
+
+def byte_set(values: list[int]) -> Expr:
+    """Single bytes: ASCII ones as a character class, the others as raw bytes."""
+    ascii_ranges: list[tuple[int, int]] = []
+    for value in sorted(v for v in values if v < 0x80):
+        if ascii_ranges and ascii_ranges[-1][1] == value - 1:
+            ascii_ranges[-1] = (ascii_ranges[-1][0], value)
+        else:
+            ascii_ranges.append((value, value))
+    parts: list[Expr] = []
+    if ascii_ranges:
+        parts.append(CharClass(ranges=tuple(ascii_ranges)))
+    parts.extend(Bytes(data=bytes([v])) for v in sorted(v for v in values if v >= 0x80))
+    return flat_choice(parts)
+
+
+def _all_byte_strings() -> ByteDFA:
+    """The DFA of every byte string: one accepting state, every byte a loop."""
+    return ByteDFA(start=0, accepting=(True,), table=np.zeros((1, 256), dtype=np.int32))
+
+
+def _size(expr: Expr) -> int:
+    if isinstance(expr, Seq):
+        return 1 + sum(_size(item) for item in expr.items)
+    if isinstance(expr, Choice):
+        return 1 + sum(_size(item) for item in expr.alternatives)
+    if isinstance(expr, Repeat):
+        return 1 + _size(expr.item)
+    return 1
+
+
+# ---------------------------------------------------------------------------------------------
+# binding externs
