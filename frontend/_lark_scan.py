@@ -162,7 +162,8 @@ def read_token(source: Source, pos: int) -> Token:
     if char in SINGLE_CHAR_OPS:
         return Token("op", char, pos, pos + 1)
     if char == "&":
-        raise source.error("intersection '&' (an llguidance extension) is not supported", pos)
+        # llguidance's intersection of terminals; the parser says where it may appear.
+        return Token("op", "&", pos, pos + 1)
     raise source.error(f"unexpected character {char!r}", pos)
 
 

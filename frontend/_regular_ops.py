@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 import numpy as np
 from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
 from gramkiln.ir import Bytes, CharClass, Choice, Empty, Expr, Ref, Repeat, Seq
-from gramkiln.ir.automata import ByteDFA, build_dfa
+from gramkiln.ir.automata import ByteDFA, build_dfa, minimal_dfa
 from gramkiln.ir.grammar import walk
 
 # Past this many nodes an automaton is not written back as one expression: state elimination
@@ -25,25 +25,27 @@ MAX_EXPRESSION_NODES = 20_000
 MAX_OPERAND_STATES = 4096
 
 
-def regular_operation(
-    operator: str, left: Expr | None, right: Expr, terminals: Mapping[str, Expr]
-) -> Expr | None:
-    """``left & right`` (intersection), ``left - right`` (difference) or ``~right``
-    (complement over all byte strings, ``left`` None) as one expression.
-
-    ``terminals`` resolves the operands' references. Returns None when the result is too
-    large to write as one expression; raises CompileError when an operand's automaton passes
-    ``MAX_OPERAND_STATES``.
-    """
-    right_dfa = build_dfa(right, terminals, max_states=MAX_OPERAND_STATES)
+def combine(operator: str, left: ByteDFA | None, right: ByteDFA) -> ByteDFA:
+    """The minimal DFA of ``left & right``, ``left - right`` or ``~right`` (complement over
+    all byte strings, ``left`` None)."""
     if operator == "~":
-        left_dfa = _all_byte_strings()
-        operator = "-"
-    else:
-        assert left is not None
-        left_dfa = build_dfa(left, terminals, max_states=MAX_OPERAND_STATES)
-    transitions, accepting = _product(left_dfa, right_dfa, operator)
-    return _dfa_expression(transitions, accepting)
+        left, operator = _all_byte_strings(), "-"
+    assert left is not None
+    transitions, accepting = _product(left, right, operator)
+    table = np.full((len(transitions), 256), -1, dtype=np.int32)
+    for state, row in enumerate(transitions):
+        for byte, target in row.items():
+            table[state, byte] = target
+    return minimal_dfa(table, accepting)
+
+
+def dfa_expression(dfa: ByteDFA) -> Expr | None:
+    """A byte DFA as one IR expression; None past ``MAX_EXPRESSION_NODES``."""
+    if dfa.is_empty:
+        return CharClass(ranges=())
+    rows = dfa.table.tolist()
+    transitions = [{byte: target for byte, target in enumerate(row) if target >= 0} for row in rows]
+    return _dfa_expression(transitions, list(dfa.accepting))
 
 
 def compute_operations(
@@ -75,6 +77,21 @@ def compute_operations(
                 found.extend(reached(known[node.name], seen))
         return found
 
+    automata: dict[str, ByteDFA] = {}
+
+    def operand_dfa(expr: Expr) -> ByteDFA:
+        # An operand that names an operation (directly or through terminals that only name
+        # one) reuses its automaton: its expression form can be far costlier to rebuild.
+        seen: set[str] = set()
+        while isinstance(expr, Ref) and expr.name not in seen:
+            seen.add(expr.name)
+            if expr.name in automata:
+                return automata[expr.name]
+            if expr.name not in known:
+                break
+            expr = known[expr.name]
+        return build_dfa(expr, known, max_states=MAX_OPERAND_STATES)
+
     def compute(name: str) -> None:
         if name in computed:
             return
@@ -84,9 +101,11 @@ def compute_operations(
                 for inner in reached(operand, set()):
                     compute(inner)
         try:
-            body = regular_operation(operator, left, right, known)
+            left_dfa = None if left is None else operand_dfa(left)
+            automata[name] = combine(operator, left_dfa, operand_dfa(right))
         except CompileError as error:
             raise fail(f"'{operator}': {error}", offset) from None
+        body = dfa_expression(automata[name])
         if body is None:
             raise fail(
                 f"the result of '{operator}' is too large to write as one regular expression",

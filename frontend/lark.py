@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gramkiln.frontend._lark_scan import LANGUAGE, NAME_RE, Source, Token, read_token, skip_blank
+from gramkiln.frontend._regular_ops import compute_operations
 from gramkiln.frontend.json_schema.layout import JSON_WHITESPACE
 from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.frontend.lark_common import common_terminal
@@ -254,6 +255,9 @@ class _Parser:
         self.in_lexeme_rule = False
         self.in_ignore = False
         self.current_refs: list[tuple[str, int]] = []
+        # llguidance's '&' and '~' on terminals: (helper terminal, operator, left, right,
+        # offset), computed as automata in finish() once every terminal is known.
+        self.set_operations: list[tuple[str, str, Expr | None, Expr, int]] = []
         # Terminal names used as suffix/stop markers of the definition being parsed.
         self.marker_refs: list[tuple[str, int]] = []
         # The token that peek() found at a position (a one-entry cache).
@@ -299,8 +303,13 @@ class _Parser:
             return self.src.error(f"unmatched '{token.text}'", token.start)
         if token.kind == "op" and token.text == "~":
             return self.src.error(
-                "complement '~' (an llguidance extension) is not supported; '~' may only "
-                "follow an element as a repetition count",
+                "complement '~' (an llguidance extension) applies to terminal definitions "
+                "only; in rules '~' may only follow an element as a repetition count",
+                token.start,
+            )
+        if token.kind == "op" and token.text == "&":
+            return self.src.error(
+                "intersection '&' (an llguidance extension) applies to terminal definitions only",
                 token.start,
             )
         if token.kind == "directive" and token.text in _LLGUIDANCE_ONLY_DIRECTIVES:
@@ -652,6 +661,12 @@ class _Parser:
     def parse_alias(self) -> Expr:
         """A sequence with an optional ``-> alias`` (accepted and ignored: tree shaping only)."""
         expr = self.parse_sequence()
+        while self.at_op("&"):
+            operator = self.peek()
+            if not self.in_regular_context():
+                raise self.unexpected(operator)
+            self.advance()
+            expr = self.regular_operation("&", expr, self.parse_sequence(), operator)
         if self.at_op("->"):
             self.advance()
             alias = self.advance()
@@ -662,13 +677,34 @@ class _Parser:
     def parse_sequence(self) -> Expr:
         start = self.peek().start
         items: list[Expr] = []
-        while self.starts_atom(self.peek()):
+        while self.starts_atom(self.peek()) or self.at_complement():
             items.append(self.parse_repetition())
         if not items:
             return Empty(span=self.src.span(start, start))
         if len(items) == 1:
             return items[0]
         return Seq(items=tuple(items), span=self.src.span(start, self.pos))
+
+    def in_regular_context(self) -> bool:
+        """Whether the expression being read is a terminal expression (a terminal, a lazy,
+        suffix or stop rule's body, or %ignore), where '&' and '~' may combine terminals."""
+        return self.in_terminal or self.in_lexeme_rule or self.in_ignore
+
+    def at_complement(self) -> bool:
+        """A '~' that starts an element: llguidance's complement, not a repetition count."""
+        token = self.peek()
+        if token.kind != "op" or token.text != "~" or not self.in_regular_context():
+            return False
+        following = read_token(self.src, skip_blank(self.text, token.end, newlines=False))
+        return following.kind != "number"
+
+    def regular_operation(
+        self, operator: str, left: Expr | None, right: Expr, token: Token
+    ) -> Expr:
+        """A helper terminal standing for ``left & right`` or ``~right`` (built in finish)."""
+        name = f"op.{len(self.set_operations)}"
+        self.set_operations.append((name, operator, left, right, token.start))
+        return Ref(name=name, span=self.src.span(token.start, self.pos))
 
     @staticmethod
     def starts_atom(token: Token) -> bool:
@@ -684,6 +720,8 @@ class _Parser:
         atom = self.parse_atom()
         token = self.peek()
         if token.kind != "op" or token.text not in ("?", "*", "+", "~", "{"):
+            return atom
+        if self.at_complement():
             return atom
         self.advance()
         if token.text == "?":
@@ -704,7 +742,11 @@ class _Parser:
                 f"repetition upper bound {high} is below lower bound {low}", token.start
             )
         following = self.peek()
-        if following.kind == "op" and following.text in ("?", "*", "+", "~", "{"):
+        if (
+            following.kind == "op"
+            and following.text in ("?", "*", "+", "~", "{")
+            and not self.at_complement()
+        ):
             raise self.src.error(
                 "repetition operators cannot be stacked; use parentheses", following.start
             )
@@ -745,6 +787,11 @@ class _Parser:
         return count
 
     def parse_atom(self) -> Expr:
+        if self.at_complement():
+            # '~' binds tighter than repetition: ~A+ is (~A)+, as in llguidance.
+            tilde = self.advance()
+            operand = self.parse_atom()
+            return self.regular_operation("~", None, operand, tilde)
         token = self.advance()
         if token.kind == "op" and token.text in "([":
             closer = ")" if token.text == "(" else "]"
@@ -978,6 +1025,7 @@ class _Parser:
         for name, offset in self.ignore_refs:
             self.check_defined(name, offset)
         self.check_terminal_cycles()
+        operation_rules = self.operation_rules()
         if START_RULE not in self.definitions:
             message = "grammar has no 'start' rule"
             if self.nested_at is not None:
@@ -994,7 +1042,7 @@ class _Parser:
                 span=self.src.span(d.start, d.end),
             )
             for d in self.definitions.values()
-        )
+        ) + tuple(operation_rules)
         grammar = GrammarIR(
             start=START_RULE,
             rules=rules,
@@ -1024,6 +1072,19 @@ class _Parser:
         if name not in self.definitions:
             kind = "terminal" if self.classify(name, offset) else "rule"
             raise self.src.error(f"undefined {kind} '{name}'", offset)
+
+    def operation_rules(self) -> list[Rule]:
+        """One terminal per '&' / '~': the product automaton of its operands as an expression
+        (complement over all byte strings, as llguidance's, so it may match invalid UTF-8)."""
+        if not self.set_operations:
+            return []
+        terminals = {name: d.body for name, d in self.definitions.items() if d.terminal}
+        operations = {
+            name: (operator, left, right, offset)
+            for name, operator, left, right, offset in self.set_operations
+        }
+        bodies = compute_operations(operations, terminals, self.src.error)
+        return [Rule(name=name, body=body, terminal=True) for name, body in bodies.items()]
 
     def check_terminal_cycles(self) -> None:
         """A terminal may not reference itself, directly or through other terminals."""

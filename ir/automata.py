@@ -16,7 +16,7 @@ import functools
 import sys
 import threading
 from collections import OrderedDict, defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -202,6 +202,17 @@ def build_dfa(
     dfa = ByteDFA(start=start, accepting=tuple(map(bool, accepting)), table=table)
     _DFA_MEMO.put(key, dfa, table.nbytes)
     return dfa
+
+
+def minimal_dfa(table: np.ndarray, accepting: Sequence[bool]) -> ByteDFA:
+    """The minimal, trimmed, canonical DFA of a complete-or-partial byte table (state 0 the
+    start, ``table[state, byte]`` the next state or -1), e.g. a product of two DFAs."""
+    if table.ndim != 2 or table.shape != (len(accepting), 256):
+        raise ValueError("minimal_dfa needs a (states, 256) table and one flag per state")
+    if not len(accepting):
+        return _canonical(np.zeros((0, 256), dtype=np.int32), [], DEAD, np.arange(256))
+    work = np.ascontiguousarray(table, dtype=np.int32).copy()
+    return _canonical(*_minimise(*_trim(work, list(map(bool, accepting)))), np.arange(256))
 
 
 def build_dfa_python(

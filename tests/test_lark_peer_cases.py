@@ -394,11 +394,15 @@ def test_trigger_languages_match_their_definition(triggers: list[str]) -> None:
     ("source", "message", "where"),
     [
         (
-            "start: WORD\nWORD: /[a-z]+/ & /[^q]+/",
-            "intersection '&' (an llguidance extension)",
-            (2, 16),
+            'start: word\nword: "a" & "b"',
+            "intersection '&' (an llguidance extension) applies to terminal definitions only",
+            (2, 11),
         ),
-        ('start: ~"x"', "complement '~' (an llguidance extension) is not supported", (1, 8)),
+        (
+            'start: ~"x"',
+            "complement '~' (an llguidance extension) applies to terminal definitions only",
+            (1, 8),
+        ),
         ('start: pair::1\npair::_: "p"', "parametric rules (name::param", (1, 12)),
         ('start::_: "p"', "parametric rules (name::param", (1, 6)),
         ('start: "p" %if on', "parametric %if conditions (an llguidance extension)", (1, 12)),
@@ -474,3 +478,38 @@ def test_backslash_continues_a_line() -> None:
     check('start: "a" \\  \r\n  | "b"\n', accepted=["a", "b"])
     # Anywhere else a backslash is still an error.
     assert "unexpected character" in error_text('start: "a" \\ "b"\n')
+
+
+# -- llguidance's '&' and '~' on terminals ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "accepted", "rejected"),
+    [
+        ("start: WORD\nWORD: /[a-z]+/ & /[^q]+/", ["abc"], ["aqb", ""]),
+        # Identifiers minus keywords, declared after their use.
+        ('start: ID\nID: /[a-z]+/ & ~KW\nKW: "if" | "in"', ["iff", "i", "x"], ["if", "in"]),
+        # llguidance's documented example: lines without an empty line between them.
+        (
+            "start: L\nL: /[a-zA-Z \\n]*/ & ~/(?s:.*)\\n\\n(?s:.*)/",
+            ["ab\ncd", "", "a \n"],
+            ["a\n\nb", "\n\n"],
+        ),
+        # '&' binds tighter than '|'; '~' needs no count after it to be a complement.
+        ('start: A B\nA: "a"\nB: "b" & /b/ | "c"', ["ab", "ac"], ["a", "abc"]),
+        ('start: A\nA: ~"x" & /[a-z]*/', ["", "xx", "ab"], ["x", "A"]),
+        # '~' followed by a count is still a repetition.
+        ('start: A\nA: "a"~2 "b"', ["aab"], ["ab"]),
+        ('%ignore WS\nWS: " " & / +/\nstart: "a" "b"', ["a b", "ab"], [" ab"]),
+    ],
+)
+def test_terminal_intersection_and_complement(
+    source: str, accepted: list[str], rejected: list[str]
+) -> None:
+    check(source, accepted=accepted, rejected=rejected, runtime=True)
+
+
+def test_complement_matches_bytes_as_llguidance_does() -> None:
+    # Unlike other regexes, a complement may match invalid UTF-8 (llguidance's docs say so).
+    grammar = Grammar.from_lark('start: A\nA: ~"x"')
+    assert grammar.accepts(b"\xff") and grammar.accepts("y") and not grammar.accepts("x")
