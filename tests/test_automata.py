@@ -320,3 +320,16 @@ def test_byte_dfa_checks_its_fields_and_pickles_frozen() -> None:
         ByteDFA(start=0, accepting=(True,), table=np.zeros((1, 256), dtype=np.int64))
     with pytest.raises(ValueError, match="start"):
         ByteDFA(start=1, accepting=(True,), table=np.zeros((1, 256), dtype=np.int32))
+
+
+def test_minimal_dfa_canonicalises_a_redundant_table() -> None:
+    from gramkiln.ir.automata import build_dfa, minimal_dfa
+
+    # "ab" | "cb" written with two copies of the 'b' state and an unreachable one.
+    table = np.full((5, 256), -1, dtype=np.int32)
+    table[0, ord("a")], table[0, ord("c")] = 1, 2
+    table[1, ord("b")], table[2, ord("b")] = 3, 3
+    accepting = [False, False, False, True, True]
+    expected = build_dfa(Choice(alternatives=(Literal(text="ab"), Literal(text="cb"))))
+    assert minimal_dfa(table, accepting) == expected
+    assert minimal_dfa(np.zeros((0, 256), dtype=np.int32), []).is_empty
