@@ -411,7 +411,7 @@ def _resolve_tokenizer(
                 return vocab, _hf_encoder_from_file(path), None
             return load_vocab(spec), None, None
         if spec == "byte" or spec in PACKAGED_VOCABULARIES:
-            return load_vocab(spec), None, None
+            return load_vocab(spec), _packaged_encoder(spec), None
         if path.suffix.lower() in _FILE_SUFFIXES or spec.startswith(("/", ".", "~")):
             # Clearly a path: asking the hub for it would only add a slow, confusing failure.
             raise ValueError(f"tokenizer {spec!r} is not a file")
@@ -446,6 +446,24 @@ def _resolve_tokenizer(
         "or transformers fast tokenizer, or a TokenizerWrapper-like object (tokens, "
         f"eos_token_id, special_token_ids, callable); got {type(source).__name__}"
     )
+
+
+def _packaged_encoder(name: str) -> Callable[[str], list[int]] | None:
+    """The real BPE of a packaged vocabulary where its package ships one (Llama 3 through
+    quicktok), so that tokenizing is canonical; None otherwise (greedy tokenizing)."""
+    if name != "llama3":
+        return None
+    try:
+        import quicktok
+
+        encoding = quicktok.get_encoding("llama3")
+    except Exception:  # noqa: BLE001 - without the encoder, greedy tokenizing still works
+        return None
+
+    def encode(text: str) -> list[int]:
+        return [int(t) for t in encoding.encode_ordinary(text)]
+
+    return encode
 
 
 def _hf_encoder_from_file(path: Path) -> Callable[[str], list[int]] | None:

@@ -735,3 +735,14 @@ def test_interpreter(byte_tok: LLTokenizer) -> None:
     no_ff = LLInterpreter(byte_tok, 'start: "ab"', enable_ff_tokens=False)
     no_ff.start_without_prompt()
     assert no_ff.commit_token(ord("a")) == (0, [ord("a")])
+
+
+def test_packaged_llama3_tokenizes_with_its_real_bpe() -> None:
+    quicktok = pytest.importorskip("quicktok", reason="quicktok ships the Llama 3 vocabulary")
+    tok = LLTokenizer("llama3")
+    text = "hello world, 12345 tokens"
+    assert tok.is_canonical
+    assert tok.tokenize_str(text) == list(quicktok.get_encoding("llama3").encode(text))
+    matcher = LLMatcher(tok, 'start: "The answer is " /[0-9]+/', log_level=0)
+    # Forced text is tokenized as the real BPE would, holding back a space that may merge.
+    assert tok.decode_str(matcher.compute_ff_tokens()) == "The answer is"
