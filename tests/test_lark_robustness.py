@@ -30,6 +30,10 @@ FRAGMENTS = [
     "}",
     "{2,4}",
     "~2..3",
+    "~",
+    " & ",
+    "~/[a-z]*x/",
+    "WORD: /[a-z]+/ & ~KW\n",
     "?",
     "*",
     "+",
@@ -74,6 +78,7 @@ SEED_GRAMMARS = [
     'start: "[" %lark {\n  %import common.WS\n  %ignore WS\n  start: item\n  item: "x"\n} "]"\n',
     'start: f "z"\nf[suffix=/!!+/, stop_capture="m", capture="c"]: /[a-z]*/\n',
     'start: <[1,3-8,10]> <|tool|> @named x{2,} y~1..2\nx: "x"\ny: "y"\n',
+    'start: ID\nID: /[a-z]+/ & ~KW | "~"~2\nKW: "if" & /i./\n',
 ]
 
 
