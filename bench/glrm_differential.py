@@ -1,8 +1,10 @@
 """Membership of random GLRM grammars: gramkiln against GLRMask 0.5.0 (the format's owner).
 
 Grammars are drawn so that GLRMask's greedy lexing and gramkiln's exact membership agree
-(fixed lexemes with distinct first bytes, an optional ignored blank run), so every
-disagreement is a difference in how the format is read. GLRMask runs in a child process with
+(fixed lexemes with distinct first bytes, an optional ignored blank run), so a disagreement
+is a difference in how the format is read, or a bug on one side: gramkiln's reference
+matcher (pure Python, independent of the runtime) decides which. Each disagreement is
+printed with the grammar. GLRMask runs in a child process with
 a 3 GB address-space limit: some random grammars make it allocate without bound, and those
 are skipped.
 
@@ -40,14 +42,32 @@ def random_expression(rng: random.Random, depth: int, names: list[str]) -> str:
     return "(" + random_expression(rng, depth - 1, names) + ")" + operator
 
 
+def random_automaton(rng: random.Random, names: list[str]) -> str:
+    """An ``fa`` body of two or three states whose edges are small expressions."""
+    states = [f"s{i}" for i in range(rng.randint(2, 3))]
+    edges = [
+        f"edge {rng.choice(states)} -> {rng.choice(states)}: {random_expression(rng, 1, names)};"
+        for _ in range(rng.randint(1, 4))
+    ]
+    return f"fa {{ start s0; accept {rng.choice(states)}; {' '.join(edges)} }}"
+
+
 def random_grammar(rng: random.Random) -> str:
-    """A GLRM grammar of one to three nonterminals, with or without an ignored blank run."""
+    """A GLRM grammar of one to three nonterminals, with or without an ignored blank run, an
+    inline grammar (``grammar g1 { ... }``) and nonterminals defined by automata."""
     names = [f"n{i}" for i in range(rng.randint(1, 3))]
     source = "glrm 1; start n0; " + TERMINALS
     if rng.random() < 0.5:
         source += " t WS = / +/; ignore WS;"
-    for name in names:
-        source += f" nt {name} = {random_expression(rng, 3, names)};"
+    if rng.random() < 0.3:
+        inner = random_expression(rng, 2, ["v"])
+        source += f" grammar g1 {{ start v; {TERMINALS} nt v = {inner}; }}"
+        names = names + ["g1"]
+    for name in [n for n in names if n != "g1"]:
+        if rng.random() < 0.25:
+            source += f" nt {name} = {random_automaton(rng, names)};"
+        else:
+            source += f" nt {name} = {random_expression(rng, 3, names)};"
     return source
 
 
@@ -78,7 +98,7 @@ def main() -> int:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     rng = random.Random(args.seed)
-    compared = disagreements = skipped = 0
+    compared = disagreements = skipped = runtime_bugs = 0
     for _ in range(args.grammars):
         source = random_grammar(rng)
         texts = [
@@ -94,16 +114,26 @@ def main() -> int:
         if verdicts is None:
             skipped += 1
             continue
-        compiled = gk.Grammar.from_glrm(source).compile()
+        grammar = gk.Grammar.from_glrm(source)
+        compiled = grammar.compile()
         for text, theirs in zip(texts, verdicts, strict=True):
             matcher = compiled.matcher()
             ours = bool(matcher.accept_string(text) and matcher.is_accepting())
+            # The reference matcher (pure Python, independent of the runtime) says which side
+            # of a disagreement reads the grammar as a context-free language.
+            reference = grammar.accepts(text)
             compared += 1
-            if ours != theirs:
+            if ours != reference:
+                runtime_bugs += 1
+                print(f"RUNTIME {text!r}: runtime {ours}, reference {reference}\n    {source}")
+            if theirs != reference:
                 disagreements += 1
                 print(f"DIFF {text!r}: glrmask {theirs}, gramkiln {ours}\n    {source}")
-    print(f"{compared} texts compared, {disagreements} disagreements, {skipped} grammars skipped")
-    return 1 if disagreements else 0
+    print(
+        f"{compared} texts compared, {disagreements} where GLRMask differs from the reference "
+        f"matcher, {runtime_bugs} where gramkiln's runtime does, {skipped} grammars skipped"
+    )
+    return 1 if disagreements or runtime_bugs else 0
 
 
 if __name__ == "__main__":
