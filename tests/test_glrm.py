@@ -745,3 +745,10 @@ def test_mutated_grammars_never_crash(source: str, at: int, delete: int, insert:
 @given(st.text(max_size=40))
 def test_arbitrary_text_never_crashes(source: str) -> None:
     parse_or_glrm_error(source)
+
+
+def test_the_example_file_compiles_and_masks() -> None:
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[1] / "examples" / "value.glrm").read_text()
+    check(source, accepted=["[1, [null], -3]", " [ ] ", "7"], rejected=["[1,]", "[[1]", "01"])
