@@ -70,8 +70,10 @@ class Token:
 class Source:
     """The grammar text with fast offset -> line/column conversion and error building."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, language: str = LANGUAGE) -> None:
         self.text = text
+        # The name errors start with ("Lark error at ..."); GLRM reuses the readers.
+        self.language = language
         self._line_starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
 
     def line_column(self, offset: int) -> tuple[int, int]:
@@ -89,7 +91,7 @@ class Source:
 
     def error(self, message: str, offset: int) -> GrammarError:
         """A located GrammarError in the seed's format."""
-        return GrammarError.at(LANGUAGE, message, self.text, offset)
+        return GrammarError.at(self.language, message, self.text, offset)
 
 
 LINE_CONTINUATION_RE = re.compile(r"\\[ \t\f]*\r?\n")
@@ -125,7 +127,7 @@ def read_token(source: Source, pos: int) -> Token:
     if char == '"':
         return _read_string(source, pos)
     if char == "/":
-        return _read_regex(source, pos)
+        return read_regex(source, pos)
     if char == "<":
         match = SPECIAL_RE.match(text, pos)
         if match is None:
@@ -188,7 +190,7 @@ def _read_string(source: Source, start: int) -> Token:
             out.append(STRING_ESCAPES[escape])
             pos += 2
         elif escape == "u":
-            code, pos = _read_unicode_escape(source, pos)
+            code, pos = read_unicode_escape(source, pos)
             out.append(chr(code))
         elif escape in ("", "\n"):
             raise source.error("unterminated string", start)
@@ -200,7 +202,7 @@ def _read_string(source: Source, start: int) -> Token:
     return Token("string", text[start:pos], start, pos, ("".join(out), insensitive))
 
 
-def _read_unicode_escape(source: Source, pos: int) -> tuple[int, int]:
+def read_unicode_escape(source: Source, pos: int) -> tuple[int, int]:
     """Decode ``\\uXXXX`` at ``pos`` (joining a surrogate pair); return (code point, end)."""
     text = source.text
     digits = text[pos + 2 : pos + 6]
@@ -223,7 +225,7 @@ def _read_unicode_escape(source: Source, pos: int) -> tuple[int, int]:
     return code, end
 
 
-def _read_regex(source: Source, start: int) -> Token:
+def read_regex(source: Source, start: int) -> Token:
     """A ``/pattern/flags`` literal.
 
     The value is ``(pattern, flags, offsets)``: ``pattern`` has each ``\\/`` unescaped to

@@ -31,11 +31,7 @@ def combine(operator: str, left: ByteDFA | None, right: ByteDFA) -> ByteDFA:
     if operator == "~":
         left, operator = _all_byte_strings(), "-"
     assert left is not None
-    transitions, accepting = _product(left, right, operator)
-    table = np.full((len(transitions), 256), -1, dtype=np.int32)
-    for state, row in enumerate(transitions):
-        for byte, target in row.items():
-            table[state, byte] = target
+    table, accepting = _product(left, right, operator)
     return minimal_dfa(table, accepting)
 
 
@@ -43,9 +39,16 @@ def dfa_expression(dfa: ByteDFA) -> Expr | None:
     """A byte DFA as one IR expression; None past ``MAX_EXPRESSION_NODES``."""
     if dfa.is_empty:
         return CharClass(ranges=())
-    rows = dfa.table.tolist()
-    transitions = [{byte: target for byte, target in enumerate(row) if target >= 0} for row in rows]
-    return _dfa_expression(transitions, list(dfa.accepting))
+    edges: list[tuple[object, object, Expr]] = []
+    for state, row in enumerate(dfa.table.tolist()):
+        by_target: dict[int, list[int]] = {}
+        for byte, target in enumerate(row):
+            if target >= 0:
+                by_target.setdefault(target, []).append(byte)
+        for target, byte_values in by_target.items():
+            edges.append((state, target, byte_set(byte_values)))
+    accepting = {state for state, flag in enumerate(dfa.accepting) if flag}
+    return eliminate_states(dfa.start, accepting, edges)
 
 
 def compute_operations(
@@ -166,29 +169,22 @@ def eliminate_states(
     return table.get((initial, final), CharClass(ranges=()))
 
 
-def _product(left: object, right: object, operator: str) -> tuple[list[dict[int, int]], list[bool]]:
-    """The trimmed product of two byte DFAs: both accept (``&``) or the left only (``-``).
-
-    Returns per state its transitions (byte -> state) and whether it accepts."""
-    from gramkiln.ir.automata import ByteDFA
-
-    assert isinstance(left, ByteDFA) and isinstance(right, ByteDFA)
+def _product(left: ByteDFA, right: ByteDFA, operator: str) -> tuple[np.ndarray, list[bool]]:
+    """The reachable product of two byte DFAs (state 0 the start): its states accept where
+    both do (``&``) or the left only (``-``). ``minimal_dfa`` trims and minimises it."""
     dead = -1
     intersect = operator == "&"
-    left_rows = left.table.tolist() if left.num_states else []
-    right_rows = right.table.tolist() if right.num_states else []
-    numbers: dict[tuple[int, int], int] = {}
-    pairs: list[tuple[int, int]] = []
-    transitions: list[dict[int, int]] = []
     if left.is_empty or (intersect and right.is_empty):
-        return [], []
-    first = (left.start, right.start)
-    numbers[first] = 0
-    pairs.append(first)
+        return np.zeros((0, 256), dtype=np.int32), []
+    left_rows = left.table.tolist()
+    right_rows = right.table.tolist() if right.num_states else []
+    numbers = {(left.start, right.start): 0}
+    pairs = [(left.start, right.start)]
+    rows: list[list[int]] = []
     index = 0
     while index < len(pairs):
         a, b = pairs[index]
-        row: dict[int, int] = {}
+        row = [dead] * 256
         for byte in range(256):
             next_a = left_rows[a][byte]
             if next_a == dead:
@@ -202,41 +198,13 @@ def _product(left: object, right: object, operator: str) -> tuple[list[dict[int,
                 number = numbers[pair] = len(pairs)
                 pairs.append(pair)
             row[byte] = number
-        transitions.append(row)
+        rows.append(row)
         index += 1
     accepting = []
     for a, b in pairs:
         in_right = b != dead and right.accepting[b]
         accepting.append(left.accepting[a] and (in_right if intersect else not in_right))
-    # Trim: keep the states from which an accepting state can be reached.
-    alive = [bool(flag) for flag in accepting]
-    changed = True
-    while changed:
-        changed = False
-        for state, row in enumerate(transitions):
-            if not alive[state] and any(alive[target] for target in row.values()):
-                alive[state] = changed = True
-    trimmed = [
-        {byte: target for byte, target in row.items() if alive[target]} if alive[state] else {}
-        for state, row in enumerate(transitions)
-    ]
-    if not alive[0]:
-        return [], []
-    return trimmed, [bool(flag) and alive[state] for state, flag in enumerate(accepting)]
-
-
-def _dfa_expression(transitions: list[dict[int, int]], accepting: list[bool]) -> Expr | None:
-    """A byte DFA (state 0 the start) as an expression; None past the size bound."""
-    if not transitions:
-        return CharClass(ranges=())
-    edges: list[tuple[object, object, Expr]] = []
-    for state, row in enumerate(transitions):
-        by_target: dict[int, list[int]] = {}
-        for byte, target in row.items():
-            by_target.setdefault(target, []).append(byte)
-        for target, byte_values in by_target.items():
-            edges.append((state, target, byte_set(byte_values)))
-    return eliminate_states(0, {s for s, flag in enumerate(accepting) if flag}, edges)
+    return np.array(rows, dtype=np.int32), accepting
 
 
 def byte_set(values: list[int]) -> Expr:
@@ -267,7 +235,3 @@ def _size(expr: Expr) -> int:
     if isinstance(expr, Repeat):
         return 1 + _size(expr.item)
     return 1
-
-
-# ---------------------------------------------------------------------------------------------
-# binding externs

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gramkiln.frontend._lark_scan import Source, read_regex, read_unicode_escape
 from gramkiln.frontend._regex_exprs import flat_choice, merged_seq
 from gramkiln.frontend._regular_ops import byte_set, compute_operations, eliminate_states
 from gramkiln.frontend.regex import MAX_REPEAT
@@ -139,6 +140,8 @@ class _Scanner:
 
     def __init__(self, text: str) -> None:
         self.text = text
+        # For the readers shared with the Lark scanner (regexes, \\uXXXX escapes).
+        self.source = Source(text, language=LANGUAGE)
         self.pos = 0
         self._peeked: _Token | None = None
 
@@ -277,77 +280,23 @@ class _Scanner:
 
     def _read_unicode_escape(self, pos: int) -> tuple[int, int]:
         text = self.text
-        if text[pos + 2 : pos + 3] == "{":
-            close = text.find("}", pos + 3)
-            digits = text[pos + 3 : close] if close > 0 else ""
-            if not 1 <= len(digits) <= 6 or not _is_hex(digits):
-                raise self.error("\\u{...} must hold one to six hex digits", pos)
-            code, end = int(digits, 16), close + 1
-        else:
-            digits = text[pos + 2 : pos + 6]
-            if len(digits) != 4 or not _is_hex(digits):
-                raise self.error("\\u must be followed by four hex digits", pos)
-            code, end = int(digits, 16), pos + 6
-            if 0xD800 <= code <= 0xDBFF and text[end : end + 2] == "\\u":
-                low = text[end + 2 : end + 6]
-                if len(low) == 4 and _is_hex(low) and 0xDC00 <= int(low, 16) <= 0xDFFF:
-                    return 0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00), end + 6
+        if text[pos + 2 : pos + 3] != "{":
+            return read_unicode_escape(self.source, pos)  # \uXXXX, surrogate pairs joined
+        close = text.find("}", pos + 3)
+        digits = text[pos + 3 : close] if close > 0 else ""
+        if not 1 <= len(digits) <= 6 or not _is_hex(digits):
+            raise self.error("\\u{...} must hold one to six hex digits", pos)
+        code = int(digits, 16)
         if 0xD800 <= code <= 0xDFFF:
             raise self.error("unpaired surrogate in \\u escape", pos)
         if code > 0x10FFFF:
             raise self.error("\\u{...} is beyond U+10FFFF", pos)
-        return code, end
+        return code, close + 1
 
     def _read_regex(self, start: int) -> _Token:
-        text = self.text
-        pos = start + 1
-        pattern: list[str] = []
-        offsets: list[int] = []
-        in_class = False
-        while True:
-            if pos >= len(text) or text[pos] == "\n":
-                raise self.error("unterminated regex", start)
-            char = text[pos]
-            if char == "/" and not in_class:
-                break
-            if char == "\\":
-                following = text[pos + 1 : pos + 2]
-                if following in ("", "\n"):
-                    raise self.error("unterminated regex", start)
-                if following == "/":
-                    pattern.append("/")
-                    offsets.append(pos)
-                else:
-                    pattern.extend((char, following))
-                    offsets.extend((pos, pos + 1))
-                pos += 2
-                continue
-            if char == "[":
-                in_class = True
-            elif char == "]":
-                in_class = False
-            pattern.append(char)
-            offsets.append(pos)
-            pos += 1
-        if not pattern:
-            raise self.error("empty regex (write eps for the empty string)", start)
-        offsets.append(pos)
-        pos += 1
-        flags_end = pos
-        while flags_end < len(text) and text[flags_end].isalpha():
-            flags_end += 1
-        flags = text[pos:flags_end]
-        for index, flag in enumerate(flags):
-            if flag not in "is":
-                raise self.error(
-                    f"unsupported regex flag '{flag}' (only 'i' and 's' are supported)",
-                    pos + index,
-                )
-            if flag in flags[:index]:
-                raise self.error(f"repeated regex flag '{flag}'", pos + index)
-        return _Token(
-            "regex", text[start:flags_end], start, flags_end, ("".join(pattern), flags, offsets)
-        )
+        # As GLRMask and Lark read it: the first unescaped '/' ends the pattern; flags i, s.
+        token = read_regex(self.source, start)
+        return _Token("regex", token.text, token.start, token.end, token.value)
 
 
 def _is_hex(text: str) -> bool:
@@ -624,7 +573,7 @@ class _GrammarParser:
         from gramkiln.frontend.regex import RegexError, parse_regex
 
         value = token.value
-        assert isinstance(value, tuple)  # _read_regex's (pattern, flags, offsets)
+        assert isinstance(value, tuple)  # read_regex's (pattern, flags, offsets)
         pattern: str = value[0]
         flags: str = value[1]
         offsets: list[int] = value[2]
@@ -897,6 +846,10 @@ def _lexeme_seq(items: list[Expr]) -> Expr:
     return parts[0] if len(parts) == 1 else Seq(items=tuple(parts))
 
 
+# ---------------------------------------------------------------------------------------------
+# binding externs
+
+
 def bind_externs(
     ir: GrammarIR, externs: dict[str, str], pairs: list[tuple[str, object]]
 ) -> tuple[GrammarIR, dict[str, str]]:
@@ -985,7 +938,7 @@ def _grammar_value(name: str, value: object) -> GrammarIR:
 
 
 # ---------------------------------------------------------------------------------------------
-# automata back to expressions
+# helpers
 
 
 def _as_bytes(expr: Expr) -> Expr:
