@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -338,8 +340,11 @@ class MatcherUse {
 // held across a fork (prepare_fork waits only for calls without the GIL).
 class PyMatcher {
  public:
-  explicit PyMatcher(const RuntimeHandle& handle) : matcher_(handle.runtime) {}
-  explicit PyMatcher(const Matcher& other) : matcher_(other) {}
+  explicit PyMatcher(const RuntimeHandle& handle,
+                     double default_temperature = std::numeric_limits<double>::quiet_NaN())
+      : matcher_(handle.runtime), default_temperature_(default_temperature) {}
+  PyMatcher(const Matcher& other, double default_temperature)
+      : matcher_(other), default_temperature_(default_temperature) {}
 
   void fill(py::object bitmask, py::ssize_t index) {
     const uint32_t words = gramkiln::runtime_mask_words(matcher_.runtime());
@@ -363,36 +368,69 @@ class PyMatcher {
     matcher_.fill_mask_computed(row, generation == generation_ ? &keys : nullptr);
   }
   bool accept_token(int64_t id) {
-    WithoutGil release;
-    MatcherUse use(users_, MatcherUse::kWrite);
-    ++generation_;
-    return matcher_.accept_token(id);
+    bool ok = false, overrun = false;
+    {
+      WithoutGil release;
+      MatcherUse use(users_, MatcherUse::kWrite);
+      ++generation_;
+      ok = matcher_.accept_token(id);
+      overrun = matcher_.take_budget_overrun();
+    }
+    if (overrun) warn_budget_overrun();
+    return ok;
   }
   bool accept_tokens(const std::vector<int64_t>& ids) {
-    WithoutGil release;
-    MatcherUse use(users_, MatcherUse::kWrite);
-    ++generation_;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      bool ok = false;
-      try {
-        ok = matcher_.accept_token(ids[i]);
-      } catch (...) {
-        matcher_.rollback(static_cast<uint32_t>(i));
-        throw;
+    bool ok = true, overrun = false;
+    {
+      WithoutGil release;
+      MatcherUse use(users_, MatcherUse::kWrite);
+      ++generation_;
+      for (size_t i = 0; i < ids.size() && ok; ++i) {
+        try {
+          ok = matcher_.accept_token(ids[i]);
+        } catch (...) {
+          matcher_.rollback(static_cast<uint32_t>(i));
+          matcher_.take_budget_overrun();
+          throw;
+        }
+        if (!ok) matcher_.rollback(static_cast<uint32_t>(i));
       }
-      if (!ok) {
-        matcher_.rollback(static_cast<uint32_t>(i));
-        return false;
-      }
+      overrun = matcher_.take_budget_overrun() && ok;
     }
-    return true;
+    if (overrun) warn_budget_overrun();
+    return ok;
   }
   bool accept_string(const py::object& text) {
     std::string bytes = as_bytes(text);
-    WithoutGil release;
-    MatcherUse use(users_, MatcherUse::kWrite);
-    ++generation_;
-    return matcher_.accept_bytes(bytes);
+    bool ok = false, overrun = false;
+    {
+      WithoutGil release;
+      MatcherUse use(users_, MatcherUse::kWrite);
+      ++generation_;
+      ok = matcher_.accept_bytes(bytes);
+      overrun = matcher_.take_budget_overrun() && ok;
+    }
+    if (overrun) warn_budget_overrun();
+    return ok;
+  }
+  // The temperature for the next token (see Matcher::temperature), None when none applies.
+  py::object temperature() {
+    double value;
+    bool differ = false;
+    {
+      MatcherUse use(users_, MatcherUse::kRead);
+      value = matcher_.temperature(default_temperature_, &differ);
+    }
+    if (differ && !warned_temperature_) {
+      warned_temperature_ = true;
+      log_warning("ambiguous parse paths have different sampling temperatures; using the largest");
+    }
+    if (std::isnan(value)) return py::none();
+    return py::float_(value);
+  }
+  py::object default_temperature() const {
+    if (std::isnan(default_temperature_)) return py::none();
+    return py::float_(default_temperature_);
   }
   void rollback(int64_t n) {
     MatcherUse use(users_, MatcherUse::kWrite);
@@ -406,7 +444,7 @@ class PyMatcher {
   }
   std::unique_ptr<PyMatcher> fork() {
     MatcherUse use(users_, MatcherUse::kRead);
-    return std::make_unique<PyMatcher>(matcher_);
+    return std::make_unique<PyMatcher>(matcher_, default_temperature_);
   }
   void reset() {
     MatcherUse use(users_, MatcherUse::kWrite);
@@ -446,9 +484,22 @@ class PyMatcher {
   std::atomic<int>& users() { return users_; }
 
  private:
+  static void log_warning(const std::string& message) {
+    py::module_::import("logging").attr("getLogger")("gramkiln").attr("warning")(message);
+  }
+  void warn_budget_overrun() {
+    if (warned_budget_) return;
+    warned_budget_ = true;
+    log_warning(
+        "a max_tokens / max_chars budget was exceeded: the rule's body could not end where its "
+        "budget ran out, so it goes on to its earliest possible end");
+  }
+
   Matcher matcher_;
   std::atomic<int> users_{0};
   uint64_t generation_ = 0;  // changes with every write; read and written under a use
+  double default_temperature_;
+  bool warned_temperature_ = false, warned_budget_ = false;  // each logged once per matcher
 };
 
 uint32_t checked_u32(int64_t v, const char* what) {
@@ -607,7 +658,10 @@ PYBIND11_MODULE(_core, m) {
          std::vector<uint32_t> lexeme_start, py::bytes dfa_table, py::bytes dfa_accepting,
          std::vector<uint32_t> dfa_lexeme, std::vector<uint32_t> tokenset_offsets,
          std::vector<uint32_t> tokenset_ids, const VocabIndexHandle& vocab,
-         std::vector<uint32_t> end_tokens) {
+         std::vector<uint32_t> end_tokens, std::vector<uint32_t> lexeme_max_tokens,
+         std::vector<uint32_t> lexeme_max_chars, std::vector<uint32_t> lexeme_temperature,
+         int64_t char_window, std::vector<int32_t> state_budget_switch,
+         std::vector<int32_t> state_near_remaining) {
         gramkiln::GrammarSpec g;
         g.num_nonterminals = checked_u32(num_nonterminals, "num_nonterminals");
         g.start = checked_u32(start, "start");
@@ -624,6 +678,12 @@ PYBIND11_MODULE(_core, m) {
         g.dfa_lexeme = std::move(dfa_lexeme);
         g.tokenset_offsets = std::move(tokenset_offsets);
         g.tokenset_ids = std::move(tokenset_ids);
+        g.lexeme_max_tokens = std::move(lexeme_max_tokens);
+        g.lexeme_max_chars = std::move(lexeme_max_chars);
+        g.lexeme_temperature = std::move(lexeme_temperature);
+        g.char_window = checked_u32(char_window, "char_window");
+        g.state_budget_switch = std::move(state_budget_switch);
+        g.state_near_remaining = std::move(state_near_remaining);
         std::string blob;
         {
           WithoutGil release;
@@ -631,10 +691,35 @@ PYBIND11_MODULE(_core, m) {
         }
         return py::bytes(blob);
       },
+      py::arg("num_nonterminals"), py::arg("start"), py::arg("prod_lhs"), py::arg("prod_offsets"),
+      py::arg("prod_rhs"), py::arg("lexeme_start"), py::arg("dfa_table"), py::arg("dfa_accepting"),
+      py::arg("dfa_lexeme"), py::arg("tokenset_offsets"), py::arg("tokenset_ids"), py::arg("vocab"),
+      py::arg("end_tokens"), py::arg("lexeme_max_tokens") = std::vector<uint32_t>{},
+      py::arg("lexeme_max_chars") = std::vector<uint32_t>{},
+      py::arg("lexeme_temperature") = std::vector<uint32_t>{}, py::arg("char_window") = 0,
+      py::arg("state_budget_switch") = std::vector<int32_t>{},
+      py::arg("state_near_remaining") = std::vector<int32_t>{},
       "Build runtime tables from a flattened grammar and a vocabulary index (GIL released).");
 
   py::class_<PyMatcher>(m, "GrammarMatcher", "Incremental matcher producing next-token bitmasks.")
-      .def(py::init<const RuntimeHandle&>(), py::arg("runtime"))
+      .def(py::init([](const RuntimeHandle& runtime, const py::object& default_temperature) {
+             double value = std::numeric_limits<double>::quiet_NaN();
+             if (!default_temperature.is_none()) {
+               const double given = default_temperature.cast<double>();
+               if (!std::isfinite(given) || given < 0) {
+                 throw py::value_error("default_temperature must be a finite number >= 0");
+               }
+               value = given;
+             }
+             return std::make_unique<PyMatcher>(runtime, value);
+           }),
+           py::arg("runtime"), py::arg("default_temperature") = py::none())
+      .def_property_readonly("temperature", &PyMatcher::temperature,
+                             "Sampling temperature for the next token: that of the rules "
+                             "(option `temperature`) the parse is inside, else "
+                             "default_temperature; None when neither applies.")
+      .def_property_readonly("default_temperature", &PyMatcher::default_temperature,
+                             "The temperature outside rules that set one (None: unset).")
       .def("fill_next_token_bitmask", &PyMatcher::fill, py::arg("bitmask"), py::arg("index") = 0,
            "Write the allowed-token bitmask into row `index` of an int32 buffer.")
       .def(

@@ -114,7 +114,7 @@ def _fuse_terminals(
             continue
         body = rule.body
         if is_lexeme_like(rule):
-            body = _inline_plain_rules(body, by_name, (rule.name,))
+            body = inline_plain_rules(body, by_name, (rule.name,))
         body = fuser.fuse(body, whole_runs=fuser.whole_runs(rule))
         rules.append(rule if body is rule.body else copy_with(rule, {"body": body}))
     return grammar.model_copy(
@@ -125,7 +125,7 @@ def _fuse_terminals(
     )
 
 
-def _inline_plain_rules(expr: Expr, rules: dict[str, Rule], active: tuple[str, ...]) -> Expr:
+def inline_plain_rules(expr: Expr, rules: dict[str, Rule], active: tuple[str, ...]) -> Expr:
     """``expr`` with references to ordinary (non-lexeme, non-recursive) rules replaced by
     their bodies, recursively."""
 
@@ -138,7 +138,7 @@ def _inline_plain_rules(expr: Expr, rules: dict[str, Rule], active: tuple[str, .
         reachable = _reachable_rules(target, rules)
         if node.name in reachable or any(name in active for name in reachable):
             return node  # recursive: not a regular language, keep the reference
-        return _inline_plain_rules(target.body, rules, (*active, node.name))
+        return inline_plain_rules(target.body, rules, (*active, node.name))
 
     return map_expr(expr, inline)
 

@@ -33,9 +33,17 @@ from gramkiln.ir import (
     expr_facts,
     print_expr,
     structural_key,
+    walk,
 )
 from gramkiln.ir.automata import build_dfa
-from gramkiln.passes.fuse_terminals import BLOCKS_FALLBACK_COUNT, FUSED_PREFIX
+from gramkiln.passes.fuse_terminals import BLOCKS_FALLBACK_COUNT, FUSED_PREFIX, inline_plain_rules
+from gramkiln.runtime.rule_limits import (
+    NO_CHAR_BUDGET,
+    LexemeLimits,
+    char_budget_automaton,
+    codepoints_per_token,
+    temperature_words,
+)
 
 from gramkiln.errors import (
     AutomatonSizeError,
@@ -175,6 +183,8 @@ class FlatGrammar:
     # Token-set elements that named only end tokens: (description, ids); see flatten_grammar.
     end_only_elements: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
     start: int = 0
+    # Lexemes of rules with max_tokens / max_chars / temperature (see runtime/rule_limits.py).
+    lexeme_limits: dict[int, LexemeLimits] = field(default_factory=dict)
 
 
 class _Flattener:
@@ -340,15 +350,67 @@ class _Flattener:
         if rule.terminal:
             return self.after_lexeme(self.lexeme("term:" + name, Ref(name=name)))
         options = rule.options
-        if options.max_tokens is not None or options.max_chars is not None:
-            raise CompileError(
-                f"rule {name}{_located(rule.span)}: max_tokens / max_chars are not supported yet"
-            )
         marker = options.suffix if options.suffix is not None else options.stop
-        if options.lazy or marker is not None:
+        lazy = options.lazy or marker is not None
+        limits = LexemeLimits(options.max_tokens, options.max_chars, options.temperature)
+        if limits != LexemeLimits():
+            return self.after_lexeme(self.limited_lexeme(rule, marker, lazy, limits))
+        if lazy:
             body = rule.body if marker is None else Seq(items=(rule.body, marker))
             return self.after_lexeme(self.lexeme("lazy:" + name, body, lazy=True))
         return [self.nonterminal(name)]
+
+    def limited_lexeme(
+        self, rule: Any, marker: Expr | None, lazy: bool, limits: LexemeLimits
+    ) -> tuple[str, int]:
+        """The lexeme of a rule with max_tokens / max_chars / temperature: its body (ordinary
+        rules it references inlined) as one automaton, so that the runtime can count and
+        report per occurrence (runtime/rule_limits.py)."""
+        body = rule.body if marker is None else Seq(items=(rule.body, marker))
+        self.refuse_nested_limits(rule, body)
+        body = inline_plain_rules(body, self.rules, (rule.name,))
+        for node in walk(body):
+            if isinstance(node, Ref) and node.name not in self.terminal_bodies:
+                options = ", ".join(
+                    label
+                    for label, value in (
+                        ("max_tokens", limits.max_tokens),
+                        ("max_chars", limits.max_chars),
+                        ("temperature", limits.temperature),
+                    )
+                    if value is not None
+                )
+                raise CompileError(
+                    f"rule {rule.name}{_located(rule.span)}: {options} needs a body that "
+                    f"compiles to one terminal (a regular language), and {rule.name} refers to "
+                    f"rule {node.name}, which is recursive or lazy"
+                )
+        symbol = self.lexeme(("lazy:" if lazy else "limited:") + rule.name, body, lazy=lazy)
+        self.flat.lexeme_limits[symbol[1]] = limits
+        return symbol
+
+    def refuse_nested_limits(self, rule: Any, body: Expr) -> None:
+        """Raise when a rule with limits reaches another one inside its own lexeme (each
+        would need its own count; the runtime keeps one per lexeme)."""
+        seen: set[str] = {rule.name}  # a recursive rule is refused as not regular instead
+        pending = [node.name for node in walk(body) if isinstance(node, Ref)]
+        while pending:
+            name = pending.pop()
+            inner = self.rules.get(name)
+            if name in seen or inner is None or inner.terminal:
+                continue
+            seen.add(name)
+            inner_options = inner.options
+            if (
+                inner_options.max_tokens is not None
+                or inner_options.max_chars is not None
+                or inner_options.temperature is not None
+            ):
+                raise CompileError(
+                    f"rule {rule.name}{_located(rule.span)}: rule {name} inside it has its own "
+                    "max_tokens / max_chars / temperature; nested limits are not supported"
+                )
+            pending.extend(node.name for node in walk(inner.body) if isinstance(node, Ref))
 
     def repeat(self, expr: Repeat) -> list[tuple[str, int]]:
         """Symbols for `item{min,max}`: min copies, then a star or an optional chain."""
@@ -498,7 +560,23 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
     # All DFA tables in one array, each lexeme's state ids shifted by its first global id in
     # one vectorised pass. A lexeme with the empty language gets one dead state, which keeps
     # the numbering simple.
-    dfas = flat.lexeme_dfas
+    dfas: list[Any] = list(flat.lexeme_dfas)
+    limits = flat.lexeme_limits
+    char_window = 0
+    budgeted: dict[int, Any] = {}
+    if any(limit.max_chars is not None for limit in limits.values()):
+        char_window = codepoints_per_token(vocab.tokens, vocab.special_ids)
+        for index, limit in limits.items():
+            dfa = dfas[index]
+            if limit.max_chars is None or dfa.start < 0 or not len(dfa.accepting):
+                continue
+            automaton = char_budget_automaton(dfa, limit.max_chars, char_window)
+            if len(automaton.accepting) > MAX_DFA_STATES:
+                raise AutomatonSizeError(
+                    f"{flat.lexeme_names[index]}: max_chars={limit.max_chars} needs "
+                    f"{len(automaton.accepting):,} automaton states (limit {MAX_DFA_STATES:,})"
+                )
+            dfas[index] = budgeted[index] = automaton
     counts = [len(dfa.accepting) or 1 for dfa in dfas]
     bases = np.cumsum([0, *counts[:-1]], dtype=np.int64).tolist() if dfas else []
     if dfas:
@@ -524,6 +602,7 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         base + (int(dfa.start) if len(dfa.accepting) else 0)
         for base, dfa in zip(bases, dfas, strict=True)
     ]
+    limit_arrays = _limit_arrays(flat, dfas, bases, counts, budgeted, char_window)
     tokenset_offsets: list[int] = [0]
     tokenset_ids: list[int] = []
     for ids in flat.tokensets:
@@ -543,6 +622,52 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         tokenset_ids,
         vocab.core_index(),
         list(end_tokens),
+        *limit_arrays,
+    )
+
+
+def _limit_arrays(
+    flat: FlatGrammar,
+    dfas: Sequence[Any],
+    bases: Sequence[int],
+    counts: Sequence[int],
+    budgeted: Mapping[int, Any],
+    char_window: int,
+) -> tuple[list[int], list[int], list[int], int, list[int], list[int]]:
+    """The runtime's per-lexeme limits and per-state budget tables (empty when the grammar
+    has none): max tokens (0: none), max chars (NO_CHAR_BUDGET: none), temperatures (two
+    words of a float64 each),
+    the character window, and per global state the far-to-near switch and the near copy's
+    remaining budget (-1: none); see runtime/rule_limits.py."""
+    if not flat.lexeme_limits:
+        return [], [], [], 0, [], []
+    lexemes = len(dfas)
+    max_tokens = [0] * lexemes
+    max_chars = [NO_CHAR_BUDGET] * lexemes
+    temperatures = [temperature_words(None)] * lexemes
+    for index, limit in flat.lexeme_limits.items():
+        max_tokens[index] = limit.max_tokens or 0
+        if index in budgeted and limit.max_chars is not None:
+            max_chars[index] = limit.max_chars
+        temperatures[index] = temperature_words(limit.temperature)
+    temperature_list = [word for pair in temperatures for word in pair]
+    if not budgeted:
+        return max_tokens, max_chars, temperature_list, 0, [], []
+    total = int(sum(counts))
+    switch = np.full(total, -1, dtype=np.int64)
+    remaining = np.full(total, -1, dtype=np.int64)
+    for index, automaton in budgeted.items():
+        base, count = bases[index], counts[index]
+        shifted = automaton.switch.astype(np.int64)
+        switch[base : base + count] = np.where(shifted >= 0, shifted + base, -1)
+        remaining[base : base + count] = automaton.remaining
+    return (
+        max_tokens,
+        max_chars,
+        temperature_list,
+        char_window,
+        switch.tolist(),
+        remaining.tolist(),
     )
 
 

@@ -253,9 +253,10 @@ class CompiledGrammar:
         return {key: int(value) for key, value in self._runtime.cache_stats().items()}
 
     # -- use --------------------------------------------------------------------------------
-    def matcher(self) -> Any:
-        """A fresh matcher at the start of the grammar."""
-        return GrammarMatcher(self._runtime)
+    def matcher(self, default_temperature: float | None = None) -> Any:
+        """A fresh matcher at the start of the grammar. ``default_temperature`` is what its
+        ``temperature`` reports outside rules with a ``temperature`` option."""
+        return GrammarMatcher(self._runtime, default_temperature=default_temperature)
 
     @property
     def vocab_size(self) -> int:

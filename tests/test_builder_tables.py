@@ -174,7 +174,7 @@ def test_loader_refuses_old_versions_and_bad_compact_tables() -> None:
     ir = Grammar.from_json_schema({"type": "string", "maxLength": 6}).ir
     blob = compile_grammar(ir, make_vocab())._sections["runtime"]  # noqa: SLF001
     old = blob[:4] + struct.pack("<I", 3) + blob[8:]
-    with pytest.raises(ArtifactError, match="version 3 is not the supported version 4"):
+    with pytest.raises(ArtifactError, match="version 3 is not the supported version 5"):
         _core.load_runtime(old)
     arrays = runtime_arrays(blob)
     byte_class_at = arrays[5][0]  # the 256 DFA byte classes follow the lexeme starts

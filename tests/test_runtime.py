@@ -358,16 +358,16 @@ def test_compile_errors_are_clear() -> None:
         compile_grammar(JSONISH, VOCAB, end_tokens=[99])
     with pytest.raises(CompileError):
         compile_grammar(JSONISH, VOCAB, bogus_option=True)
-    bounded = parse_grammar('%ir 1\n%start start\nrule start [max_tokens=3] = "a"+\n')
-    with pytest.raises(CompileError):
-        compile_grammar(bounded, VOCAB)
+    recursive = parse_grammar('%ir 1\n%start start\nrule start [max_tokens=3] = "a" start?\n')
+    with pytest.raises(CompileError, match="needs a body that compiles to one terminal"):
+        compile_grammar(recursive, VOCAB)
 
 
 @pytest.mark.parametrize(
     "source, located",
     [
         ('start: A\nA: "a"{0,1000000}\n', "terminal A (line 2, column 1): "),
-        ('start: "x" r\nr[max_tokens=3]: "a"\n', "rule r (line 2, column 1): max_tokens"),
+        ('start: "x" r\nr[max_tokens=3]: "a" r?\n', "rule r (line 2, column 1): max_tokens"),
         ('start: "x" "' + "ab" * 125_000 + '"\n', "(line 1, column 8): "),
     ],
 )

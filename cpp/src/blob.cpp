@@ -7,6 +7,7 @@
 // states no token can tell apart, sparse exit lists, inside sets as id lists when smaller);
 // the loader expands them into the dense in-memory tables of `Runtime` that the matcher reads.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <mutex>
@@ -1435,6 +1436,13 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   w.array(exit_entry_byte);
   w.array(exit_entry_end);
   w.array(exit_children);
+  // Rule limits (empty arrays when the grammar has none).
+  w.array(g.lexeme_max_tokens);
+  w.array(g.lexeme_max_chars);
+  w.array(g.lexeme_temperature);
+  w.array(std::vector<uint32_t>{g.char_window});
+  w.array(g.state_budget_switch);
+  w.array(g.state_near_remaining);
   // Not loaded here: CompiledGrammar.from_parts validates every blob with the loader before
   // anything can use it, and loading twice would double that cost per compile.
   return w.take();
@@ -1509,6 +1517,65 @@ void compute_prediction_closures(Runtime& rt) {
 
 }  // namespace
 
+// Validates the rule-limit arrays (the DFA arrays are valid already) and derives the flags.
+void load_rule_limits(Runtime& rt, const std::vector<uint32_t>& temperature_bits,
+                      const std::vector<uint32_t>& char_window) {
+  const uint32_t lexemes = rt.num_lexemes, states = rt.num_states;
+  require(char_window.size() == 1, "bad char window");
+  rt.char_window = char_window[0];
+  const bool any = !rt.lexeme_max_tokens.empty();
+  require(any ? rt.lexeme_max_tokens.size() == lexemes && rt.lexeme_max_chars.size() == lexemes &&
+                    temperature_bits.size() == 2 * static_cast<size_t>(lexemes)
+              : rt.lexeme_max_chars.empty() && temperature_bits.empty(),
+          "bad rule limit arrays");
+  const bool per_state = !rt.state_budget_switch.empty();
+  require(per_state ? any && rt.state_budget_switch.size() == states &&
+                          rt.state_near_remaining.size() == states
+                    : rt.state_near_remaining.empty(),
+          "bad char budget arrays");
+  if (!any) return;
+  rt.lexeme_temperature.resize(lexemes);
+  for (uint32_t l = 0; l < lexemes; ++l) {
+    const uint64_t bits =
+        static_cast<uint64_t>(temperature_bits[2 * l + 1]) << 32 | temperature_bits[2 * l];
+    double t;
+    std::memcpy(&t, &bits, 8);
+    require(std::isnan(t) || (std::isfinite(t) && t >= 0), "bad temperature");
+    rt.lexeme_temperature[l] = t;
+    rt.has_temperatures = rt.has_temperatures || !std::isnan(t);
+    rt.has_token_budgets = rt.has_token_budgets || rt.lexeme_max_tokens[l] != 0;
+    const bool chars = rt.lexeme_max_chars[l] != kNoCharBudget;
+    require(!chars || per_state, "char budget without its tables");
+    rt.has_char_budgets = rt.has_char_budgets || chars;
+  }
+  rt.state_counts_from_origin.assign(states, 0);
+  for (uint32_t s = 0; s < states; ++s) {
+    const uint32_t lexeme = rt.dfa_lexeme[s];
+    const bool chars = rt.lexeme_max_chars[lexeme] != kNoCharBudget;
+    if (per_state) {
+      const int32_t target = rt.state_budget_switch[s];
+      const int32_t left = rt.state_near_remaining[s];
+      require(target == -1 || (chars && target >= 0 && left == -1), "bad char budget switch");
+      // Every near copy the switch may pick (r = 0 .. window) is a near state of the lexeme.
+      require(target < 0 || static_cast<uint64_t>(target) + rt.char_window < states,
+              "char budget switch out of range");
+      if (target >= 0) {
+        for (uint32_t r = 0; r <= rt.char_window; ++r) {
+          require(rt.dfa_lexeme[target + r] == lexeme &&
+                      rt.state_near_remaining[target + r] == static_cast<int32_t>(r),
+                  "char budget switch to a wrong state");
+        }
+      }
+      require(left >= -1 && (left < 0 ||
+                             (chars && static_cast<uint32_t>(left) <=
+                                           std::min(rt.lexeme_max_chars[lexeme], rt.char_window))),
+              "bad near budget");
+      if (target >= 0) rt.state_counts_from_origin[s] = 1;
+    }
+    if (rt.lexeme_max_tokens[lexeme] != 0) rt.state_counts_from_origin[s] = 1;
+  }
+}
+
 std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   require(little_endian_host(), "the runtime needs a little-endian machine");
   auto rt = std::make_shared<Runtime>();
@@ -1559,6 +1626,13 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   const ArrayView exit_entry_byte = r.view("exit_entry_byte", 1);
   const ArrayView exit_entry_end = r.view("exit_entry_end", 4);
   const ArrayView exit_children = r.view("exit_children", 4);
+  r.array(rt->lexeme_max_tokens, "lexeme_max_tokens");
+  r.array(rt->lexeme_max_chars, "lexeme_max_chars");
+  std::vector<uint32_t> temperature_bits, char_window;
+  r.array(temperature_bits, "lexeme_temperature");
+  r.array(char_window, "char_window");
+  r.array(rt->state_budget_switch, "state_budget_switch");
+  r.array(rt->state_near_remaining, "state_near_remaining");
   require(r.at_end(), "trailing bytes after the runtime tables");
 
   // Sizes.
@@ -1617,6 +1691,7 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
       }
     }
   }
+  load_rule_limits(*rt, temperature_bits, char_window);
   require(c.tokenset_bits.size() == static_cast<uint64_t>(c.num_tokensets) * c.words,
           "bad token set size");
   require(c.end_bits.size() == c.words && c.text_bits.size() == c.words, "bad token bitsets");

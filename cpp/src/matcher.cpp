@@ -14,10 +14,12 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iterator>
+#include <limits>
 #include <queue>
 #include <set>
 #include <thread>
@@ -2886,8 +2888,83 @@ void Matcher::reset() {
   chart_.anchored = state == FutureLanguages::kOn ||
                     (state == FutureLanguages::kUndecided && FutureWork::prewarming);
   chart_.merge_anchored = false;
+  chars_ = 0;
+  tokens_ = 0;
+  next_set_first_token_ = 0;
+  set_chars_.clear();
+  set_first_token_.clear();
+  budget_overrun_ = false;
   build_initial_set(*runtime_, chart_, thread_scratch().seen);
+  note_new_set();
   start_threads_for_last_set();
+}
+
+bool Matcher::counts_budgets() const {
+  return runtime_->has_token_budgets || runtime_->has_char_budgets;
+}
+
+void Matcher::note_new_set() {
+  if (!counts_budgets()) return;
+  while (set_chars_.size() < chart_.num_sets()) {
+    set_chars_.push_back(chars_);
+    set_first_token_.push_back(next_set_first_token_);
+  }
+}
+
+bool Matcher::token_budget_spent(const Thread& thread) const {
+  const Runtime& rt = *runtime_;
+  const uint32_t budget = rt.max_tokens_of(thread.state);
+  if (budget == 0 || !rt.dfa_accepting[thread.state]) return false;
+  const uint32_t first = set_first_token_[thread.origin];
+  return tokens_ >= first && tokens_ - first >= budget;
+}
+
+bool Matcher::has_spent_threads() const {
+  if (!runtime_->has_token_budgets) return false;
+  for (const Thread& th : threads_) {
+    if (token_budget_spent(th)) return true;
+  }
+  return false;
+}
+
+void Matcher::drop_spent_threads() {
+  threads_.erase(std::remove_if(threads_.begin(), threads_.end(),
+                                [&](const Thread& th) { return token_budget_spent(th); }),
+                 threads_.end());
+}
+
+Matcher Matcher::without_spent_threads() const {
+  Matcher copy(*this, ConfigurationCopy{});
+  copy.drop_spent_threads();
+  return copy;
+}
+
+double Matcher::temperature(double default_temperature, bool* differ) const {
+  const Runtime& rt = *runtime_;
+  *differ = false;
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  if (terminated_) return none;
+  double found = none;
+  auto take = [&](double value) {
+    if (std::isnan(value)) return;
+    if (std::isnan(found)) {
+      found = value;
+    } else if (value != found) {
+      *differ = true;
+      found = std::max(found, value);
+    }
+  };
+  // Threads whose budget is spent are not live for the next token (see fill_mask), nor are
+  // threads in a state without transitions (their lexeme has ended).
+  const bool spent = has_spent_threads();
+  for (const Thread& th : threads_) {
+    if (spent && token_budget_spent(th)) continue;
+    const int32_t* row = rt.dfa_row(th.state);
+    if (std::all_of(row, row + rt.dfa_classes, [](int32_t t) { return t < 0; })) continue;
+    const double own = rt.has_temperatures ? rt.lexeme_temperature[rt.dfa_lexeme[th.state]] : none;
+    take(std::isnan(own) ? default_temperature : own);
+  }
+  return found;
 }
 
 void Matcher::start_threads_for_last_set() {
@@ -2920,12 +2997,17 @@ void Matcher::merge_equivalent_threads() {
       if (hi != o.hi) return hi < o.hi;
       return origin < o.origin;
     }
-    bool same_future(const Key& o) const { return state == o.state && lo == o.lo && hi == o.hi; }
+    bool own_origin;  // a budget counts from this thread's origin: never merged
+    bool same_future(const Key& o) const {
+      return state == o.state && lo == o.lo && hi == o.hi && !own_origin;
+    }
   };
   thread_local std::vector<Key> keys;  // reused: this runs at every byte a matcher steps
   keys.clear();
+  const std::vector<uint8_t>& own = runtime_->state_counts_from_origin;
   for (const Thread& th : threads_) {
-    keys.push_back(Key{th.state, chart_.hash_lo[th.origin], chart_.hash_hi[th.origin], th.origin});
+    keys.push_back(Key{th.state, chart_.hash_lo[th.origin], chart_.hash_hi[th.origin], th.origin,
+                       !own.empty() && own[th.state] != 0});
   }
   std::sort(keys.begin(), keys.end());
   size_t kept = 1;
@@ -2962,9 +3044,23 @@ bool Matcher::step_byte(uint8_t byte,
   thread_local std::vector<Thread> next;
   scans.clear();
   next.clear();
+  const bool char_budgets = rt.has_char_budgets && (byte & 0xC0) != 0x80;
+  if (char_budgets) ++chars_;
   for (const Thread& th : threads_) {
-    const int32_t state = rt.next_state(th.state, byte);
+    int32_t state = rt.next_state(th.state, byte);
     if (state < 0) continue;
+    if (char_budgets) {
+      // A codepoint taken with no budget left (the body could not end before it).
+      if (rt.state_near_remaining[th.state] == 0) budget_overrun_ = true;
+      const int32_t near = rt.state_budget_switch[state];
+      if (near >= 0) {
+        // A far thread enters the near copy once a token could reach its budget.
+        const uint64_t used = chars_ - set_chars_[th.origin];
+        const uint64_t budget = rt.lexeme_max_chars[rt.dfa_lexeme[state]];
+        const uint64_t left = used >= budget ? 0 : budget - used;
+        if (left <= rt.char_window) state = near + static_cast<int32_t>(left);
+      }
+    }
     next.push_back(Thread{th.origin, state});
     if (rt.dfa_accepting[state])
       scans.emplace_back(th.origin, rt.lexeme_base() + rt.dfa_lexeme[state]);
@@ -2977,6 +3073,7 @@ bool Matcher::step_byte(uint8_t byte,
   } else {
     ChartView view{nullptr, &chart_, 0};
     build_earley_set(rt, view, scans, sc.seen);
+    note_new_set();
     frontier_ = true;
     start_threads_for_last_set();
   }
@@ -2984,8 +3081,13 @@ bool Matcher::step_byte(uint8_t byte,
 }
 
 Matcher::Snapshot Matcher::snapshot() const {
-  return Snapshot{chart_.num_sets(), static_cast<uint32_t>(chart_.items.size()), threads_,
-                  frontier_, terminated_};
+  return Snapshot{chart_.num_sets(),
+                  static_cast<uint32_t>(chart_.items.size()),
+                  threads_,
+                  frontier_,
+                  terminated_,
+                  chars_,
+                  tokens_};
 }
 
 void Matcher::restore(Snapshot&& snap) {
@@ -2993,6 +3095,8 @@ void Matcher::restore(Snapshot&& snap) {
   threads_ = std::move(snap.threads);
   frontier_ = snap.frontier;
   terminated_ = snap.terminated;
+  chars_ = snap.chars;
+  tokens_ = snap.tokens;
 }
 
 void Matcher::restore_copy(const Snapshot& snap) {
@@ -3000,6 +3104,8 @@ void Matcher::restore_copy(const Snapshot& snap) {
   threads_.assign(snap.threads.begin(), snap.threads.end());  // into the buffer it has
   frontier_ = snap.frontier;
   terminated_ = snap.terminated;
+  chars_ = snap.chars;
+  tokens_ = snap.tokens;
 }
 
 void Matcher::truncate_chart(const Snapshot& snap) {
@@ -3017,6 +3123,10 @@ void Matcher::truncate_chart(const Snapshot& snap) {
   chart_.future_chain.resize(chart_.future_begin.back());
   chart_.anchors_hash.resize(static_cast<size_t>(snap.num_sets) * 2);
   chart_.future_hash.resize(static_cast<size_t>(chart_.future_begin.back()) * 2);
+  if (!set_chars_.empty()) {
+    set_chars_.resize(snap.num_sets);
+    set_first_token_.resize(snap.num_sets);
+  }
 }
 
 bool Matcher::accept_token(int64_t token_id) {
@@ -3061,10 +3171,14 @@ bool Matcher::accept_token(int64_t token_id) {
   const bool text = test_bit(rt.text_bits.data(), id);
   if (!text && token_scans.empty()) return false;
   Snapshot before = snapshot();
+  // An occurrence whose token budget is spent ends here where it can (as fill_mask has it).
+  if (rt.has_token_budgets) drop_spent_threads();
   bool ok = text;
   if (text) {
     const uint32_t begin = rt.token_begin[id], end = begin + rt.token_length[id];
     for (uint32_t i = begin; i < end && ok; ++i) {
+      // Sets added before the token's last byte are followed by more of its bytes.
+      next_set_first_token_ = i + 1 == end ? tokens_ + 1 : tokens_;
       ok = step_byte(rt.token_bytes[i], i + 1 == end ? &token_scans : nullptr);
     }
   }
@@ -3074,8 +3188,19 @@ bool Matcher::accept_token(int64_t token_id) {
     threads_.clear();
     ChartView view{nullptr, &chart_, 0};
     build_earley_set(rt, view, token_scans, thread_scratch().seen);
+    next_set_first_token_ = tokens_ + 1;
+    note_new_set();
     frontier_ = true;
     start_threads_for_last_set();
+  }
+  ++tokens_;
+  next_set_first_token_ = tokens_;
+  if (rt.has_token_budgets) {
+    for (const Thread& th : threads_) {
+      const uint32_t budget = rt.max_tokens_of(th.state);
+      const uint32_t first = set_first_token_[th.origin];
+      if (budget != 0 && tokens_ >= first && tokens_ - first > budget) budget_overrun_ = true;
+    }
   }
   history_.push_back(std::move(before));
   return true;
@@ -3084,6 +3209,7 @@ bool Matcher::accept_token(int64_t token_id) {
 bool Matcher::accept_bytes(const std::string& bytes) {
   if (terminated_) return false;
   Snapshot before = snapshot();
+  next_set_first_token_ = tokens_;  // text without token boundaries counts no tokens
   for (char c : bytes) {
     if (!step_byte(static_cast<uint8_t>(c), nullptr)) {
       restore(std::move(before));
@@ -3211,6 +3337,7 @@ void Matcher::fill_mask(uint32_t* words) const {
 }
 
 bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
+  if (has_spent_threads()) return without_spent_threads().fill_mask_if_cached(words, keys);
   GRAMKILN_TRACE_BEGIN();
   if (!lookup_cached_mask(words, keys)) return false;
   settle_shadowed_end_tokens(words);
@@ -3218,6 +3345,7 @@ bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {
 }
 
 void Matcher::fill_mask_computed(uint32_t* words, const FillKeys* keys) const {
+  if (has_spent_threads()) return without_spent_threads().fill_mask_computed(words, keys);
   compute_mask(words, keys);
   settle_shadowed_end_tokens(words);
   GRAMKILN_TRACE_STAGE(kEnd);

@@ -20,7 +20,7 @@
 namespace gramkiln {
 
 constexpr uint32_t kBlobMagic = 0x54524b47;  // "GKRT" little-endian
-constexpr uint32_t kBlobVersion = 4;
+constexpr uint32_t kBlobVersion = 5;
 constexpr uint32_t kComplete = 0xffffffffu;  // dotted_next value of a completed production
 // A read (see build_earley_set) of sets that no depth hash pins down: a walk that made it is
 // never stored under a depth key (depth_needed never finds it among the sets it searches).
@@ -865,6 +865,19 @@ class Runtime {
   // lexeme, its class and its origin, so the positions of a long bounded string (`maxLength:
   // 500`: one DFA state per character) share their keys until the bound is a token away.
   std::vector<uint64_t> state_key;
+  // Rule limits (see GrammarSpec and runtime/rule_limits.py). Per lexeme, empty when the
+  // grammar has none; per state, empty when no lexeme has a char budget.
+  std::vector<uint32_t> lexeme_max_tokens, lexeme_max_chars;
+  std::vector<double> lexeme_temperature;
+  uint32_t char_window = 0;
+  std::vector<int32_t> state_budget_switch, state_near_remaining;
+  bool has_token_budgets = false, has_char_budgets = false, has_temperatures = false;
+  // Per state (empty without budgets): a thread in it counts from its own origin, so it is
+  // never merged with a thread of another origin (see merge_equivalent_threads).
+  std::vector<uint8_t> state_counts_from_origin;
+  uint32_t max_tokens_of(int32_t state) const {
+    return has_token_budgets ? lexeme_max_tokens[dfa_lexeme[state]] : 0;
+  }
 
   // Derived at load time (cheap, linear in the grammar size).
   std::vector<uint32_t> dotted_next;                // next symbol after the dot, or kComplete

@@ -72,7 +72,17 @@ struct GrammarSpec {
   std::vector<uint32_t> dfa_lexeme;     // lexeme owning each global state
   std::vector<uint32_t> tokenset_offsets;  // size S+1 into tokenset_ids
   std::vector<uint32_t> tokenset_ids;
+  // Rule limits (runtime/rule_limits.py); all empty when the grammar has none. Per lexeme:
+  // max tokens (0: none), max chars (kNoCharBudget: none), temperature as the two words of a
+  // float64 (NaN: none). Per global state (empty when no lexeme has a char budget): the far-to-near
+  // switch (the near copy with r chars left is switch + r; -1: not a far state) and a near state's
+  // remaining budget (-1: not a near state). char_window: the most codepoints of any token.
+  std::vector<uint32_t> lexeme_max_tokens, lexeme_max_chars, lexeme_temperature;
+  uint32_t char_window = 0;
+  std::vector<int32_t> state_budget_switch, state_near_remaining;
 };
+
+constexpr uint32_t kNoCharBudget = 0xFFFFFFFFu;
 
 // The vocabulary as the builder needs it.
 struct VocabSpec {
@@ -332,6 +342,17 @@ class Matcher {
   // key when this matcher does not use future keys.
   std::pair<uint64_t, uint64_t> future_key() const;
   const Runtime& runtime() const { return *runtime_; }
+  // The sampling temperature of the rules the live threads are inside (rule option
+  // `temperature`; threads of other lexemes count as `default_temperature`): NaN when none
+  // applies; the largest when they differ, with *differ set.
+  double temperature(double default_temperature, bool* differ) const;
+  // Whether a token or a character went past a max_tokens / max_chars budget (where the
+  // body could not end there) since the last call; clears the flag.
+  bool take_budget_overrun() {
+    const bool overrun = budget_overrun_;
+    budget_overrun_ = false;
+    return overrun;
+  }
 
  private:
   struct Snapshot {
@@ -340,6 +361,8 @@ class Matcher {
     std::vector<Thread> threads;
     bool frontier;
     bool terminated;
+    uint64_t chars;
+    uint32_t tokens;
   };
   Snapshot snapshot() const;
   // The mask without the end tokens and without the configuration caches, written over every
@@ -376,7 +399,23 @@ class Matcher {
         chart_(from.chart_),
         threads_(from.threads_),
         frontier_(from.frontier_),
-        terminated_(from.terminated_) {}
+        terminated_(from.terminated_),
+        chars_(from.chars_),
+        tokens_(from.tokens_),
+        next_set_first_token_(from.next_set_first_token_),
+        set_chars_(from.set_chars_),
+        set_first_token_(from.set_first_token_) {}
+  // Rule limits (runtime/rule_limits.py). Whether the budgets apply to this grammar.
+  bool counts_budgets() const;
+  // Records the position of the Earley set just added (for the budgets).
+  void note_new_set();
+  // Whether a thread has spent its token budget where its body can end: such a thread may
+  // not take another token (the occurrence must end here).
+  bool token_budget_spent(const Thread& thread) const;
+  bool has_spent_threads() const;
+  // This configuration without the threads whose token budget is spent.
+  Matcher without_spent_threads() const;
+  void drop_spent_threads();
   // OR into `words` every text token whose bytes the matcher can consume, found by stepping a
   // copy of it through the vocabulary trie.
   void search_text_tokens(uint32_t* words) const;
@@ -399,6 +438,16 @@ class Matcher {
   bool frontier_ = true;  // the last Earley set ends at the current position
   bool terminated_ = false;
   std::vector<Snapshot> history_;
+  // Rule limits: codepoints and tokens consumed so far, and per Earley set the codepoints
+  // before it and the index of the first token whose bytes come after it (kept only when
+  // the grammar has budgets). next_set_first_token_ is that index for sets the next byte
+  // step adds.
+  uint64_t chars_ = 0;
+  uint32_t tokens_ = 0;
+  uint32_t next_set_first_token_ = 0;
+  std::vector<uint64_t> set_chars_;
+  std::vector<uint32_t> set_first_token_;
+  bool budget_overrun_ = false;
 };
 
 // Fill rows of a [rows, words] int32 buffer from several matchers with `threads` workers.

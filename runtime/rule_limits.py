@@ -1,0 +1,119 @@
+"""Rule options the runtime enforces per occurrence: ``max_tokens``, ``max_chars`` and
+``temperature`` (seed 000, "Token Budgets", "Character Budgets", "Sampling Temperature").
+
+A rule carrying one of them is compiled as one lexeme of its own (its body must be a regular
+language), so the runtime can tell the occurrence apart: a lexer thread is one occurrence,
+started at its origin Earley set.
+
+- ``max_tokens=N``: the matcher counts, per thread, the tokens whose bytes went into the
+  occurrence. Once N have, a mask or a token that would go on inside it is refused where the
+  body can end (its DFA state accepts); where it cannot, the budget is relaxed for that step.
+- ``max_chars=M``: counted in codepoints (UTF-8 bytes other than continuation bytes). The
+  lexeme's automaton is rewritten here so that the budget is part of its states wherever a
+  single token could run past it: a *near* copy of the DFA per remaining budget
+  ``r = 0..K`` (``K`` = the most codepoints of any vocabulary token), where a codepoint that
+  starts with ``r == 0`` from an accepting state is refused. While more than ``K`` remain,
+  the thread runs in the original (*far*) states, which no single token can tell apart from
+  the budgeted ones, and the matcher moves it into the near copy when the count reaches
+  ``K`` (``switch`` below). Masks are then exact without any runtime search.
+- ``temperature``: a number per lexeme; the matcher reports the temperatures of the
+  lexemes its live threads are inside.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+NO_CHAR_BUDGET = 0xFFFFFFFF
+
+# Bytes that start a codepoint (everything but UTF-8 continuation bytes 10xxxxxx): a byte
+# outside UTF-8 counts as one character, so every byte string has a count.
+_STARTS_CODEPOINT = np.array([(b & 0xC0) != 0x80 for b in range(256)], dtype=bool)
+
+
+@dataclass(frozen=True)
+class LexemeLimits:
+    """What a rule's options ask of its lexeme (None: not set)."""
+
+    max_tokens: int | None = None
+    max_chars: int | None = None
+    temperature: float | None = None
+
+
+@dataclass(frozen=True)
+class BudgetedAutomaton:
+    """A lexeme DFA with its character budget in its states (see the module docstring).
+
+    ``table``/``accepting``/``start`` replace the DFA's. ``switch[t]`` is, for a far state
+    ``t``, the id of its near copy with no budget left (the copy with ``r`` left is
+    ``switch[t] + r``), else -1; ``remaining[s]`` is a near state's ``r``, else -1.
+    """
+
+    table: np.ndarray
+    accepting: tuple[bool, ...]
+    start: int
+    switch: np.ndarray
+    remaining: np.ndarray
+
+
+def codepoints_per_token(tokens: Any, special_ids: Any = ()) -> int:
+    """The most codepoints any text token holds (at least 1)."""
+    most = 1
+    specials = set(special_ids)
+    for index, token in enumerate(tokens):
+        if index in specials or not token:
+            continue
+        count = int(_STARTS_CODEPOINT[np.frombuffer(token, dtype=np.uint8)].sum())
+        most = max(most, count)
+    return most
+
+
+def char_budget_automaton(dfa: Any, budget: int, window: int) -> BudgetedAutomaton:
+    """``dfa`` limited to ``budget`` codepoints per occurrence, for tokens of at most
+    ``window`` codepoints: a far part (the DFA itself) when ``budget > window``, then a near
+    copy of every state per remaining budget ``0..min(budget, window)``."""
+    table = np.asarray(dfa.table, dtype=np.int32)
+    states = table.shape[0]
+    accepting = np.asarray(dfa.accepting, dtype=bool)
+    far = budget > window
+    span = min(budget, window) + 1
+    near_base = states if far else 0
+    total = near_base + states * span
+    out = np.full((total, 256), -1, dtype=np.int32)
+    if far:
+        out[:states] = table
+    alive = table >= 0
+    for left in range(span):
+        after = np.where(_STARTS_CODEPOINT, max(left - 1, 0), left)  # per byte
+        rows = np.where(alive, near_base + table * span + after[None, :], -1)
+        if left == 0:
+            # The budget is spent: the occurrence must end where its body can.
+            rows[accepting[:, None] & _STARTS_CODEPOINT[None, :]] = -1
+        out[near_base + np.arange(states) * span + left] = rows
+    near_accepting = np.repeat(accepting, span)
+    all_accepting = np.concatenate([accepting, near_accepting]) if far else near_accepting
+    switch = np.full(total, -1, dtype=np.int32)
+    remaining = np.full(total, -1, dtype=np.int32)
+    remaining[near_base:] = np.tile(np.arange(span, dtype=np.int32), states)
+    if far:
+        switch[:states] = near_base + np.arange(states, dtype=np.int32) * span
+        start = int(dfa.start)
+    else:
+        start = near_base + int(dfa.start) * span + budget
+    return BudgetedAutomaton(
+        table=out,
+        accepting=tuple(bool(a) for a in all_accepting),
+        start=start,
+        switch=switch,
+        remaining=remaining,
+    )
+
+
+def temperature_words(temperature: float | None) -> tuple[int, int]:
+    """A temperature as the two little-endian 32-bit words of its float64 (NaN: none)."""
+    bits = int(np.float64(math.nan if temperature is None else temperature).view(np.uint64))
+    return bits & 0xFFFFFFFF, bits >> 32

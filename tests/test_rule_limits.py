@@ -1,0 +1,318 @@
+"""Rule options the runtime enforces per occurrence: max_tokens, max_chars, temperature
+(seed 000: "Token Budgets", "Character Budgets", "Sampling Temperature").
+
+Masks are checked against accepting each token on a fork (brute force), and acceptance
+against small models of the documented semantics written here from the seed's sentences.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import re
+
+import pytest
+from gramkiln.runtime.compiled import CompiledGrammar, allocate_token_bitmask, bitmask_to_ids
+
+from gramkiln import CompileError, Grammar, Vocab
+
+
+def allowed(compiled, matcher) -> set[int]:
+    bitmask = allocate_token_bitmask(1, compiled.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return set(bitmask_to_ids(bitmask[0], compiled.vocab_size))
+
+
+def brute_force(compiled, matcher) -> set[int]:
+    ids = set()
+    for token_id in range(compiled.vocab_size):
+        probe = matcher.fork()
+        if probe.accept_token(token_id):
+            ids.add(token_id)
+    return ids
+
+
+def texts(vocab: Vocab, ids) -> list[bytes]:
+    return sorted(vocab.tokens[i] for i in ids)
+
+
+# -- max_tokens ------------------------------------------------------------------------------
+TAG_VOCAB = Vocab([b"<", b">", b"a", b"b", b"ab", b"aaa", b"a>", b">x", b"x", b"ba>"])
+
+
+def test_spent_token_budget_forces_the_rule_to_end() -> None:
+    compiled = Grammar.from_lark('start: "<" r ">" "x"\nr[max_tokens=2]: /[ab]*/').compile(
+        TAG_VOCAB
+    )
+    matcher = compiled.matcher()
+    ids = {text: i for i, text in enumerate(TAG_VOCAB.tokens)}
+    assert matcher.accept_token(ids[b"<"])
+    assert texts(TAG_VOCAB, allowed(compiled, matcher)) == sorted(
+        [b">", b"a", b"b", b"ab", b"aaa", b"a>", b">x", b"ba>"]
+    )
+    assert matcher.accept_token(ids[b"a"])
+    assert matcher.accept_token(ids[b"b"])
+    # Two tokens went into r and r can end here: only tokens that leave it.
+    assert texts(TAG_VOCAB, allowed(compiled, matcher)) == [b">", b">x"]
+    assert not matcher.accept_token(ids[b"a"])
+    assert not matcher.accept_token(ids[b"ba>"])
+    assert matcher.accept_token(ids[b">x"])
+    assert matcher.is_accepting()
+
+
+def test_a_token_that_ends_the_rule_counts_as_its_last() -> None:
+    compiled = Grammar.from_lark('start: "<" r ">" "x"\nr[max_tokens=1]: /[ab]*/').compile(
+        TAG_VOCAB
+    )
+    matcher = compiled.matcher()
+    ids = {text: i for i, text in enumerate(TAG_VOCAB.tokens)}
+    assert matcher.accept_token(ids[b"<"])
+    assert matcher.accept_token(ids[b"ba>"])  # one token into r, which ends inside it
+    assert texts(TAG_VOCAB, allowed(compiled, matcher)) == [b"x"]
+
+
+def test_budget_is_relaxed_where_the_body_cannot_end() -> None:
+    # r needs an even number of characters: after "aaa" (one token) it cannot end.
+    compiled = Grammar.from_lark('start: "<" r ">"\nr[max_tokens=1]: /(aa)+/').compile(TAG_VOCAB)
+    matcher = compiled.matcher()
+    ids = {text: i for i, text in enumerate(TAG_VOCAB.tokens)}
+    assert matcher.accept_token(ids[b"<"])
+    assert matcher.accept_token(ids[b"aaa"])
+    assert texts(TAG_VOCAB, allowed(compiled, matcher)) == [b"a", b"a>", b"aaa"]
+    assert matcher.accept_token(ids[b"a"])  # past the budget: allowed, then forced to end
+    assert texts(TAG_VOCAB, allowed(compiled, matcher)) == [b">"]
+
+
+def test_overrun_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    compiled = Grammar.from_lark('start: "<" r ">"\nr[max_tokens=1]: /(aa)+/').compile(TAG_VOCAB)
+    matcher = compiled.matcher()
+    ids = {text: i for i, text in enumerate(TAG_VOCAB.tokens)}
+    with caplog.at_level(logging.WARNING, logger="gramkiln"):
+        assert matcher.accept_tokens([ids[b"<"], ids[b"aaa"], ids[b"a"]])
+        assert matcher.accept_token(ids[b"a"]) is False or True
+    messages = [r.getMessage() for r in caplog.records if "budget" in r.getMessage()]
+    assert len(messages) == 1
+
+
+def test_each_occurrence_gets_its_own_budget() -> None:
+    grammar = Grammar.from_lark('start: (r ",")* r\nr[max_tokens=2]: /[ab]*/')
+    vocab = Vocab([b"a", b"b", b",", b"ab", b"b,"])
+    compiled = grammar.compile(vocab)
+    matcher = compiled.matcher()
+    assert matcher.accept_tokens([0, 1])  # "ab": two tokens in the first r
+    assert texts(vocab, allowed(compiled, matcher)) == [b","]
+    assert matcher.accept_token(2)
+    assert matcher.accept_tokens([3, 0])  # "aba" in the second r
+    assert texts(vocab, allowed(compiled, matcher)) == [b","]
+
+
+def test_accept_string_does_not_count_tokens() -> None:
+    compiled = Grammar.from_lark('start: "<" r ">"\nr[max_tokens=1]: /[ab]*/').compile(TAG_VOCAB)
+    matcher = compiled.matcher()
+    assert matcher.accept_string("<abab")
+    # No token went into r yet: one more may.
+    assert b"ab" in texts(TAG_VOCAB, allowed(compiled, matcher))
+
+
+def test_seed_reasoning_budget_with_special_tokens() -> None:
+    vocab = Vocab(
+        [b"<think>", b"</think>", b"hm", b" ", b"ok", b"1", b"2", b"12", b"</", b"think>"],
+        special_ids=[0, 1],
+    )
+    source = (
+        "start: <think> reasoning </think> answer\n"
+        "reasoning[max_tokens=3]: TEXT\n"
+        "answer: /[0-9]+/\n"
+        "TEXT: /(\\n|.)*/\n"
+    )
+    compiled = Grammar.from_lark(source).compile(vocab)
+    matcher = compiled.matcher()
+    assert matcher.accept_tokens([0, 2, 3, 4])  # three tokens of reasoning
+    assert allowed(compiled, matcher) == {1}  # only </think> leaves it
+    assert matcher.accept_token(1)
+    assert matcher.accept_token(7)
+    assert matcher.is_accepting()
+
+
+# -- max_chars --------------------------------------------------------------------------------
+def budget_model(pattern: str, budget: int, body: str) -> bool:
+    """The seed's character budget on one occurrence: the body must be in the language, and
+    it ends at the first codepoint boundary at or past the budget where it can."""
+    if re.fullmatch(pattern, body) is None:
+        return False
+    return not any(re.fullmatch(pattern, body[:k]) for k in range(budget, len(body)))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "budget"),
+    [
+        ("[a-zé]*", 0),
+        ("[a-zé]*", 3),
+        ("[a-zé]+", 0),
+        ("(ab|é)*", 3),
+        ("a(b|é)*c?", 2),
+        ("(aé)+", 3),
+    ],
+)
+def test_char_budget_acceptance_matches_the_model(pattern: str, budget: int) -> None:
+    source = f'start: "<" r ">"\nr[max_chars={budget}]: /{pattern}/'
+    compiled = Grammar.from_lark(source).compile(Vocab.byte_level())
+    for length in range(6):
+        for chars in itertools.product("abcé", repeat=length):
+            body = "".join(chars)
+            matcher = compiled.matcher()
+            ok = matcher.accept_string(f"<{body}>")
+            assert ok == budget_model(pattern, budget, body), (body, ok)
+
+
+def test_char_budget_counts_codepoints_split_across_tokens() -> None:
+    e_acute = "é".encode()
+    vocab = Vocab([b"<", b">", b"a", e_acute[:1], e_acute[1:], e_acute, b"aa", b"a" + e_acute[:1]])
+    compiled = Grammar.from_lark('start: "<" r ">"\nr[max_chars=2]: /[aé]*/').compile(vocab)
+    matcher = compiled.matcher()
+    assert matcher.accept_tokens([0, 7, 4])  # "<", "a" + first byte of é, its last byte
+    assert texts(vocab, allowed(compiled, matcher)) == [b">"]
+
+
+def random_vocab(rng: random.Random, alphabet: str, size: int, longest: int) -> Vocab:
+    pieces = {ch.encode() for ch in alphabet} | {b"<", b">"}
+    while len(pieces) < size:
+        length = rng.randint(2, longest)
+        pieces.add("".join(rng.choice(alphabet) for _ in range(length)).encode())
+    return Vocab(sorted(pieces))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_char_budget_masks_equal_brute_force_past_the_window(seed: int) -> None:
+    # Tokens of up to 3 characters and budgets past that: threads start far from the budget
+    # and move into its near copy on the way.
+    rng = random.Random(seed)
+    vocab = random_vocab(rng, "abé>", 40, 3)
+    pattern = rng.choice(["[abé]*", "(ab|é)*", "a[bé]*", "(aé|b)+"])
+    budget = rng.randint(4, 9)
+    source = f'start: ("<" r ">")+\nr[max_chars={budget}]: /{pattern}/'
+    compiled = Grammar.from_lark(source).compile(vocab)
+    for _ in range(4):
+        matcher = compiled.matcher()
+        for _step in range(14):
+            mask = allowed(compiled, matcher)
+            assert mask == brute_force(compiled, matcher)
+            if not mask:
+                break
+            assert matcher.accept_token(rng.choice(sorted(mask)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_token_budget_masks_equal_brute_force(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    vocab = random_vocab(rng, "ab>,", 30, 3)
+    pattern = rng.choice(["[ab]*", "(ab)+", "a[ab]*", "(aab|b)+"])
+    budget = rng.randint(1, 4)
+    source = f'start: "<" (r ",")* r ">"\nr[max_tokens={budget}]: /{pattern}/'
+    compiled = Grammar.from_lark(source).compile(vocab)
+    for _ in range(4):
+        matcher = compiled.matcher()
+        for _step in range(12):
+            mask = allowed(compiled, matcher)
+            assert mask == brute_force(compiled, matcher)
+            if not mask:
+                break
+            assert matcher.accept_token(rng.choice(sorted(mask)))
+
+
+def test_rollback_and_fork_restore_the_counts() -> None:
+    rng = random.Random(7)
+    vocab = random_vocab(rng, "abé>", 40, 3)
+    source = 'start: ("<" r ">")+\nr[max_chars=5, max_tokens=3]: /[abé]*/'
+    compiled = Grammar.from_lark(source).compile(vocab)
+    matcher = compiled.matcher()
+    taken: list[int] = []
+    for _ in range(20):
+        mask = sorted(allowed(compiled, matcher))
+        if not mask:
+            break
+        token = rng.choice(mask)
+        assert matcher.accept_token(token)
+        taken.append(token)
+    for back in range(1, len(taken)):
+        replay = compiled.matcher()
+        assert replay.accept_tokens(taken[:-back])
+        rolled = matcher.fork()
+        rolled.rollback(back)
+        assert allowed(compiled, rolled) == allowed(compiled, replay)
+
+
+def test_zero_char_budget_closes_the_rule_where_it_can_end() -> None:
+    compiled = Grammar.from_lark('start: "<" r ">"\nr[max_chars=0]: /a*/').compile(
+        Vocab.byte_level()
+    )
+    assert compiled.matcher().accept_string("<>")
+    assert not compiled.matcher().accept_string("<a>")
+
+
+def test_limits_survive_the_artifact() -> None:
+    compiled = Grammar.from_lark('start: "<" r ">"\nr[max_chars=2, temperature=0.5]: /a*/').compile(
+        Vocab.byte_level()
+    )
+    loaded = CompiledGrammar.load(compiled.to_bytes())
+    matcher = loaded.matcher()
+    assert matcher.accept_string("<a")
+    assert matcher.temperature == 0.5
+    assert matcher.accept_string("a")
+    assert not matcher.fork().accept_string("a")
+    assert matcher.temperature is None  # r has ended: only ">" may follow
+
+
+def test_nonregular_or_nested_limits_are_refused_with_the_rule_named() -> None:
+    with pytest.raises(
+        CompileError, match="rule r .*max_tokens needs a body that compiles to one terminal"
+    ):
+        Grammar.from_lark('start: r\nr[max_tokens=3]: "(" r ")" | "x"').compile(Vocab.byte_level())
+    with pytest.raises(CompileError, match="nested limits are not supported"):
+        Grammar.from_lark('start: r\nr[max_chars=3]: "a" s\ns[max_chars=1]: "b"').compile(
+            Vocab.byte_level()
+        )
+
+
+def test_limits_inline_ordinary_rules_and_keep_ignore() -> None:
+    grammar = Grammar.from_lark(
+        'start: "<" r ">"\nr[max_chars=5]: word word\nword: /[a-z]+/\n%ignore " "'
+    )
+    compiled = grammar.compile(Vocab.byte_level())
+    assert compiled.matcher().accept_string("<ab cd>")
+    assert not compiled.matcher().accept_string("<abc def>")
+
+
+# -- temperature ------------------------------------------------------------------------------
+def test_seed_temperature_example() -> None:
+    grammar = Grammar.from_lark('start: "answer:" value\nvalue[temperature=0.7]: /[a-z]+/')
+    compiled = grammar.compile(Vocab.byte_level())
+    matcher = compiled.matcher(default_temperature=0.2)
+    assert matcher.temperature == 0.2
+    assert matcher.accept_string("answer:")
+    assert matcher.temperature == 0.7
+    assert matcher.accept_string("abc")
+    assert matcher.temperature == 0.7
+    assert compiled.matcher().temperature is None
+
+
+def test_ambiguous_temperatures_take_the_largest_and_warn_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    grammar = Grammar.from_lark(
+        "start: hot | cold\nhot[temperature=0.9]: /[a-z]+!/\ncold[temperature=0.1]: /[a-z]+\\?/"
+    )
+    matcher = grammar.compile(Vocab.byte_level()).matcher()
+    with caplog.at_level(logging.WARNING, logger="gramkiln"):
+        assert matcher.temperature == 0.9
+        assert matcher.temperature == 0.9
+        assert matcher.accept_string("ab?")
+    assert len([r for r in caplog.records if "temperature" in r.getMessage()]) == 1
+
+
+def test_default_temperature_is_validated() -> None:
+    compiled = Grammar.from_lark('start: "a"').compile(Vocab.byte_level())
+    with pytest.raises(ValueError, match="default_temperature"):
+        compiled.matcher(default_temperature=-1.0)
+    assert compiled.matcher(default_temperature=0.3).default_temperature == 0.3
