@@ -34,6 +34,7 @@ The seed's restrictions are checked here with located errors: all triggers at on
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +59,8 @@ from gramkiln.ir import (
 from gramkiln.ir.nodes import MAX_CODEPOINT, complement_ranges, normalise_ranges
 
 from gramkiln.errors import GrammarError
+
+_LOG = logging.getLogger("gramkiln")
 
 # Generated terminals; the dot keeps them apart from every name a Lark source can define.
 FREE_TEXT_NAME = "dispatch.free_text"
@@ -122,6 +125,7 @@ def apply_dispatch(grammar: GrammarIR, locate: Locate) -> GrammarIR:
         return grammar
     for name in consumed:
         _check_consumed_options(rules[name], locate)
+    grammar = _without_max_chars(grammar, {start.name, *consumed})
     _check_one_level(triggers, locate)
     strings = sorted({t.text for t in triggers if t.text is not None})
     if not strings:
@@ -263,6 +267,28 @@ def _check_consumed_options(rule: Rule, locate: Locate) -> None:
                 f"(rule '{rule.name}')",
                 rule.span,
             )
+
+
+def _without_max_chars(grammar: GrammarIR, names: set[str]) -> GrammarIR:
+    """``grammar`` without ``max_chars`` on the dispatch's own rules, where the seed ignores
+    it with a logged warning (the dispatch structure has no single occurrence to count)."""
+    ignored = [r.name for r in grammar.rules if r.name in names and r.options.max_chars is not None]
+    if not ignored:
+        return grammar
+    for name in ignored:
+        _LOG.warning(
+            "max_chars on rule '%s' is ignored: it is part of the dynamic dispatch pattern", name
+        )
+    return grammar.with_rules(
+        [
+            rule.model_copy(
+                update={"options": RuleOptions(**{**rule.options.__dict__, "max_chars": None})}
+            )
+            if rule.name in ignored
+            else rule
+            for rule in grammar.rules
+        ]
+    )
 
 
 def _check_not_negated(token: Expr, locate: Locate) -> None:

@@ -284,6 +284,23 @@ def test_limits_inline_ordinary_rules_and_keep_ignore() -> None:
     assert not compiled.matcher().accept_string("<abc def>")
 
 
+def test_max_chars_on_dispatch_rules_is_ignored_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    source = (
+        "start: tool* tail\n"
+        "tail[max_chars=5]: TEXT\n"
+        'tool_head[lazy]: TEXT "<tool_call>"\n'
+        'tool: tool_head arg "</tool_call>"\n'
+        "arg: /[0-9]+/\n"
+        "TEXT: /(\\n|.)*/\n"
+    )
+    with caplog.at_level(logging.WARNING, logger="gramkiln"):
+        compiled = Grammar.from_lark(source).compile(Vocab.byte_level())
+    assert any("max_chars on rule 'tail' is ignored" in r.getMessage() for r in caplog.records)
+    assert compiled.matcher().accept_string("long free text<tool_call>42</tool_call>more text")
+
+
 # -- temperature ------------------------------------------------------------------------------
 def test_seed_temperature_example() -> None:
     grammar = Grammar.from_lark('start: "answer:" value\nvalue[temperature=0.7]: /[a-z]+/')
