@@ -390,6 +390,27 @@ def fill_next_token_bitmask_batch(
     _core.fill_next_token_bitmask_batch(list(matchers), bitmask, rows, max(1, int(count)))
 
 
+def batch_fill_temperature(matchers: Sequence[Any], temperatures: Any) -> None:
+    """Write each matcher's ``temperature`` into a one-dimensional float32 array (numpy, or a
+    CPU torch tensor) with one entry per matcher; -1 where a matcher has none."""
+    shape = tuple(getattr(temperatures, "shape", ()))
+    if len(shape) != 1 or shape[0] != len(matchers):
+        raise ValueError(
+            f"temperatures must be one-dimensional with {len(matchers)} entries, got shape {shape}"
+        )
+    if _is_torch_tensor(temperatures):
+        if temperatures.device.type != "cpu":
+            raise ValueError("temperatures must be a CPU tensor")
+        target = temperatures.numpy()
+    else:
+        target = temperatures
+    if getattr(target, "dtype", None) != np.float32:
+        raise TypeError(f"temperatures must hold float32, not {getattr(target, 'dtype', None)}")
+    for row, matcher in enumerate(matchers):
+        value = matcher.temperature
+        target[row] = -1.0 if value is None else value
+
+
 def _row_indices(indices: Any) -> list[int]:
     """`indices` (a sequence, numpy array or torch tensor of integers) as Python ints."""
     if hasattr(indices, "tolist") and not isinstance(indices, list):

@@ -333,3 +333,34 @@ def test_default_temperature_is_validated() -> None:
     with pytest.raises(ValueError, match="default_temperature"):
         compiled.matcher(default_temperature=-1.0)
     assert compiled.matcher(default_temperature=0.3).default_temperature == 0.3
+
+
+def test_batch_fill_temperature_writes_minus_one_where_none_applies() -> None:
+    import numpy as np
+
+    from gramkiln import batch_fill_temperature
+
+    grammar = Grammar.from_lark('start: "answer:" value\nvalue[temperature=0.7]: /[a-z]+/')
+    compiled = grammar.compile(Vocab.byte_level())
+    inside, outside, defaulted = compiled.matcher(), compiled.matcher(), compiled.matcher(0.2)
+    assert inside.accept_string("answer:")
+    out = np.zeros(3, dtype=np.float32)
+    batch_fill_temperature([inside, outside, defaulted], out)
+    assert out.tolist() == pytest.approx([0.7, -1.0, 0.2])
+    with pytest.raises(ValueError, match="one-dimensional with 3 entries"):
+        batch_fill_temperature([inside, outside, defaulted], np.zeros(2, dtype=np.float32))
+    with pytest.raises(TypeError, match="float32"):
+        batch_fill_temperature([inside], np.zeros(1))
+
+
+def test_batch_fill_temperature_takes_a_cpu_torch_tensor() -> None:
+    torch = pytest.importorskip("torch")
+    from gramkiln import batch_fill_temperature
+
+    grammar = Grammar.from_lark('start: "answer:" value\nvalue[temperature=0.7]: /[a-z]+/')
+    compiled = grammar.compile(Vocab.byte_level())
+    inside = compiled.matcher()
+    assert inside.accept_string("answer:")
+    tensor = torch.zeros(2, dtype=torch.float32)
+    batch_fill_temperature([inside, compiled.matcher()], tensor)
+    assert tensor.tolist() == pytest.approx([0.7, -1.0])

@@ -17,6 +17,7 @@ from gramkiln.runtime.compiled import (
     GrammarMatcher,
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
+    batch_fill_temperature,
     fill_next_token_bitmask_batch,
 )
 from gramkiln.runtime.vocab import Vocab
@@ -40,5 +41,6 @@ __all__ = [
     "__version__",
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
+    "batch_fill_temperature",
     "fill_next_token_bitmask_batch",
 ]
