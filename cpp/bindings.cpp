@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -428,6 +429,39 @@ class PyMatcher {
     if (std::isnan(value)) return py::none();
     return py::float_(value);
   }
+  // Captures recorded so far as (name, bytes); see Matcher::capture_events.
+  py::list get_captures(bool deduplicate) {
+    std::vector<gramkiln::Matcher::CaptureEvent> events;
+    std::string text;
+    {
+      MatcherUse use(users_, MatcherUse::kRead);
+      events = matcher_.capture_events();
+      text = matcher_.accepted_text();
+    }
+    if (deduplicate) {
+      // One entry per occurrence (name and start), at its first completion, with its longest
+      // span.
+      std::vector<gramkiln::Matcher::CaptureEvent> kept;
+      std::map<std::pair<uint32_t, uint64_t>, size_t> where;  // (name, start) -> entry
+      for (const auto& event : events) {
+        const auto [found, fresh] =
+            where.emplace(std::make_pair(event.capture, event.start), kept.size());
+        if (fresh) {
+          kept.push_back(event);
+        } else {
+          kept[found->second].end = std::max(kept[found->second].end, event.end);
+        }
+      }
+      events = std::move(kept);
+    }
+    py::list out;
+    for (const auto& event : events) {
+      out.append(py::make_tuple(
+          py::str(matcher_.capture_name(event.capture)),
+          py::bytes(text.data() + event.start, static_cast<size_t>(event.end - event.start))));
+    }
+    return out;
+  }
   py::object default_temperature() const {
     if (std::isnan(default_temperature_)) return py::none();
     return py::float_(default_temperature_);
@@ -661,7 +695,8 @@ PYBIND11_MODULE(_core, m) {
          std::vector<uint32_t> end_tokens, std::vector<uint32_t> lexeme_max_tokens,
          std::vector<uint32_t> lexeme_max_chars, std::vector<uint32_t> lexeme_temperature,
          int64_t char_window, std::vector<int32_t> state_budget_switch,
-         std::vector<int32_t> state_near_remaining) {
+         std::vector<int32_t> state_near_remaining, std::vector<uint32_t> capture_symbols,
+         std::vector<std::string> capture_names) {
         gramkiln::GrammarSpec g;
         g.num_nonterminals = checked_u32(num_nonterminals, "num_nonterminals");
         g.start = checked_u32(start, "start");
@@ -684,6 +719,11 @@ PYBIND11_MODULE(_core, m) {
         g.char_window = checked_u32(char_window, "char_window");
         g.state_budget_switch = std::move(state_budget_switch);
         g.state_near_remaining = std::move(state_near_remaining);
+        if (capture_symbols.size() != capture_names.size()) {
+          throw py::value_error("capture_symbols and capture_names differ in length");
+        }
+        g.capture_symbols = std::move(capture_symbols);
+        g.capture_names = std::move(capture_names);
         std::string blob;
         {
           WithoutGil release;
@@ -699,6 +739,8 @@ PYBIND11_MODULE(_core, m) {
       py::arg("lexeme_temperature") = std::vector<uint32_t>{}, py::arg("char_window") = 0,
       py::arg("state_budget_switch") = std::vector<int32_t>{},
       py::arg("state_near_remaining") = std::vector<int32_t>{},
+      py::arg("capture_symbols") = std::vector<uint32_t>{},
+      py::arg("capture_names") = std::vector<std::string>{},
       "Build runtime tables from a flattened grammar and a vocabulary index (GIL released).");
 
   py::class_<PyMatcher>(m, "GrammarMatcher", "Incremental matcher producing next-token bitmasks.")
@@ -718,6 +760,9 @@ PYBIND11_MODULE(_core, m) {
                              "Sampling temperature for the next token: that of the rules "
                              "(option `temperature`) the parse is inside, else "
                              "default_temperature; None when neither applies.")
+      .def("get_captures", &PyMatcher::get_captures, py::arg("deduplicate") = true,
+           "The spans of captured rules (option `capture`) as (name, bytes), in completion "
+           "order: by default one per occurrence with its longest span, else every completion.")
       .def_property_readonly("default_temperature", &PyMatcher::default_temperature,
                              "The temperature outside rules that set one (None: unset).")
       .def("fill_next_token_bitmask", &PyMatcher::fill, py::arg("bitmask"), py::arg("index") = 0,

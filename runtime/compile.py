@@ -185,6 +185,9 @@ class FlatGrammar:
     start: int = 0
     # Lexemes of rules with max_tokens / max_chars / temperature (see runtime/rule_limits.py).
     lexeme_limits: dict[int, LexemeLimits] = field(default_factory=dict)
+    # Symbols of rules with the `capture` option (nonterminals, or lexemes of lazy-like and
+    # limited rules) and their capture names; the runtime records their completions.
+    captures: list[tuple[tuple[str, int], str]] = field(default_factory=list)
 
 
 class _Flattener:
@@ -472,7 +475,21 @@ class _Flattener:
             name = self.pending_rules[position]
             position += 1
             self.add(("N", self.nonterminal_ids[name]), self.symbols(self.rules[name].body))
+        self.find_captures()
         return self.flat
+
+    def find_captures(self) -> None:
+        """The symbols of captured rules that the flattened grammar uses (a captured rule
+        inlined into a lexeme-like body is part of that lexeme and is not recorded)."""
+        for name, index in self.nonterminal_ids.items():
+            rule = self.rules.get(name)
+            if rule is not None and rule.options.capture is not None:
+                self.flat.captures.append((("N", index), rule.options.capture))
+        for key, index in self.lexeme_ids.items():
+            kind, _, name = key.partition(":")
+            rule = self.rules.get(name) if kind in ("lazy", "limited") else None
+            if rule is not None and rule.options.capture is not None:
+                self.flat.captures.append((("L", index), rule.options.capture))
 
 
 def _key(expr: Expr) -> str:
@@ -623,6 +640,8 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         vocab.core_index(),
         list(end_tokens),
         *limit_arrays,
+        [first_id[kind] + index for (kind, index), _ in flat.captures],
+        [name for _, name in flat.captures],
     )
 
 

@@ -7,6 +7,7 @@
 // states no token can tell apart, sparse exit lists, inside sets as id lists when smaller);
 // the loader expands them into the dense in-memory tables of `Runtime` that the matcher reads.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -1443,6 +1444,18 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   w.array(std::vector<uint32_t>{g.char_window});
   w.array(g.state_budget_switch);
   w.array(g.state_near_remaining);
+  // Captures: symbols, then the names' offsets and bytes.
+  w.array(g.capture_symbols);
+  {
+    std::vector<uint32_t> offsets{0};
+    std::vector<uint8_t> bytes;
+    for (const std::string& name : g.capture_names) {
+      bytes.insert(bytes.end(), name.begin(), name.end());
+      offsets.push_back(static_cast<uint32_t>(bytes.size()));
+    }
+    w.array(offsets);
+    w.array(bytes);
+  }
   // Not loaded here: CompiledGrammar.from_parts validates every blob with the loader before
   // anything can use it, and loading twice would double that cost per compile.
   return w.take();
@@ -1576,6 +1589,29 @@ void load_rule_limits(Runtime& rt, const std::vector<uint32_t>& temperature_bits
   }
 }
 
+// Validates the capture arrays and builds the per-symbol capture index.
+static void load_captures(Runtime& rt, const std::vector<uint32_t>& symbols,
+                          const std::vector<uint32_t>& offsets, const std::vector<uint8_t>& bytes) {
+  require(offsets.size() == symbols.size() + 1 && offsets[0] == 0 && offsets.back() == bytes.size(),
+          "bad capture name offsets");
+  if (symbols.empty()) return;
+  const uint64_t capturable = static_cast<uint64_t>(rt.num_nonterminals) + rt.num_lexemes;
+  const uint64_t all = capturable + rt.num_tokensets;
+  rt.symbol_capture.assign(all, -1);
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    require(symbols[i] < capturable, "capture symbol out of range");
+    require(rt.symbol_capture[symbols[i]] == -1, "symbol captured twice");
+    require(offsets[i] < offsets[i + 1], "empty capture name");
+    std::string name(bytes.begin() + offsets[i], bytes.begin() + offsets[i + 1]);
+    for (char c : name) {
+      require(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.',
+              "bad character in a capture name");
+    }
+    rt.symbol_capture[symbols[i]] = static_cast<int32_t>(i);
+    rt.capture_names.push_back(std::move(name));
+  }
+}
+
 std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   require(little_endian_host(), "the runtime needs a little-endian machine");
   auto rt = std::make_shared<Runtime>();
@@ -1633,6 +1669,11 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   r.array(char_window, "char_window");
   r.array(rt->state_budget_switch, "state_budget_switch");
   r.array(rt->state_near_remaining, "state_near_remaining");
+  std::vector<uint32_t> capture_symbols, capture_name_offsets;
+  std::vector<uint8_t> capture_name_bytes;
+  r.array(capture_symbols, "capture_symbols");
+  r.array(capture_name_offsets, "capture_name_offsets");
+  r.array(capture_name_bytes, "capture_name_bytes");
   require(r.at_end(), "trailing bytes after the runtime tables");
 
   // Sizes.
@@ -1692,6 +1733,7 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
     }
   }
   load_rule_limits(*rt, temperature_bits, char_window);
+  load_captures(*rt, capture_symbols, capture_name_offsets, capture_name_bytes);
   require(c.tokenset_bits.size() == static_cast<uint64_t>(c.num_tokensets) * c.words,
           "bad token set size");
   require(c.end_bits.size() == c.words && c.text_bits.size() == c.words, "bad token bitsets");

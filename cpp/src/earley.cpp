@@ -109,6 +109,10 @@ void index_new_set(const Runtime& rt, Chart& chart, size_t begin) {
 // entry for its left-hand side (unit and wrapper rules between the recursive ones), so
 // entries are resolved in dependency order; a cycle of such waiters gets no entry.
 void add_leo_items(const Runtime& rt, Chart& chart, uint32_t self) {
+  if (chart.exact) {
+    chart.leo_begin.push_back(static_cast<uint32_t>(chart.leo.size()));
+    return;
+  }
   struct Candidate {
     uint32_t symbol;
     Item waiter;
@@ -187,7 +191,7 @@ inline uint64_t item_key(uint32_t dotted, uint32_t origin) {
 class ItemAdder {
  public:
   ItemAdder(const ChartView& view, Chart& chart, uint32_t self, KeySet& seen)
-      : chart_(chart), self_(self), seen_(seen), hashed_(view.base == nullptr) {}
+      : chart_(chart), self_(self), seen_(seen), hashed_(view.base == nullptr && !chart.exact) {}
   void add(uint32_t dotted, uint32_t origin) {
     if (seen_.insert(key(dotted, origin))) chart_.items.push_back(Item{dotted, origin});
   }

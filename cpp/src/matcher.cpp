@@ -2876,7 +2876,65 @@ void GroupCache::MaskPool::keep_free(uint32_t count, size_t slots) {
   while (free_.size() < slots) add_slab(count, true);
 }
 
-Matcher::Matcher(std::shared_ptr<const Runtime> runtime) : runtime_(std::move(runtime)) { reset(); }
+Matcher::Matcher(std::shared_ptr<const Runtime> runtime) : runtime_(std::move(runtime)) {
+  reset();
+  if (!runtime_->capture_names.empty()) {
+    shadow_.matcher.reset(new Matcher(runtime_, ExactChart{}));
+  }
+}
+
+Matcher::Matcher(std::shared_ptr<const Runtime> runtime, ExactChart)
+    : runtime_(std::move(runtime)), exact_(true) {
+  reset();
+}
+
+Matcher::Shadow::Shadow(const Shadow& other)
+    : matcher(other.matcher ? std::make_unique<Matcher>(*other.matcher) : nullptr) {}
+
+Matcher::Shadow& Matcher::Shadow::operator=(const Shadow& other) {
+  if (this != &other) {
+    matcher = other.matcher ? std::make_unique<Matcher>(*other.matcher) : nullptr;
+  }
+  return *this;
+}
+
+const std::vector<Matcher::CaptureEvent>& Matcher::capture_events() const {
+  static const std::vector<CaptureEvent> none;
+  return shadow_.matcher ? shadow_.matcher->events_ : none;
+}
+
+const std::string& Matcher::accepted_text() const {
+  static const std::string none;
+  return shadow_.matcher ? shadow_.matcher->text_ : none;
+}
+
+const std::string& Matcher::capture_name(uint32_t capture) const {
+  return runtime_->capture_names.at(capture);
+}
+
+void Matcher::record_captures(const std::vector<std::pair<uint32_t, uint32_t>>& scans) {
+  const Runtime& rt = *runtime_;
+  const uint32_t self = chart_.num_sets() - 1;
+  const uint64_t here = text_.size();
+  set_pos_.push_back(here);
+  const size_t first_event = events_.size();
+  auto note = [&](uint32_t symbol, uint32_t origin) {
+    const int32_t capture = rt.symbol_capture[symbol];
+    if (capture < 0 || origin == self || set_pos_[origin] == here) return;  // empty spans
+    const CaptureEvent event{static_cast<uint32_t>(capture), set_pos_[origin], here};
+    for (size_t i = first_event; i < events_.size(); ++i) {
+      const CaptureEvent& seen = events_[i];
+      if (seen.capture == event.capture && seen.start == event.start) return;  // same span
+    }
+    events_.push_back(event);
+  };
+  for (const auto& [origin, symbol] : scans) note(symbol, origin);  // captured lexemes
+  for (uint32_t j = chart_.set_begin[self]; j < chart_.set_begin[self + 1]; ++j) {
+    const Item item = chart_.items[j];
+    if (rt.dotted_next[item.dotted] != kComplete) continue;
+    note(rt.prod_lhs[rt.dotted_prod[item.dotted]], item.origin);
+  }
+}
 
 void Matcher::reset() {
   history_.clear();
@@ -2894,9 +2952,19 @@ void Matcher::reset() {
   set_chars_.clear();
   set_first_token_.clear();
   budget_overrun_ = false;
+  if (exact_) {
+    // Every completion counts here: no merging, no future keys.
+    chart_.exact = true;
+    chart_.anchored = false;
+    chart_.future_mergeable = false;
+    text_.clear();
+    set_pos_.assign(1, 0);
+    events_.clear();
+  }
   build_initial_set(*runtime_, chart_, thread_scratch().seen);
   note_new_set();
   start_threads_for_last_set();
+  if (shadow_.matcher) shadow_.matcher->reset();
 }
 
 bool Matcher::counts_budgets() const {
@@ -2986,7 +3054,7 @@ void Matcher::merge_equivalent_threads() {
   // same future (Chart::hash_lo): keep one. Without this, `word+` over `/[a-z]+/` keeps a
   // thread from every earlier position (a lexeme may end at any byte), and each step and fill
   // costs time proportional to the text read so far.
-  if (threads_.size() < 2) return;
+  if (threads_.size() < 2 || exact_) return;
   struct Key {
     int32_t state;
     uint64_t lo, hi;
@@ -3044,6 +3112,7 @@ bool Matcher::step_byte(uint8_t byte,
   thread_local std::vector<Thread> next;
   scans.clear();
   next.clear();
+  if (exact_) text_.push_back(static_cast<char>(byte));
   const bool char_budgets = rt.has_char_budgets && (byte & 0xC0) != 0x80;
   if (char_budgets) ++chars_;
   for (const Thread& th : threads_) {
@@ -3074,6 +3143,7 @@ bool Matcher::step_byte(uint8_t byte,
     ChartView view{nullptr, &chart_, 0};
     build_earley_set(rt, view, scans, sc.seen);
     note_new_set();
+    if (exact_) record_captures(scans);
     frontier_ = true;
     start_threads_for_last_set();
   }
@@ -3087,7 +3157,9 @@ Matcher::Snapshot Matcher::snapshot() const {
                   frontier_,
                   terminated_,
                   chars_,
-                  tokens_};
+                  tokens_,
+                  text_.size(),
+                  static_cast<uint32_t>(events_.size())};
 }
 
 void Matcher::restore(Snapshot&& snap) {
@@ -3097,6 +3169,8 @@ void Matcher::restore(Snapshot&& snap) {
   terminated_ = snap.terminated;
   chars_ = snap.chars;
   tokens_ = snap.tokens;
+  text_.resize(snap.text_size);
+  events_.resize(snap.events);
 }
 
 void Matcher::restore_copy(const Snapshot& snap) {
@@ -3106,6 +3180,8 @@ void Matcher::restore_copy(const Snapshot& snap) {
   terminated_ = snap.terminated;
   chars_ = snap.chars;
   tokens_ = snap.tokens;
+  text_.resize(snap.text_size);
+  events_.resize(snap.events);
 }
 
 void Matcher::truncate_chart(const Snapshot& snap) {
@@ -3127,9 +3203,17 @@ void Matcher::truncate_chart(const Snapshot& snap) {
     set_chars_.resize(snap.num_sets);
     set_first_token_.resize(snap.num_sets);
   }
+  if (exact_) set_pos_.resize(snap.num_sets);
 }
 
 bool Matcher::accept_token(int64_t token_id) {
+  const bool ok = accept_token_here(token_id);
+  // The shadow takes exactly what this matcher took (it decides alike: same runtime).
+  if (ok && shadow_.matcher) shadow_.matcher->accept_token(token_id);
+  return ok;
+}
+
+bool Matcher::accept_token_here(int64_t token_id) {
   const Runtime& rt = *runtime_;
   if (token_id < 0 || token_id >= static_cast<int64_t>(rt.vocab_size)) {
     throw std::out_of_range("token id " + std::to_string(token_id) + " is outside [0, " +
@@ -3190,6 +3274,7 @@ bool Matcher::accept_token(int64_t token_id) {
     build_earley_set(rt, view, token_scans, thread_scratch().seen);
     next_set_first_token_ = tokens_ + 1;
     note_new_set();
+    if (exact_) record_captures(token_scans);
     frontier_ = true;
     start_threads_for_last_set();
   }
@@ -3207,6 +3292,12 @@ bool Matcher::accept_token(int64_t token_id) {
 }
 
 bool Matcher::accept_bytes(const std::string& bytes) {
+  const bool ok = accept_bytes_here(bytes);
+  if (ok && shadow_.matcher) shadow_.matcher->accept_bytes(bytes);
+  return ok;
+}
+
+bool Matcher::accept_bytes_here(const std::string& bytes) {
   if (terminated_) return false;
   Snapshot before = snapshot();
   next_set_first_token_ = tokens_;  // text without token boundaries counts no tokens
@@ -3229,6 +3320,9 @@ void Matcher::rollback(uint32_t n) {
   const size_t keep = history_.size() - n;
   restore(std::move(history_[keep]));
   history_.resize(keep);
+  if (shadow_.matcher) {
+    shadow_.matcher->rollback(std::min<uint32_t>(n, shadow_.matcher->history_size()));
+  }
 }
 
 CacheStats runtime_cache_stats(const Runtime& runtime) {

@@ -80,6 +80,10 @@ struct GrammarSpec {
   std::vector<uint32_t> lexeme_max_tokens, lexeme_max_chars, lexeme_temperature;
   uint32_t char_window = 0;
   std::vector<int32_t> state_budget_switch, state_near_remaining;
+  // Captures (rule option `capture`): the symbols (nonterminals or lexemes) whose
+  // completions are recorded, and each one's capture name.
+  std::vector<uint32_t> capture_symbols;
+  std::vector<std::string> capture_names;
 };
 
 constexpr uint32_t kNoCharBudget = 0xFFFFFFFFu;
@@ -292,6 +296,9 @@ struct Chart {
   // Whether new sets get their depth hashes (false only in the throwaway copy that
   // Matcher::search_text_tokens steps, whose sets no cache key reads; they get zeros).
   bool depth_hashed = true;
+  // Whether every item is kept as it is (no merging by hashes or futures, no Leo items): the
+  // chart of the capture shadow (Matcher::capture_events), where each completion counts.
+  bool exact = false;
   uint32_t num_sets() const { return static_cast<uint32_t>(set_begin.size() - 1); }
 };
 
@@ -353,6 +360,17 @@ class Matcher {
     budget_overrun_ = false;
     return overrun;
   }
+  // Captures (rule option `capture`): every completion of a captured rule over a non-empty
+  // span, recorded while accepting (never by fill_mask), in completion order; rollback
+  // removes those of the steps it undoes. Positions are byte offsets into accepted_text().
+  struct CaptureEvent {
+    uint32_t capture;  // index into the runtime's capture names
+    uint64_t start, end;
+  };
+  bool records_captures() const { return shadow_.matcher != nullptr; }
+  const std::vector<CaptureEvent>& capture_events() const;
+  const std::string& accepted_text() const;
+  const std::string& capture_name(uint32_t capture) const;
 
  private:
   struct Snapshot {
@@ -363,6 +381,8 @@ class Matcher {
     bool terminated;
     uint64_t chars;
     uint32_t tokens;
+    uint64_t text_size;  // the capture shadow's accepted text and events
+    uint32_t events;
   };
   Snapshot snapshot() const;
   // The mask without the end tokens and without the configuration caches, written over every
@@ -416,6 +436,22 @@ class Matcher {
   // This configuration without the threads whose token budget is spent.
   Matcher without_spent_threads() const;
   void drop_spent_threads();
+  // The capture shadow: a matcher over the same runtime with an exact chart, stepped after
+  // this one by every accepted token and string, which records completions.
+  struct ExactChart {};
+  Matcher(std::shared_ptr<const Runtime> runtime, ExactChart);
+  bool accept_token_here(int64_t token_id);
+  bool accept_bytes_here(const std::string& bytes);
+  // Records the captured completions in the set just added from `scans` (exact chart only).
+  void record_captures(const std::vector<std::pair<uint32_t, uint32_t>>& scans);
+  struct Shadow {
+    std::unique_ptr<Matcher> matcher;
+    Shadow() = default;
+    Shadow(const Shadow& other);
+    Shadow& operator=(const Shadow& other);
+    Shadow(Shadow&&) noexcept = default;
+    Shadow& operator=(Shadow&&) noexcept = default;
+  };
   // OR into `words` every text token whose bytes the matcher can consume, found by stepping a
   // copy of it through the vocabulary trie.
   void search_text_tokens(uint32_t* words) const;
@@ -448,6 +484,13 @@ class Matcher {
   std::vector<uint64_t> set_chars_;
   std::vector<uint32_t> set_first_token_;
   bool budget_overrun_ = false;
+  // Captures: the shadow (in a matcher of a grammar with captures), and in the shadow
+  // itself (exact_) the accepted text, each set's byte position and the events.
+  Shadow shadow_;
+  bool exact_ = false;
+  std::string text_;
+  std::vector<uint64_t> set_pos_;
+  std::vector<CaptureEvent> events_;
 };
 
 // Fill rows of a [rows, words] int32 buffer from several matchers with `threads` workers.
