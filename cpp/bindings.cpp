@@ -696,7 +696,9 @@ PYBIND11_MODULE(_core, m) {
          std::vector<uint32_t> lexeme_max_chars, std::vector<uint32_t> lexeme_temperature,
          int64_t char_window, std::vector<int32_t> state_budget_switch,
          std::vector<int32_t> state_near_remaining, std::vector<uint32_t> capture_symbols,
-         std::vector<std::string> capture_names) {
+         std::vector<std::string> capture_names, std::vector<uint32_t> capture_rule_name,
+         std::vector<uint32_t> capture_marker_name, std::vector<uint32_t> capture_trim,
+         std::vector<uint8_t> capture_stop) {
         gramkiln::GrammarSpec g;
         g.num_nonterminals = checked_u32(num_nonterminals, "num_nonterminals");
         g.start = checked_u32(start, "start");
@@ -719,11 +721,12 @@ PYBIND11_MODULE(_core, m) {
         g.char_window = checked_u32(char_window, "char_window");
         g.state_budget_switch = std::move(state_budget_switch);
         g.state_near_remaining = std::move(state_near_remaining);
-        if (capture_symbols.size() != capture_names.size()) {
-          throw py::value_error("capture_symbols and capture_names differ in length");
-        }
         g.capture_symbols = std::move(capture_symbols);
         g.capture_names = std::move(capture_names);
+        g.capture_rule_name = std::move(capture_rule_name);
+        g.capture_marker_name = std::move(capture_marker_name);
+        g.capture_trim = std::move(capture_trim);
+        g.capture_stop = std::move(capture_stop);
         std::string blob;
         {
           WithoutGil release;
@@ -741,6 +744,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("state_near_remaining") = std::vector<int32_t>{},
       py::arg("capture_symbols") = std::vector<uint32_t>{},
       py::arg("capture_names") = std::vector<std::string>{},
+      py::arg("capture_rule_name") = std::vector<uint32_t>{},
+      py::arg("capture_marker_name") = std::vector<uint32_t>{},
+      py::arg("capture_trim") = std::vector<uint32_t>{},
+      py::arg("capture_stop") = std::vector<uint8_t>{},
       "Build runtime tables from a flattened grammar and a vocabulary index (GIL released).");
 
   py::class_<PyMatcher>(m, "GrammarMatcher", "Incremental matcher producing next-token bitmasks.")

@@ -52,6 +52,7 @@ from gramkiln.errors import (
     EndTokenWarning,
 )
 
+NO_NAME = 0xFFFFFFFF  # a captured symbol without a rule or marker capture name
 # Largest bounded repetition expanded into productions (each bound adds one helper rule).
 MAX_REPEAT_EXPANSION = 100_000
 MAX_DFA_STATES = 200_000
@@ -96,20 +97,20 @@ def _flatten_with_fallbacks(ir: GrammarIR, vocab: Any, ends: list[int]) -> FlatG
     ``LEAVES_FALLBACK_COUNT_PRODUCT``). The language is the same each way."""
     lowered = lower_for_runtime(ir)
     try:
-        return flatten_grammar(lowered, vocab, ends)
+        return flatten_grammar(lowered, vocab, ends, source=ir)
     except AutomatonSizeError as exc:
         error = exc
     if _has_count_past(lowered, BLOCKS_FALLBACK_COUNT):
         # A counted repetition fused whole (up to MAX_FUSED_COUNT) whose one DFA passes the
         # limits: split such counts into blocks, as every count past them always is.
         try:
-            return flatten_grammar(lower_for_runtime(ir, fusion="blocks"), vocab, ends)
+            return flatten_grammar(lower_for_runtime(ir, fusion="blocks"), vocab, ends, source=ir)
         except AutomatonSizeError as exc:
             error = exc
     if _largest_fused_count_product(lowered) > LEAVES_FALLBACK_COUNT_PRODUCT:
         raise error
     # Its error names the single terminal past the limits, where there is one.
-    return flatten_grammar(lower_for_runtime(ir, fusion="leaves"), vocab, ends)
+    return flatten_grammar(lower_for_runtime(ir, fusion="leaves"), vocab, ends, source=ir)
 
 
 def _largest_fused_count_product(ir: GrammarIR) -> int:
@@ -186,14 +187,22 @@ class FlatGrammar:
     # Lexemes of rules with max_tokens / max_chars / temperature (see runtime/rule_limits.py).
     lexeme_limits: dict[int, LexemeLimits] = field(default_factory=dict)
     # Symbols of rules with the `capture` option (nonterminals, or lexemes of lazy-like and
-    # limited rules) and their capture names; the runtime records their completions.
-    captures: list[tuple[tuple[str, int], str]] = field(default_factory=list)
+    # limited rules); the runtime records their completions.
+    captures: list[CapturedSymbol] = field(default_factory=list)
 
 
 class _Flattener:
     """Turns rule bodies into productions; memoises lexemes, token sets and helper rules."""
 
-    def __init__(self, ir: GrammarIR, vocab: Any, end_ids: Iterable[int] = ()) -> None:
+    def __init__(
+        self,
+        ir: GrammarIR,
+        vocab: Any,
+        end_ids: Iterable[int] = (),
+        source: GrammarIR | None = None,
+    ) -> None:
+        # The grammar before lowering: the suffix / stop options of captured rules.
+        self.source_rules = (source or ir).rule_map()
         if ir.subgrammars:
             raise CompileError("sub-grammars must be inlined before compilation")
         self.ir = ir
@@ -484,12 +493,49 @@ class _Flattener:
         for name, index in self.nonterminal_ids.items():
             rule = self.rules.get(name)
             if rule is not None and rule.options.capture is not None:
-                self.flat.captures.append((("N", index), rule.options.capture))
+                self.flat.captures.append(CapturedSymbol(("N", index), rule.options.capture))
         for key, index in self.lexeme_ids.items():
             kind, _, name = key.partition(":")
             rule = self.rules.get(name) if kind in ("lazy", "limited") else None
-            if rule is not None and rule.options.capture is not None:
-                self.flat.captures.append((("L", index), rule.options.capture))
+            if rule is None:
+                continue
+            source = self.source_rules.get(name, rule).options
+            marker = source.suffix if source.suffix is not None else source.stop
+            trim = _marker_bytes(marker)
+            if rule.options.capture is None and (source.stop_capture is None or not trim):
+                continue
+            self.flat.captures.append(
+                CapturedSymbol(
+                    ("L", index),
+                    rule.options.capture,
+                    marker_name=source.stop_capture if trim else None,
+                    trim=trim,
+                    stop=source.stop is not None,
+                )
+            )
+
+
+@dataclass(frozen=True)
+class CapturedSymbol:
+    """A symbol whose completions are captures: the rule's capture name (None when only its
+    marker is captured) and, for a suffix / stop rule with a fixed marker, the marker's
+    length in bytes (cut from the rule's capture, and from every capture around it for
+    `stop`) and the marker's own capture name (`stop_capture`)."""
+
+    symbol: tuple[str, int]
+    name: str | None
+    marker_name: str | None = None
+    trim: int = 0
+    stop: bool = False
+
+
+def _marker_bytes(marker: Expr | None) -> int:
+    """The length of a fixed-length suffix / stop marker (a string or bytes), else 0."""
+    if isinstance(marker, Literal):
+        return len(marker.text.encode("utf-8"))
+    if isinstance(marker, Bytes):
+        return len(marker.data)
+    return 0
 
 
 def _key(expr: Expr) -> str:
@@ -497,14 +543,16 @@ def _key(expr: Expr) -> str:
     return structural_key(expr).hex()
 
 
-def flatten_grammar(ir: GrammarIR, vocab: Any, end_ids: Iterable[int] = ()) -> FlatGrammar:
+def flatten_grammar(
+    ir: GrammarIR, vocab: Any, end_ids: Iterable[int] = (), *, source: GrammarIR | None = None
+) -> FlatGrammar:
     """Productions over nonterminals, lexemes (byte DFAs) and token sets, with every
     unproductive production removed (so a live parse can always be completed).
 
     Token sets never hold an id of `end_ids`: an end token only ends the input, where it is
     accepted. Elements that named nothing but end tokens are listed in
     `flat.end_only_elements` (and derive nothing)."""
-    flattener = _Flattener(ir, vocab, end_ids)
+    flattener = _Flattener(ir, vocab, end_ids, source)
     flat = flattener.run()
     flat.end_only_elements = flattener.end_only_elements
     productive_lexeme = [dfa.start >= 0 and len(dfa.accepting) > 0 for dfa in flat.lexeme_dfas]
@@ -640,9 +688,34 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         vocab.core_index(),
         list(end_tokens),
         *limit_arrays,
-        [first_id[kind] + index for (kind, index), _ in flat.captures],
-        [name for _, name in flat.captures],
+        *_capture_arrays(flat, first_id),
     )
+
+
+def _capture_arrays(
+    flat: FlatGrammar, first_id: Mapping[str, int]
+) -> tuple[list[int], list[str], list[int], list[int], list[int], list[int]]:
+    """The runtime's capture tables: per captured symbol its global id, the index of its
+    capture name and of its marker's (NO_NAME: none), the marker length and the stop flag;
+    and the distinct names."""
+    names: list[str] = []
+
+    def name_index(name: str | None) -> int:
+        if name is None:
+            return NO_NAME
+        if name not in names:
+            names.append(name)
+        return names.index(name)
+
+    symbols, rule_names, marker_names, trims, stops = [], [], [], [], []
+    for captured in flat.captures:
+        kind, index = captured.symbol
+        symbols.append(first_id[kind] + index)
+        rule_names.append(name_index(captured.name))
+        marker_names.append(name_index(captured.marker_name))
+        trims.append(captured.trim)
+        stops.append(int(captured.stop))
+    return symbols, names, rule_names, marker_names, trims, stops
 
 
 def _limit_arrays(

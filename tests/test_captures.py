@@ -91,6 +91,39 @@ def test_lazy_captured_rule_is_recorded_as_its_lexeme() -> None:
     assert matcher.get_captures() == [("head", b"ab;")]
 
 
+@pytest.mark.parametrize(
+    ("source", "text", "expected"),
+    [
+        # suffix: the marker is left out of the rule's own capture.
+        ('start: field "x"\nfield[suffix="!", capture]: /[a-z]*/', "ab!x", [("field", b"ab")]),
+        ('start: field "x"\nfield[suffix="!", capture]: /[a-z]*/', "!x", [("field", b"")]),
+        # stop_capture records the marker on its own.
+        (
+            'start: field "x"\nfield[suffix="!!", stop_capture="m"]: /[a-z]*/',
+            "ab!!x",
+            [("m", b"!!")],
+        ),
+        # stop: left out of the enclosing captures as well.
+        (
+            'start: outer "."\nouter[capture]: "<" field\n'
+            'field[stop="END", capture, stop_capture="mk"]: /[a-z]*/',
+            "<abEND.",
+            [("field", b"ab"), ("mk", b"END"), ("outer", b"<ab")],
+        ),
+        # a suffix enclosing captures keep.
+        (
+            'start: outer "."\nouter[capture]: "<" field\nfield[suffix="END"]: /[a-z]*/',
+            "<abEND.",
+            [("outer", b"<abEND")],
+        ),
+    ],
+)
+def test_suffix_and_stop_markers_in_captures(source: str, text: str, expected: list) -> None:
+    matcher = Grammar.from_lark(source).compile(Vocab.byte_level()).matcher()
+    assert matcher.accept_string(text)
+    assert matcher.get_captures() == expected
+
+
 def test_grammar_without_captures_reports_none() -> None:
     matcher = Grammar.from_lark('start: "a"').compile(Vocab.byte_level()).matcher()
     assert matcher.accept_string("a")

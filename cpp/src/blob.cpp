@@ -1446,6 +1446,10 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   w.array(g.state_near_remaining);
   // Captures: symbols, then the names' offsets and bytes.
   w.array(g.capture_symbols);
+  w.array(g.capture_rule_name);
+  w.array(g.capture_marker_name);
+  w.array(g.capture_trim);
+  w.array(g.capture_stop);
   {
     std::vector<uint32_t> offsets{0};
     std::vector<uint8_t> bytes;
@@ -1591,24 +1595,42 @@ void load_rule_limits(Runtime& rt, const std::vector<uint32_t>& temperature_bits
 
 // Validates the capture arrays and builds the per-symbol capture index.
 static void load_captures(Runtime& rt, const std::vector<uint32_t>& symbols,
+                          const std::vector<uint32_t>& rule_name,
+                          const std::vector<uint32_t>& marker_name,
+                          const std::vector<uint32_t>& trim, const std::vector<uint8_t>& stop,
                           const std::vector<uint32_t>& offsets, const std::vector<uint8_t>& bytes) {
-  require(offsets.size() == symbols.size() + 1 && offsets[0] == 0 && offsets.back() == bytes.size(),
+  const size_t count = symbols.size();
+  require(rule_name.size() == count && marker_name.size() == count && trim.size() == count &&
+              stop.size() == count,
+          "bad capture arrays");
+  require(!offsets.empty() && offsets[0] == 0 && offsets.back() == bytes.size(),
           "bad capture name offsets");
-  if (symbols.empty()) return;
-  const uint64_t capturable = static_cast<uint64_t>(rt.num_nonterminals) + rt.num_lexemes;
-  const uint64_t all = capturable + rt.num_tokensets;
-  rt.symbol_capture.assign(all, -1);
-  for (size_t i = 0; i < symbols.size(); ++i) {
-    require(symbols[i] < capturable, "capture symbol out of range");
-    require(rt.symbol_capture[symbols[i]] == -1, "symbol captured twice");
-    require(offsets[i] < offsets[i + 1], "empty capture name");
+  const size_t names = offsets.size() - 1;
+  for (size_t i = 0; i < names; ++i) {
+    require(offsets[i] < offsets[i + 1], "empty or misordered capture name");
     std::string name(bytes.begin() + offsets[i], bytes.begin() + offsets[i + 1]);
     for (char c : name) {
       require(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.',
               "bad character in a capture name");
     }
-    rt.symbol_capture[symbols[i]] = static_cast<int32_t>(i);
     rt.capture_names.push_back(std::move(name));
+  }
+  if (count == 0) return;
+  const uint64_t capturable = static_cast<uint64_t>(rt.num_nonterminals) + rt.num_lexemes;
+  rt.symbol_capture.assign(capturable + rt.num_tokensets, -1);
+  for (size_t i = 0; i < count; ++i) {
+    require(symbols[i] < capturable, "capture symbol out of range");
+    require(rt.symbol_capture[symbols[i]] == -1, "symbol captured twice");
+    const bool lexeme = symbols[i] >= rt.num_nonterminals;
+    require(rule_name[i] == kNoCaptureName || rule_name[i] < names, "capture name out of range");
+    require(marker_name[i] == kNoCaptureName || (lexeme && marker_name[i] < names && trim[i] > 0),
+            "bad marker capture");
+    require(rule_name[i] != kNoCaptureName || marker_name[i] != kNoCaptureName,
+            "captured symbol without a name");
+    require(stop[i] <= 1 && (trim[i] == 0 || lexeme) && (stop[i] == 0 || trim[i] > 0),
+            "bad capture marker");
+    rt.symbol_capture[symbols[i]] = static_cast<int32_t>(i);
+    rt.captured_symbols.push_back({rule_name[i], marker_name[i], trim[i], stop[i] != 0});
   }
 }
 
@@ -1669,9 +1691,14 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   r.array(char_window, "char_window");
   r.array(rt->state_budget_switch, "state_budget_switch");
   r.array(rt->state_near_remaining, "state_near_remaining");
-  std::vector<uint32_t> capture_symbols, capture_name_offsets;
-  std::vector<uint8_t> capture_name_bytes;
+  std::vector<uint32_t> capture_symbols, capture_name_offsets, capture_rule_name,
+      capture_marker_name, capture_trim;
+  std::vector<uint8_t> capture_name_bytes, capture_stop;
   r.array(capture_symbols, "capture_symbols");
+  r.array(capture_rule_name, "capture_rule_name");
+  r.array(capture_marker_name, "capture_marker_name");
+  r.array(capture_trim, "capture_trim");
+  r.array(capture_stop, "capture_stop");
   r.array(capture_name_offsets, "capture_name_offsets");
   r.array(capture_name_bytes, "capture_name_bytes");
   require(r.at_end(), "trailing bytes after the runtime tables");
@@ -1733,7 +1760,8 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
     }
   }
   load_rule_limits(*rt, temperature_bits, char_window);
-  load_captures(*rt, capture_symbols, capture_name_offsets, capture_name_bytes);
+  load_captures(*rt, capture_symbols, capture_rule_name, capture_marker_name, capture_trim,
+                capture_stop, capture_name_offsets, capture_name_bytes);
   require(c.tokenset_bits.size() == static_cast<uint64_t>(c.num_tokensets) * c.words,
           "bad token set size");
   require(c.end_bits.size() == c.words && c.text_bits.size() == c.words, "bad token bitsets");

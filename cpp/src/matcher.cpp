@@ -2878,7 +2878,7 @@ void GroupCache::MaskPool::keep_free(uint32_t count, size_t slots) {
 
 Matcher::Matcher(std::shared_ptr<const Runtime> runtime) : runtime_(std::move(runtime)) {
   reset();
-  if (!runtime_->capture_names.empty()) {
+  if (!runtime_->captured_symbols.empty()) {
     shadow_.matcher.reset(new Matcher(runtime_, ExactChart{}));
   }
 }
@@ -2918,21 +2918,41 @@ void Matcher::record_captures(const std::vector<std::pair<uint32_t, uint32_t>>& 
   const uint64_t here = text_.size();
   set_pos_.push_back(here);
   const size_t first_event = events_.size();
-  auto note = [&](uint32_t symbol, uint32_t origin) {
-    const int32_t capture = rt.symbol_capture[symbol];
-    if (capture < 0 || origin == self || set_pos_[origin] == here) return;  // empty spans
-    const CaptureEvent event{static_cast<uint32_t>(capture), set_pos_[origin], here};
+  auto push = [&](uint32_t name, uint64_t start, uint64_t end) {
     for (size_t i = first_event; i < events_.size(); ++i) {
       const CaptureEvent& seen = events_[i];
-      if (seen.capture == event.capture && seen.start == event.start) return;  // same span
+      if (seen.capture == name && seen.start == start && seen.end == end) return;  // same span
     }
-    events_.push_back(event);
+    events_.push_back(CaptureEvent{name, start, end});
   };
-  for (const auto& [origin, symbol] : scans) note(symbol, origin);  // captured lexemes
+  // Stop markers that end here, by where their lexeme started: cut from the captures around.
+  thread_local std::vector<std::pair<uint64_t, uint32_t>> stops;
+  stops.clear();
+  for (const auto& [origin, symbol] : scans) {  // captured lexemes (lazy-like, limited rules)
+    const int32_t entry = rt.symbol_capture[symbol];
+    if (entry < 0 || origin == self) continue;
+    const Runtime::CapturedSymbol& captured = rt.captured_symbols[entry];
+    const uint64_t start = set_pos_[origin];
+    if (captured.trim > 0 && here - start >= captured.trim) {
+      const uint64_t body_end = here - captured.trim;
+      if (captured.rule_name != kNoCaptureName) push(captured.rule_name, start, body_end);
+      if (captured.marker_name != kNoCaptureName) push(captured.marker_name, body_end, here);
+      if (captured.stop) stops.emplace_back(start, captured.trim);
+    } else if (captured.rule_name != kNoCaptureName && start < here) {
+      push(captured.rule_name, start, here);
+    }
+  }
   for (uint32_t j = chart_.set_begin[self]; j < chart_.set_begin[self + 1]; ++j) {
     const Item item = chart_.items[j];
     if (rt.dotted_next[item.dotted] != kComplete) continue;
-    note(rt.prod_lhs[rt.dotted_prod[item.dotted]], item.origin);
+    const int32_t entry = rt.symbol_capture[rt.prod_lhs[rt.dotted_prod[item.dotted]]];
+    if (entry < 0 || item.origin == self) continue;
+    const uint64_t start = set_pos_[item.origin];
+    uint64_t end = here;
+    for (const auto& [inner_start, trim] : stops) {
+      if (inner_start >= start) end = std::min(end, here - trim);
+    }
+    if (start < end) push(rt.captured_symbols[entry].rule_name, start, end);
   }
 }
 

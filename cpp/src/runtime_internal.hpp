@@ -875,8 +875,14 @@ class Runtime {
   // Per state (empty without budgets): a thread in it counts from its own origin, so it is
   // never merged with a thread of another origin (see merge_equivalent_threads).
   std::vector<uint8_t> state_counts_from_origin;
-  // Captures: per symbol, the index of its capture name or -1 (empty without captures).
+  // Captures (see GrammarSpec): the names, the captured symbols' entries, and per symbol
+  // the index of its entry or -1 (empty without captures).
+  struct CapturedSymbol {
+    uint32_t rule_name, marker_name, trim;
+    bool stop;
+  };
   std::vector<std::string> capture_names;
+  std::vector<CapturedSymbol> captured_symbols;
   std::vector<int32_t> symbol_capture;
   uint32_t max_tokens_of(int32_t state) const {
     return has_token_budgets ? lexeme_max_tokens[dfa_lexeme[state]] : 0;

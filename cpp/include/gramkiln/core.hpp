@@ -81,10 +81,15 @@ struct GrammarSpec {
   uint32_t char_window = 0;
   std::vector<int32_t> state_budget_switch, state_near_remaining;
   // Captures (rule option `capture`): the symbols (nonterminals or lexemes) whose
-  // completions are recorded, and each one's capture name.
-  std::vector<uint32_t> capture_symbols;
+  // completions are recorded; per symbol the index of its capture name and of its marker's
+  // (kNoCaptureName: none), the marker's length in bytes (cut from the rule's capture) and
+  // whether it is a stop marker (cut from the captures around it too); the distinct names.
+  std::vector<uint32_t> capture_symbols, capture_rule_name, capture_marker_name, capture_trim;
+  std::vector<uint8_t> capture_stop;
   std::vector<std::string> capture_names;
 };
+
+constexpr uint32_t kNoCaptureName = 0xFFFFFFFFu;
 
 constexpr uint32_t kNoCharBudget = 0xFFFFFFFFu;
 
