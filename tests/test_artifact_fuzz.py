@@ -39,8 +39,10 @@ SCRIPT = textwrap.dedent(
     %start start
     %ignore " "
     rule start = item ("," item)* <"<|e|>">?
-    rule item = NUM | "(" start ")" | name
-    rule name [lazy] = [a-z]+
+    rule item [capture="it"] = NUM | "(" start ")" | name | word | hot
+    rule name [lazy, capture="n"] = [a-z]+ ";"
+    rule word [max_chars=3, max_tokens=2] = [a-z]+ "!"
+    rule hot [max_chars=5, temperature=0.5] = [a-z]+ "?"
     term NUM = [0-9]+
     ''')
     vocab = Vocab([b"1", b"23", b"(", b")", b",", b" ", b"ab", b"1,", b")(", b"<|e|>", b"</s>"],
@@ -74,6 +76,9 @@ SCRIPT = textwrap.dedent(
             matcher.find_jump_forward_string()
             token = rnd.randrange(runtime.vocab_size)
             matcher.accept_token(token)
+            matcher.temperature
+            matcher.get_captures(deduplicate=bool(rnd.randrange(2)))
+        matcher.fork().get_captures()
         matcher.rollback(matcher.num_steps)
 
     loaded = 0
