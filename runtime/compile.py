@@ -220,23 +220,43 @@ class _Flattener:
         self.helper_ids: dict[str, int] = {}
         self.ignore_star: tuple[str, int] | None = None
         self.wrapped: dict[tuple[str, int], tuple[str, int]] = {}
-        self.pending_rules: list[str] = []  # rules referenced but not flattened yet, in order
+        # Rules referenced but not flattened yet, in order: (nonterminal key, rule, scope).
+        self.pending_rules: list[tuple[str, str, float | None]] = []
         # Symbols of each rule reference (the same rules are referenced thousands of times
-        # in big JSON Schema grammars; the answer never changes once given).
-        self.references: dict[str, tuple[tuple[str, int], ...]] = {}
+        # in big JSON Schema grammars; the answer never changes once given), per scope.
+        self.references: dict[tuple[str, float | None], tuple[tuple[str, int], ...]] = {}
+        # The temperature scope being flattened: inside a non-regular rule with a
+        # `temperature`, every rule and lexeme is a copy of its own whose lexemes carry it.
+        self.scope: float | None = None
+        self.rule_of_key: dict[str, str] = {}  # nonterminal key -> its rule
+        self.lexeme_rule: dict[int, str] = {}  # lexemes of lazy-like and limited rules
 
     # -- symbols ----------------------------------------------------------------------------
-    def nonterminal(self, name: str) -> tuple[str, int]:
-        """The symbol of nonterminal `name`, numbered on first use."""
-        if name not in self.nonterminal_ids:
-            self.nonterminal_ids[name] = len(self.flat.nonterminal_names)
-            self.flat.nonterminal_names.append(name)
+    def nonterminal(self, name: str, scope: float | None = None) -> tuple[str, int]:
+        """The symbol of nonterminal `name` (its copy for a temperature scope), numbered on
+        first use."""
+        key = name if scope is None else f"{name}@temperature={scope!r}"
+        if key not in self.nonterminal_ids:
+            self.nonterminal_ids[key] = len(self.flat.nonterminal_names)
+            self.flat.nonterminal_names.append(key)
             if name in self.rules:
-                self.pending_rules.append(name)
-        return ("N", self.nonterminal_ids[name])
+                self.pending_rules.append((key, name, scope))
+                self.rule_of_key[key] = name
+        return ("N", self.nonterminal_ids[key])
 
     def lexeme(self, key: str, expr: Expr, lazy: bool = False) -> tuple[str, int]:
-        """The lexeme symbol for `key`, compiling `expr` to a byte DFA on first use."""
+        """The lexeme symbol for `key`, compiling `expr` to a byte DFA on first use (a copy of
+        its own inside a temperature scope, which carries the scope's temperature)."""
+        if self.scope is not None:
+            key = f"{key}@temperature={self.scope!r}"
+            if key not in self.lexeme_ids:
+                symbol = self.lexeme_unscoped(key, expr, lazy)
+                self.flat.lexeme_limits[symbol[1]] = LexemeLimits(temperature=self.scope)
+            return ("L", self.lexeme_ids[key])
+        return self.lexeme_unscoped(key, expr, lazy)
+
+    def lexeme_unscoped(self, key: str, expr: Expr, lazy: bool) -> tuple[str, int]:
+        """`lexeme` without the scope."""
         if key not in self.lexeme_ids:
             try:
                 dfa = _build_dfa(expr, self.terminal_bodies, lazy)
@@ -251,7 +271,8 @@ class _Flattener:
     def describe_lexeme(self, key: str, expr: Expr) -> str:
         """Which terminal, rule or text a lexeme comes from, with its source line."""
         kind, _, name = key.partition(":")
-        if kind in ("term", "lazy") and name in self.rules:
+        name = name.split("@temperature=")[0]
+        if kind in ("term", "lazy", "limited") and name in self.rules:
             rule = self.rules[name]
             if name.startswith("__"):  # made by a pass (fused text): show the text itself
                 return f"{_shortened(print_expr(rule.body))}{_located(rule.span)}"
@@ -280,6 +301,8 @@ class _Flattener:
 
     def helper(self, key: str) -> tuple[tuple[str, int], bool]:
         """A helper nonterminal for `key`; the flag says whether it still needs productions."""
+        if self.scope is not None:
+            key = f"{key}@temperature={self.scope!r}"
         if key in self.helper_ids:
             return ("N", self.helper_ids[key]), False
         symbol = self.nonterminal(f"$h{len(self.helper_ids)}")
@@ -296,7 +319,11 @@ class _Flattener:
     def ignore_repeat(self) -> tuple[str, int]:
         """The nonterminal for `(ignore)*` (left-recursive), created on first use."""
         if self.ignore_star is None:
-            ignore = self.lexeme("$ignore", Choice(alternatives=tuple(self.ir.ignore)))
+            scope, self.scope = self.scope, None  # one ignore lexeme, outside every scope
+            try:
+                ignore = self.lexeme("$ignore", Choice(alternatives=tuple(self.ir.ignore)))
+            finally:
+                self.scope = scope
             star = self.nonterminal("$ignore*")
             self.ignore_star = star
             self.add(star, [])
@@ -350,9 +377,9 @@ class _Flattener:
 
     def reference(self, name: str) -> tuple[tuple[str, int], ...]:
         """Symbols for a reference: a lexeme for terminals and lazy-like rules."""
-        known = self.references.get(name)
+        known = self.references.get((name, self.scope))
         if known is None:
-            known = self.references[name] = tuple(self._reference(name))
+            known = self.references[(name, self.scope)] = tuple(self._reference(name))
         return known
 
     def _reference(self, name: str) -> list[tuple[str, int]]:
@@ -366,11 +393,31 @@ class _Flattener:
         lazy = options.lazy or marker is not None
         limits = LexemeLimits(options.max_tokens, options.max_chars, options.temperature)
         if limits != LexemeLimits():
+            if limits.temperature is None and self.scope is not None:
+                limits = LexemeLimits(limits.max_tokens, limits.max_chars, self.scope)
+            if limits == LexemeLimits(temperature=options.temperature) and not self.is_regular(
+                rule
+            ):
+                # A temperature alone on a rule that is not one lexeme: its rules and lexemes
+                # are copied into the rule's scope, each lexeme carrying the temperature.
+                return [self.nonterminal(name, options.temperature)]
             return self.after_lexeme(self.limited_lexeme(rule, marker, lazy, limits))
         if lazy:
             body = rule.body if marker is None else Seq(items=(rule.body, marker))
-            return self.after_lexeme(self.lexeme("lazy:" + name, body, lazy=True))
-        return [self.nonterminal(name)]
+            symbol = self.lexeme("lazy:" + name, body, lazy=True)
+            self.lexeme_rule[symbol[1]] = name
+            return self.after_lexeme(symbol)
+        return [self.nonterminal(name, self.scope)]
+
+    def is_regular(self, rule: Any) -> bool:
+        """Whether a (not lazy-like) rule's body is one lexeme once the ordinary rules it
+        names are inlined."""
+        if rule.options.lazy or rule.options.suffix is not None or rule.options.stop is not None:
+            return True
+        body = inline_plain_rules(rule.body, self.rules, (rule.name,))
+        return all(
+            not isinstance(node, Ref) or node.name in self.terminal_bodies for node in walk(body)
+        ) and not any(isinstance(node, (Embed, TokenSet, SpecialToken)) for node in walk(body))
 
     def limited_lexeme(
         self, rule: Any, marker: Expr | None, lazy: bool, limits: LexemeLimits
@@ -397,8 +444,16 @@ class _Flattener:
                     f"compiles to one terminal (a regular language), and {rule.name} refers to "
                     f"rule {node.name}, which is recursive or lazy"
                 )
-        symbol = self.lexeme(("lazy:" if lazy else "limited:") + rule.name, body, lazy=lazy)
+        key = ("lazy:" if lazy else "limited:") + rule.name
+        if limits.temperature is not None and limits.temperature != rule.options.temperature:
+            key += f"@temperature={limits.temperature!r}"  # inherited from the scope
+        scope, self.scope = self.scope, None
+        try:
+            symbol = self.lexeme(key, body, lazy=lazy)
+        finally:
+            self.scope = scope
         self.flat.lexeme_limits[symbol[1]] = limits
+        self.lexeme_rule[symbol[1]] = rule.name
         return symbol
 
     def refuse_nested_limits(self, rule: Any, body: Expr) -> None:
@@ -481,24 +536,22 @@ class _Flattener:
         # First-use order, breadth first: the numbering (and so the artifact) is deterministic.
         position = 0
         while position < len(self.pending_rules):
-            name = self.pending_rules[position]
+            key, name, self.scope = self.pending_rules[position]
             position += 1
-            self.add(("N", self.nonterminal_ids[name]), self.symbols(self.rules[name].body))
+            self.add(("N", self.nonterminal_ids[key]), self.symbols(self.rules[name].body))
+        self.scope = None
         self.find_captures()
         return self.flat
 
     def find_captures(self) -> None:
         """The symbols of captured rules that the flattened grammar uses (a captured rule
         inlined into a lexeme-like body is part of that lexeme and is not recorded)."""
-        for name, index in self.nonterminal_ids.items():
-            rule = self.rules.get(name)
+        for key, index in self.nonterminal_ids.items():
+            rule = self.rules.get(self.rule_of_key.get(key, ""))
             if rule is not None and rule.options.capture is not None:
                 self.flat.captures.append(CapturedSymbol(("N", index), rule.options.capture))
-        for key, index in self.lexeme_ids.items():
-            kind, _, name = key.partition(":")
-            rule = self.rules.get(name) if kind in ("lazy", "limited") else None
-            if rule is None:
-                continue
+        for index, name in self.lexeme_rule.items():
+            rule = self.rules[name]
             source = self.source_rules.get(name, rule).options
             marker = source.suffix if source.suffix is not None else source.stop
             trim = _marker_bytes(marker)

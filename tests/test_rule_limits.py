@@ -328,6 +328,45 @@ def test_ambiguous_temperatures_take_the_largest_and_warn_once(
     assert len([r for r in caplog.records if "temperature" in r.getMessage()]) == 1
 
 
+def test_temperature_on_a_json_subgrammar_body() -> None:
+    grammar = Grammar.from_lark(
+        'start: "answer:" value " ok"\n'
+        'value[temperature=0.5]: %json {"type": "object", "properties": '
+        '{"a": {"type": "integer"}}, "required": ["a"]}\n'
+    )
+    matcher = grammar.compile(Vocab.byte_level()).matcher(default_temperature=0.1)
+    assert matcher.temperature == 0.1
+    for text in ("answer:", '{"a"', ": 1"):
+        assert matcher.accept_string(text)
+        assert matcher.temperature == 0.5
+    assert matcher.accept_string("}")
+    assert matcher.temperature == 0.1  # only " ok" may follow
+    assert matcher.accept_string(" ok")
+    assert matcher.is_accepting()
+
+
+def test_temperature_scope_copies_shared_rules_and_inner_overrides(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # `word` is used inside and outside the scope: only the inside copy is warm.
+    grammar = Grammar.from_lark(
+        'start: word ":" hot\n'
+        'hot[temperature=0.8]: "[" word ("," word)* "]" | cold\n'
+        "cold[temperature=0.2]: /[0-9]+/\n"
+        "word: /[a-z]+/\n"
+    )
+    matcher = grammar.compile(Vocab.byte_level()).matcher()
+    assert matcher.temperature is None
+    assert matcher.accept_string("ab:")
+    with caplog.at_level(logging.WARNING, logger="gramkiln"):
+        assert matcher.temperature == 0.8  # "[" (0.8) or a number of cold (0.2)
+    assert matcher.accept_string("[x")
+    assert matcher.temperature == 0.8
+    fresh = grammar.compile(Vocab.byte_level()).matcher()
+    assert fresh.accept_string("ab:1")
+    assert fresh.temperature == 0.2
+
+
 def test_default_temperature_is_validated() -> None:
     compiled = Grammar.from_lark('start: "a"').compile(Vocab.byte_level())
     with pytest.raises(ValueError, match="default_temperature"):
