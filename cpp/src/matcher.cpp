@@ -2878,7 +2878,8 @@ void GroupCache::MaskPool::keep_free(uint32_t count, size_t slots) {
 
 Matcher::Matcher(std::shared_ptr<const Runtime> runtime) : runtime_(std::move(runtime)) {
   reset();
-  if (!runtime_->captured_symbols.empty()) {
+  // The prewarm's own matchers only warm mask caches: no captures to record.
+  if (!runtime_->captured_symbols.empty() && !FutureWork::prewarming) {
     shadow_.matcher.reset(new Matcher(runtime_, ExactChart{}));
   }
 }
