@@ -395,11 +395,12 @@ class _Flattener:
         if limits != LexemeLimits():
             if limits.temperature is None and self.scope is not None:
                 limits = LexemeLimits(limits.max_tokens, limits.max_chars, self.scope)
-            if limits == LexemeLimits(temperature=options.temperature) and not self.is_regular(
-                rule
+            if limits == LexemeLimits(temperature=options.temperature) and not (
+                self.is_regular(rule) and not self.reaches_limits(rule, marker)
             ):
-                # A temperature alone on a rule that is not one lexeme: its rules and lexemes
-                # are copied into the rule's scope, each lexeme carrying the temperature.
+                # A temperature alone on a rule that is not one lexeme (or that holds rules
+                # with limits of their own): its rules and lexemes are copied into the rule's
+                # scope, each lexeme carrying the temperature unless it has its own.
                 return [self.nonterminal(name, options.temperature)]
             return self.after_lexeme(self.limited_lexeme(rule, marker, lazy, limits))
         if lazy:
@@ -418,6 +419,15 @@ class _Flattener:
         return all(
             not isinstance(node, Ref) or node.name in self.terminal_bodies for node in walk(body)
         ) and not any(isinstance(node, (Embed, TokenSet, SpecialToken)) for node in walk(body))
+
+    def reaches_limits(self, rule: Any, marker: Expr | None) -> bool:
+        """Whether `rule`'s body reaches another rule with limits (see refuse_nested_limits)."""
+        body = rule.body if marker is None else Seq(items=(rule.body, marker))
+        try:
+            self.refuse_nested_limits(rule, body)
+        except CompileError:
+            return True
+        return False
 
     def limited_lexeme(
         self, rule: Any, marker: Expr | None, lazy: bool, limits: LexemeLimits

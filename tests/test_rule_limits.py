@@ -367,6 +367,20 @@ def test_temperature_scope_copies_shared_rules_and_inner_overrides(
     assert fresh.temperature == 0.2
 
 
+def test_temperature_around_a_rule_with_its_own_temperature() -> None:
+    grammar = Grammar.from_lark(
+        'start: outer\nouter[temperature=0.5]: "a" inner "b"\ninner[temperature=0.9]: /[0-9]+/'
+    )
+    matcher = grammar.compile(Vocab.byte_level()).matcher()
+    assert matcher.temperature == 0.5
+    assert matcher.accept_string("a")
+    assert matcher.temperature == 0.9
+    assert matcher.accept_string("1")
+    assert matcher.temperature == 0.9  # more digits (0.9) or "b" (0.5): the largest
+    assert matcher.accept_string("b")
+    assert matcher.is_accepting()
+
+
 def test_default_temperature_is_validated() -> None:
     compiled = Grammar.from_lark('start: "a"').compile(Vocab.byte_level())
     with pytest.raises(ValueError, match="default_temperature"):
