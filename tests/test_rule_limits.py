@@ -183,6 +183,18 @@ def random_vocab(rng: random.Random, alphabet: str, size: int, longest: int) -> 
     return Vocab(sorted(pieces))
 
 
+def decode_against_brute_force(compiled, rng: random.Random, steps: int) -> None:
+    """Four random decodes, each mask compared with accepting every token on a fork."""
+    for _ in range(4):
+        matcher = compiled.matcher()
+        for _step in range(steps):
+            mask = allowed(compiled, matcher)
+            assert mask == brute_force(compiled, matcher)
+            if not mask:
+                break
+            assert matcher.accept_token(rng.choice(sorted(mask)))
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_char_budget_masks_equal_brute_force_past_the_window(seed: int) -> None:
     # Tokens of up to 3 characters and budgets past that: threads start far from the budget
@@ -192,15 +204,7 @@ def test_char_budget_masks_equal_brute_force_past_the_window(seed: int) -> None:
     pattern = rng.choice(["[abé]*", "(ab|é)*", "a[bé]*", "(aé|b)+"])
     budget = rng.randint(4, 9)
     source = f'start: ("<" r ">")+\nr[max_chars={budget}]: /{pattern}/'
-    compiled = Grammar.from_lark(source).compile(vocab)
-    for _ in range(4):
-        matcher = compiled.matcher()
-        for _step in range(14):
-            mask = allowed(compiled, matcher)
-            assert mask == brute_force(compiled, matcher)
-            if not mask:
-                break
-            assert matcher.accept_token(rng.choice(sorted(mask)))
+    decode_against_brute_force(Grammar.from_lark(source).compile(vocab), rng, steps=14)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -210,15 +214,7 @@ def test_token_budget_masks_equal_brute_force(seed: int) -> None:
     pattern = rng.choice(["[ab]*", "(ab)+", "a[ab]*", "(aab|b)+"])
     budget = rng.randint(1, 4)
     source = f'start: "<" (r ",")* r ">"\nr[max_tokens={budget}]: /{pattern}/'
-    compiled = Grammar.from_lark(source).compile(vocab)
-    for _ in range(4):
-        matcher = compiled.matcher()
-        for _step in range(12):
-            mask = allowed(compiled, matcher)
-            assert mask == brute_force(compiled, matcher)
-            if not mask:
-                break
-            assert matcher.accept_token(rng.choice(sorted(mask)))
+    decode_against_brute_force(Grammar.from_lark(source).compile(vocab), rng, steps=12)
 
 
 def test_rollback_and_fork_restore_the_counts() -> None:
