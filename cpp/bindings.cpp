@@ -431,19 +431,22 @@ class PyMatcher {
   }
   // Captures recorded so far as (name, bytes); see Matcher::capture_events.
   py::list get_captures(bool deduplicate) {
-    std::vector<gramkiln::Matcher::CaptureEvent> events;
+    using Event = gramkiln::Matcher::CaptureEvent;
+    std::vector<Event> events, hidden;
     std::string text;
     {
       MatcherUse use(users_, MatcherUse::kRead);
-      events = matcher_.capture_events();
+      for (const Event& event : matcher_.capture_events()) {
+        (event.capture == gramkiln::kNoCaptureName ? hidden : events).push_back(event);
+      }
       text = matcher_.accepted_text();
     }
     if (deduplicate) {
       // One entry per occurrence (name and start), at its first completion, with its longest
       // span.
-      std::vector<gramkiln::Matcher::CaptureEvent> kept;
+      std::vector<Event> kept;
       std::map<std::pair<uint32_t, uint64_t>, size_t> where;  // (name, start) -> entry
-      for (const auto& event : events) {
+      for (const Event& event : events) {
         const auto [found, fresh] =
             where.emplace(std::make_pair(event.capture, event.start), kept.size());
         if (fresh) {
@@ -454,11 +457,21 @@ class PyMatcher {
       }
       events = std::move(kept);
     }
+    std::sort(hidden.begin(), hidden.end(),
+              [](const Event& a, const Event& b) { return a.start < b.start; });
     py::list out;
-    for (const auto& event : events) {
-      out.append(py::make_tuple(
-          py::str(matcher_.capture_name(event.capture)),
-          py::bytes(text.data() + event.start, static_cast<size_t>(event.end - event.start))));
+    for (const Event& event : events) {
+      // Stop markers inside the span are left out (not the span that is the marker itself).
+      std::string bytes;
+      uint64_t at = event.start;
+      for (const Event& marker : hidden) {
+        if (marker.start < at || marker.end > event.end) continue;
+        if (marker.start == event.start && marker.end == event.end) continue;
+        bytes.append(text, at, marker.start - at);
+        at = marker.end;
+      }
+      bytes.append(text, at, event.end - at);
+      out.append(py::make_tuple(py::str(matcher_.capture_name(event.capture)), py::bytes(bytes)));
     }
     return out;
   }
@@ -697,8 +710,8 @@ PYBIND11_MODULE(_core, m) {
          int64_t char_window, std::vector<int32_t> state_budget_switch,
          std::vector<int32_t> state_near_remaining, std::vector<uint32_t> capture_symbols,
          std::vector<std::string> capture_names, std::vector<uint32_t> capture_rule_name,
-         std::vector<uint32_t> capture_marker_name, std::vector<uint32_t> capture_trim,
-         std::vector<uint8_t> capture_stop) {
+         std::vector<uint32_t> capture_marker_name, std::vector<uint32_t> capture_body_lexeme,
+         std::vector<uint32_t> capture_marker_lexeme, std::vector<uint8_t> capture_stop) {
         gramkiln::GrammarSpec g;
         g.num_nonterminals = checked_u32(num_nonterminals, "num_nonterminals");
         g.start = checked_u32(start, "start");
@@ -725,7 +738,8 @@ PYBIND11_MODULE(_core, m) {
         g.capture_names = std::move(capture_names);
         g.capture_rule_name = std::move(capture_rule_name);
         g.capture_marker_name = std::move(capture_marker_name);
-        g.capture_trim = std::move(capture_trim);
+        g.capture_body_lexeme = std::move(capture_body_lexeme);
+        g.capture_marker_lexeme = std::move(capture_marker_lexeme);
         g.capture_stop = std::move(capture_stop);
         std::string blob;
         {
@@ -746,7 +760,8 @@ PYBIND11_MODULE(_core, m) {
       py::arg("capture_names") = std::vector<std::string>{},
       py::arg("capture_rule_name") = std::vector<uint32_t>{},
       py::arg("capture_marker_name") = std::vector<uint32_t>{},
-      py::arg("capture_trim") = std::vector<uint32_t>{},
+      py::arg("capture_body_lexeme") = std::vector<uint32_t>{},
+      py::arg("capture_marker_lexeme") = std::vector<uint32_t>{},
       py::arg("capture_stop") = std::vector<uint8_t>{},
       "Build runtime tables from a flattened grammar and a vocabulary index (GIL released).");
 

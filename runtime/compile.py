@@ -36,6 +36,7 @@ from gramkiln.ir import (
     walk,
 )
 from gramkiln.ir.automata import build_dfa
+from gramkiln.passes._common import STOP_MARKER_PREFIX, SUFFIX_MARKER_PREFIX
 from gramkiln.passes.fuse_terminals import BLOCKS_FALLBACK_COUNT, FUSED_PREFIX, inline_plain_rules
 from gramkiln.runtime.rule_limits import (
     NO_CHAR_BUDGET,
@@ -560,45 +561,63 @@ class _Flattener:
             rule = self.rules.get(self.rule_of_key.get(key, ""))
             if rule is not None and rule.options.capture is not None:
                 self.flat.captures.append(CapturedSymbol(("N", index), rule.options.capture))
-        for index, name in self.lexeme_rule.items():
+        for index, name in list(self.lexeme_rule.items()):
             rule = self.rules[name]
             source = self.source_rules.get(name, rule).options
-            marker = source.suffix if source.suffix is not None else source.stop
-            trim = _marker_bytes(marker)
-            if rule.options.capture is None and (source.stop_capture is None or not trim):
+            if rule.options.capture is None and source.stop_capture is None:
                 continue
+            parts = self.body_and_marker(rule)
+            if rule.options.capture is None and parts is None:
+                continue
+            body, marker = parts if parts is not None else (None, None)
             self.flat.captures.append(
                 CapturedSymbol(
                     ("L", index),
                     rule.options.capture,
-                    marker_name=source.stop_capture if trim else None,
-                    trim=trim,
-                    stop=source.stop is not None,
+                    marker_name=source.stop_capture if parts is not None else None,
+                    body_lexeme=body,
+                    marker_lexeme=marker,
+                    stop=parts is not None and source.stop is not None,
                 )
             )
+
+    def body_and_marker(self, rule: Any) -> tuple[int, int] | None:
+        """For the lexeme of a (lowered) suffix / stop rule, lexemes of its body and of its
+        marker alone, which split a completion into the two; None for other rules."""
+        body = rule.body
+        if not isinstance(body, Seq) or len(body.items) < 2:
+            return None
+        marker = body.items[-1]
+        if not (
+            isinstance(marker, Ref)
+            and marker.name.startswith((SUFFIX_MARKER_PREFIX, STOP_MARKER_PREFIX))
+        ):
+            return None
+        rest = body.items[:-1]
+        parts = []
+        for kind, expr in (
+            ("body", rest[0] if len(rest) == 1 else Seq(items=rest)),
+            ("marker", marker),
+        ):
+            expr = inline_plain_rules(expr, self.rules, (rule.name,))
+            parts.append(self.lexeme(f"capture-{kind}:{rule.name}", expr)[1])
+        return parts[0], parts[1]
 
 
 @dataclass(frozen=True)
 class CapturedSymbol:
     """A symbol whose completions are captures: the rule's capture name (None when only its
-    marker is captured) and, for a suffix / stop rule with a fixed marker, the marker's
-    length in bytes (cut from the rule's capture, and from every capture around it for
-    `stop`) and the marker's own capture name (`stop_capture`)."""
+    marker is captured) and, for a suffix / stop rule, lexemes of its body and of its marker
+    alone (a completion is split where the marker begins: the marker is left out of the
+    rule's capture, and out of every capture around it for `stop`) and the marker's own
+    capture name (`stop_capture`)."""
 
     symbol: tuple[str, int]
     name: str | None
     marker_name: str | None = None
-    trim: int = 0
+    body_lexeme: int | None = None
+    marker_lexeme: int | None = None
     stop: bool = False
-
-
-def _marker_bytes(marker: Expr | None) -> int:
-    """The length of a fixed-length suffix / stop marker (a string or bytes), else 0."""
-    if isinstance(marker, Literal):
-        return len(marker.text.encode("utf-8"))
-    if isinstance(marker, Bytes):
-        return len(marker.data)
-    return 0
 
 
 def _key(expr: Expr) -> str:
@@ -757,10 +776,10 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
 
 def _capture_arrays(
     flat: FlatGrammar, first_id: Mapping[str, int]
-) -> tuple[list[int], list[str], list[int], list[int], list[int], list[int]]:
+) -> tuple[list[int], list[str], list[int], list[int], list[int], list[int], list[int]]:
     """The runtime's capture tables: per captured symbol its global id, the index of its
-    capture name and of its marker's (NO_NAME: none), the marker length and the stop flag;
-    and the distinct names."""
+    capture name and of its marker's (NO_NAME: none), its body and marker lexemes (NO_NAME:
+    none) and the stop flag; and the distinct names."""
     names: list[str] = []
 
     def name_index(name: str | None) -> int:
@@ -770,15 +789,16 @@ def _capture_arrays(
             names.append(name)
         return names.index(name)
 
-    symbols, rule_names, marker_names, trims, stops = [], [], [], [], []
+    symbols, rule_names, marker_names, bodies, markers, stops = [], [], [], [], [], []
     for captured in flat.captures:
         kind, index = captured.symbol
         symbols.append(first_id[kind] + index)
         rule_names.append(name_index(captured.name))
         marker_names.append(name_index(captured.marker_name))
-        trims.append(captured.trim)
+        bodies.append(NO_NAME if captured.body_lexeme is None else captured.body_lexeme)
+        markers.append(NO_NAME if captured.marker_lexeme is None else captured.marker_lexeme)
         stops.append(int(captured.stop))
-    return symbols, names, rule_names, marker_names, trims, stops
+    return symbols, names, rule_names, marker_names, bodies, markers, stops
 
 
 def _limit_arrays(

@@ -108,7 +108,7 @@ def test_lazy_captured_rule_is_recorded_as_its_lexeme() -> None:
             'start: outer "."\nouter[capture]: "<" field\n'
             'field[stop="END", capture, stop_capture="mk"]: /[a-z]*/',
             "<abEND.",
-            [("field", b"ab"), ("mk", b"END"), ("outer", b"<ab")],
+            [("mk", b"END"), ("field", b"ab"), ("outer", b"<ab")],
         ),
         # a suffix enclosing captures keep.
         (
@@ -122,6 +122,45 @@ def test_suffix_and_stop_markers_in_captures(source: str, text: str, expected: l
     matcher = Grammar.from_lark(source).compile(Vocab.byte_level()).matcher()
     assert matcher.accept_string(text)
     assert matcher.get_captures() == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "expected"),
+    [
+        (
+            'start[capture="outer"]: field "z"\nfield[capture="inner", suffix="!"]: /[a-z]*/',
+            "xy!z",
+            [("inner", b"xy"), ("outer", b"xy!z")],
+        ),
+        (
+            'start[capture="outer"]: field "z"\nfield[capture="inner", stop="!"]: /[a-z]*/',
+            "xy!z",
+            [("inner", b"xy"), ("outer", b"xyz")],
+        ),
+        (
+            'start[capture="outer"]: field "z"\n'
+            'field[capture="inner", suffix=/!!+/, stop_capture="marker"]: /[a-z]*/',
+            "xy!!z",
+            [("marker", b"!!"), ("inner", b"xy"), ("outer", b"xy!!z")],
+        ),
+    ],
+)
+def test_seed_suffix_and_stop_capture_examples(source: str, text: str, expected: list) -> None:
+    matcher = Grammar.from_lark(source).compile(Vocab.byte_level()).matcher()
+    assert matcher.accept_string(text)
+    assert matcher.get_captures() == expected
+
+
+def test_every_stop_marker_inside_a_capture_is_hidden() -> None:
+    grammar = Grammar.from_lark(
+        'start[capture="all"]: (item ",")+\n'
+        'item[stop=END, stop_capture="end"]: /[a-z]*/\n'
+        'END: "." | ";;"'
+    )
+    matcher = grammar.compile(Vocab.byte_level()).matcher()
+    assert matcher.accept_string("ab.,c;;,")
+    # `all` first completes after "ab.," (one entry, at its first completion, longest span).
+    assert matcher.get_captures() == [("end", b"."), ("all", b"ab,c,"), ("end", b";;")]
 
 
 def test_grammar_without_captures_reports_none() -> None:

@@ -1448,7 +1448,8 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   w.array(g.capture_symbols);
   w.array(g.capture_rule_name);
   w.array(g.capture_marker_name);
-  w.array(g.capture_trim);
+  w.array(g.capture_body_lexeme);
+  w.array(g.capture_marker_lexeme);
   w.array(g.capture_stop);
   {
     std::vector<uint32_t> offsets{0};
@@ -1597,11 +1598,13 @@ void load_rule_limits(Runtime& rt, const std::vector<uint32_t>& temperature_bits
 static void load_captures(Runtime& rt, const std::vector<uint32_t>& symbols,
                           const std::vector<uint32_t>& rule_name,
                           const std::vector<uint32_t>& marker_name,
-                          const std::vector<uint32_t>& trim, const std::vector<uint8_t>& stop,
-                          const std::vector<uint32_t>& offsets, const std::vector<uint8_t>& bytes) {
+                          const std::vector<uint32_t>& body_lexeme,
+                          const std::vector<uint32_t>& marker_lexeme,
+                          const std::vector<uint8_t>& stop, const std::vector<uint32_t>& offsets,
+                          const std::vector<uint8_t>& bytes) {
   const size_t count = symbols.size();
-  require(rule_name.size() == count && marker_name.size() == count && trim.size() == count &&
-              stop.size() == count,
+  require(rule_name.size() == count && marker_name.size() == count && body_lexeme.size() == count &&
+              marker_lexeme.size() == count && stop.size() == count,
           "bad capture arrays");
   require(!offsets.empty() && offsets[0] == 0 && offsets.back() == bytes.size(),
           "bad capture name offsets");
@@ -1623,14 +1626,18 @@ static void load_captures(Runtime& rt, const std::vector<uint32_t>& symbols,
     require(rt.symbol_capture[symbols[i]] == -1, "symbol captured twice");
     const bool lexeme = symbols[i] >= rt.num_nonterminals;
     require(rule_name[i] == kNoCaptureName || rule_name[i] < names, "capture name out of range");
-    require(marker_name[i] == kNoCaptureName || (lexeme && marker_name[i] < names && trim[i] > 0),
+    const bool split = marker_lexeme[i] != kNoCaptureName;
+    require(split == (body_lexeme[i] != kNoCaptureName) && (!split || lexeme) &&
+                (!split || (body_lexeme[i] < rt.num_lexemes && marker_lexeme[i] < rt.num_lexemes)),
+            "bad capture body or marker lexeme");
+    require(marker_name[i] == kNoCaptureName || (split && marker_name[i] < names),
             "bad marker capture");
     require(rule_name[i] != kNoCaptureName || marker_name[i] != kNoCaptureName,
             "captured symbol without a name");
-    require(stop[i] <= 1 && (trim[i] == 0 || lexeme) && (stop[i] == 0 || trim[i] > 0),
-            "bad capture marker");
+    require(stop[i] <= 1 && (stop[i] == 0 || split), "bad capture marker");
     rt.symbol_capture[symbols[i]] = static_cast<int32_t>(i);
-    rt.captured_symbols.push_back({rule_name[i], marker_name[i], trim[i], stop[i] != 0});
+    rt.captured_symbols.push_back(
+        {rule_name[i], marker_name[i], body_lexeme[i], marker_lexeme[i], stop[i] != 0});
   }
 }
 
@@ -1692,12 +1699,13 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   r.array(rt->state_budget_switch, "state_budget_switch");
   r.array(rt->state_near_remaining, "state_near_remaining");
   std::vector<uint32_t> capture_symbols, capture_name_offsets, capture_rule_name,
-      capture_marker_name, capture_trim;
+      capture_marker_name, capture_body_lexeme, capture_marker_lexeme;
   std::vector<uint8_t> capture_name_bytes, capture_stop;
   r.array(capture_symbols, "capture_symbols");
   r.array(capture_rule_name, "capture_rule_name");
   r.array(capture_marker_name, "capture_marker_name");
-  r.array(capture_trim, "capture_trim");
+  r.array(capture_body_lexeme, "capture_body_lexeme");
+  r.array(capture_marker_lexeme, "capture_marker_lexeme");
   r.array(capture_stop, "capture_stop");
   r.array(capture_name_offsets, "capture_name_offsets");
   r.array(capture_name_bytes, "capture_name_bytes");
@@ -1760,8 +1768,8 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
     }
   }
   load_rule_limits(*rt, temperature_bits, char_window);
-  load_captures(*rt, capture_symbols, capture_rule_name, capture_marker_name, capture_trim,
-                capture_stop, capture_name_offsets, capture_name_bytes);
+  load_captures(*rt, capture_symbols, capture_rule_name, capture_marker_name, capture_body_lexeme,
+                capture_marker_lexeme, capture_stop, capture_name_offsets, capture_name_bytes);
   require(c.tokenset_bits.size() == static_cast<uint64_t>(c.num_tokensets) * c.words,
           "bad token set size");
   require(c.end_bits.size() == c.words && c.text_bits.size() == c.words, "bad token bitsets");

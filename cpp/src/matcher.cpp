@@ -2913,6 +2913,25 @@ const std::string& Matcher::capture_name(uint32_t capture) const {
   return runtime_->capture_names.at(capture);
 }
 
+// Where the marker of a suffix / stop lexeme over text[start, end) begins: the earliest k
+// with text[start, k) in the body's language and text[k, end) in the marker's (the first
+// occurrence of the marker), or `end` when there is none.
+static uint64_t marker_start(const Runtime& rt, const std::string& text, uint64_t start,
+                             uint64_t end, uint32_t body_lexeme, uint32_t marker_lexeme) {
+  int32_t body = static_cast<int32_t>(rt.lexeme_start[body_lexeme]);
+  for (uint64_t k = start; k <= end && body >= 0; ++k) {
+    if (rt.dfa_accepting[body]) {
+      int32_t marker = static_cast<int32_t>(rt.lexeme_start[marker_lexeme]);
+      for (uint64_t i = k; i < end && marker >= 0; ++i) {
+        marker = rt.next_state(marker, static_cast<uint8_t>(text[i]));
+      }
+      if (marker >= 0 && rt.dfa_accepting[marker]) return k;
+    }
+    if (k < end) body = rt.next_state(body, static_cast<uint8_t>(text[k]));
+  }
+  return end;
+}
+
 void Matcher::record_captures(const std::vector<std::pair<uint32_t, uint32_t>>& scans) {
   const Runtime& rt = *runtime_;
   const uint32_t self = chart_.num_sets() - 1;
@@ -2926,19 +2945,19 @@ void Matcher::record_captures(const std::vector<std::pair<uint32_t, uint32_t>>& 
     }
     events_.push_back(CaptureEvent{name, start, end});
   };
-  // Stop markers that end here, by where their lexeme started: cut from the captures around.
-  thread_local std::vector<std::pair<uint64_t, uint32_t>> stops;
-  stops.clear();
   for (const auto& [origin, symbol] : scans) {  // captured lexemes (lazy-like, limited rules)
     const int32_t entry = rt.symbol_capture[symbol];
     if (entry < 0 || origin == self) continue;
     const Runtime::CapturedSymbol& captured = rt.captured_symbols[entry];
     const uint64_t start = set_pos_[origin];
-    if (captured.trim > 0 && here - start >= captured.trim) {
-      const uint64_t body_end = here - captured.trim;
-      if (captured.rule_name != kNoCaptureName) push(captured.rule_name, start, body_end);
-      if (captured.marker_name != kNoCaptureName) push(captured.marker_name, body_end, here);
-      if (captured.stop) stops.emplace_back(start, captured.trim);
+    if (captured.marker_lexeme != kNoCaptureName) {
+      const uint64_t split =
+          marker_start(rt, text_, start, here, captured.body_lexeme, captured.marker_lexeme);
+      // The marker first, as it is matched first; a stop marker is hidden from the captures
+      // around it (an event without a name).
+      if (captured.marker_name != kNoCaptureName) push(captured.marker_name, split, here);
+      if (captured.stop && split < here) push(kNoCaptureName, split, here);
+      if (captured.rule_name != kNoCaptureName) push(captured.rule_name, start, split);
     } else if (captured.rule_name != kNoCaptureName && start < here) {
       push(captured.rule_name, start, here);
     }
@@ -2949,11 +2968,7 @@ void Matcher::record_captures(const std::vector<std::pair<uint32_t, uint32_t>>& 
     const int32_t entry = rt.symbol_capture[rt.prod_lhs[rt.dotted_prod[item.dotted]]];
     if (entry < 0 || item.origin == self) continue;
     const uint64_t start = set_pos_[item.origin];
-    uint64_t end = here;
-    for (const auto& [inner_start, trim] : stops) {
-      if (inner_start >= start) end = std::min(end, here - trim);
-    }
-    if (start < end) push(rt.captured_symbols[entry].rule_name, start, end);
+    if (start < here) push(rt.captured_symbols[entry].rule_name, start, here);
   }
 }
 

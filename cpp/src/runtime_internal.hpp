@@ -878,7 +878,7 @@ class Runtime {
   // Captures (see GrammarSpec): the names, the captured symbols' entries, and per symbol
   // the index of its entry or -1 (empty without captures).
   struct CapturedSymbol {
-    uint32_t rule_name, marker_name, trim;
+    uint32_t rule_name, marker_name, body_lexeme, marker_lexeme;
     bool stop;
   };
   std::vector<std::string> capture_names;

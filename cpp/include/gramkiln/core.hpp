@@ -82,9 +82,12 @@ struct GrammarSpec {
   std::vector<int32_t> state_budget_switch, state_near_remaining;
   // Captures (rule option `capture`): the symbols (nonterminals or lexemes) whose
   // completions are recorded; per symbol the index of its capture name and of its marker's
-  // (kNoCaptureName: none), the marker's length in bytes (cut from the rule's capture) and
-  // whether it is a stop marker (cut from the captures around it too); the distinct names.
-  std::vector<uint32_t> capture_symbols, capture_rule_name, capture_marker_name, capture_trim;
+  // (kNoCaptureName: none); for the lexeme of a suffix / stop rule, the lexemes of its body
+  // and of its marker alone (kNoCaptureName: none), which split a completion into the two,
+  // and whether the marker is a stop marker (hidden from the captures around it too); the
+  // distinct names.
+  std::vector<uint32_t> capture_symbols, capture_rule_name, capture_marker_name,
+      capture_body_lexeme, capture_marker_lexeme;
   std::vector<uint8_t> capture_stop;
   std::vector<std::string> capture_names;
 };
@@ -369,7 +372,8 @@ class Matcher {
   // span, recorded while accepting (never by fill_mask), in completion order; rollback
   // removes those of the steps it undoes. Positions are byte offsets into accepted_text().
   struct CaptureEvent {
-    uint32_t capture;  // index into the runtime's capture names
+    uint32_t capture;  // index into the runtime's capture names; kNoCaptureName: a stop
+                       // marker's bytes, hidden from the captures around them
     uint64_t start, end;
   };
   bool records_captures() const { return shadow_.matcher != nullptr; }
