@@ -44,6 +44,7 @@ from gramkiln.runtime.rule_limits import (
     char_budget_automaton,
     codepoints_per_token,
     temperature_words,
+    with_body_ends,
 )
 
 from gramkiln.errors import (
@@ -187,6 +188,9 @@ class FlatGrammar:
     start: int = 0
     # Lexemes of rules with max_tokens / max_chars / temperature (see runtime/rule_limits.py).
     lexeme_limits: dict[int, LexemeLimits] = field(default_factory=dict)
+    # The body DFAs of suffix / stop rules with a char budget (which may end them without
+    # their marker; see rule_limits.with_body_ends).
+    lexeme_body_dfas: dict[int, Any] = field(default_factory=dict)
     # Symbols of rules with the `capture` option (nonterminals, or lexemes of lazy-like and
     # limited rules); the runtime records their completions.
     captures: list[CapturedSymbol] = field(default_factory=list)
@@ -465,6 +469,12 @@ class _Flattener:
             self.scope = scope
         self.flat.lexeme_limits[symbol[1]] = limits
         self.lexeme_rule[symbol[1]] = rule.name
+        parts = self.split_marker(rule) if limits.max_chars is not None else None
+        if parts is not None:
+            body_part = inline_plain_rules(parts[0], self.rules, (rule.name,))
+            self.flat.lexeme_body_dfas[symbol[1]] = _build_dfa(
+                body_part, self.terminal_bodies, False
+            )
         return symbol
 
     def refuse_nested_limits(self, rule: Any, body: Expr) -> None:
@@ -581,9 +591,9 @@ class _Flattener:
                 )
             )
 
-    def body_and_marker(self, rule: Any) -> tuple[int, int] | None:
-        """For the lexeme of a (lowered) suffix / stop rule, lexemes of its body and of its
-        marker alone, which split a completion into the two; None for other rules."""
+    @staticmethod
+    def split_marker(rule: Any) -> tuple[Expr, Expr] | None:
+        """The body and the marker of a (lowered) suffix / stop rule, else None."""
         body = rule.body
         if not isinstance(body, Seq) or len(body.items) < 2:
             return None
@@ -594,11 +604,16 @@ class _Flattener:
         ):
             return None
         rest = body.items[:-1]
+        return (rest[0] if len(rest) == 1 else Seq(items=rest)), marker
+
+    def body_and_marker(self, rule: Any) -> tuple[int, int] | None:
+        """For the lexeme of a (lowered) suffix / stop rule, lexemes of its body and of its
+        marker alone, which split a completion into the two; None for other rules."""
+        split = self.split_marker(rule)
+        if split is None:
+            return None
         parts = []
-        for kind, expr in (
-            ("body", rest[0] if len(rest) == 1 else Seq(items=rest)),
-            ("marker", marker),
-        ):
+        for kind, expr in (("body", split[0]), ("marker", split[1])):
             expr = inline_plain_rules(expr, self.rules, (rule.name,))
             parts.append(self.lexeme(f"capture-{kind}:{rule.name}", expr)[1])
         return parts[0], parts[1]
@@ -717,7 +732,12 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
             dfa = dfas[index]
             if limit.max_chars is None or dfa.start < 0 or not len(dfa.accepting):
                 continue
-            automaton = char_budget_automaton(dfa, limit.max_chars, char_window)
+            body = flat.lexeme_body_dfas.get(index)
+            ends = None
+            if body is not None and body.start >= 0:
+                dfa = with_body_ends(dfa, body)
+                ends = dfa.tags
+            automaton = char_budget_automaton(dfa, limit.max_chars, char_window, ends)
             if len(automaton.accepting) > MAX_DFA_STATES:
                 raise AutomatonSizeError(
                     f"{flat.lexeme_names[index]}: max_chars={limit.max_chars} needs "

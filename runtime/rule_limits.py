@@ -72,13 +72,66 @@ def codepoints_per_token(tokens: Any, special_ids: Any = ()) -> int:
     return most
 
 
-def char_budget_automaton(dfa: Any, budget: int, window: int) -> BudgetedAutomaton:
+@dataclass(frozen=True)
+class TaggedAutomaton:
+    """A DFA (``table``, ``accepting``, ``start``) with one flag per state (``tags``)."""
+
+    table: np.ndarray
+    accepting: tuple[bool, ...]
+    start: int
+    tags: np.ndarray
+
+
+def with_body_ends(dfa: Any, body: Any) -> TaggedAutomaton:
+    """The reachable product of a suffix / stop lexeme's DFA with its body's DFA: the same
+    language, each state tagged with whether the input so far is in the body's language
+    (where a spent budget may end the rule without its marker)."""
+    table = np.asarray(dfa.table, dtype=np.int32)
+    body_table = np.asarray(body.table, dtype=np.int32)
+    body_accepting = np.asarray(body.accepting, dtype=bool)
+    index: dict[tuple[int, int], int] = {}
+    pairs: list[tuple[int, int]] = []
+
+    def state(pair: tuple[int, int]) -> int:
+        if pair not in index:
+            index[pair] = len(pairs)
+            pairs.append(pair)
+        return index[pair]
+
+    state((int(dfa.start), int(body.start)))
+    rows: list[np.ndarray] = []
+    position = 0
+    while position < len(pairs):
+        outer, inner = pairs[position]
+        position += 1
+        row = np.full(256, -1, dtype=np.int32)
+        for byte in np.nonzero(table[outer] >= 0)[0]:
+            target = int(table[outer, byte])
+            inner_target = int(body_table[inner, byte]) if inner >= 0 else -1
+            row[byte] = state((target, inner_target))
+        rows.append(row)
+    accepting = np.asarray(dfa.accepting, dtype=bool)
+    return TaggedAutomaton(
+        table=np.stack(rows),
+        accepting=tuple(bool(accepting[outer]) for outer, _ in pairs),
+        start=0,
+        tags=np.array([inner >= 0 and bool(body_accepting[inner]) for _, inner in pairs]),
+    )
+
+
+def char_budget_automaton(
+    dfa: Any, budget: int, window: int, body_ends: np.ndarray | None = None
+) -> BudgetedAutomaton:
     """``dfa`` limited to ``budget`` codepoints per occurrence, for tokens of at most
     ``window`` codepoints: a far part (the DFA itself) when ``budget > window``, then a near
-    copy of every state per remaining budget ``0..min(budget, window)``."""
+    copy of every state per remaining budget ``0..min(budget, window)``. With ``body_ends``
+    (a suffix / stop rule, see ``with_body_ends``), a spent budget also ends the rule where
+    its body can end, without its marker."""
     table = np.asarray(dfa.table, dtype=np.int32)
     states = table.shape[0]
     accepting = np.asarray(dfa.accepting, dtype=bool)
+    # Where a spent budget ends the occurrence.
+    ends = accepting if body_ends is None else accepting | np.asarray(body_ends, dtype=bool)
     far = budget > window
     span = min(budget, window) + 1
     near_base = states if far else 0
@@ -92,9 +145,10 @@ def char_budget_automaton(dfa: Any, budget: int, window: int) -> BudgetedAutomat
         rows = np.where(alive, near_base + table * span + after[None, :], -1)
         if left == 0:
             # The budget is spent: the occurrence must end where its body can.
-            rows[accepting[:, None] & _STARTS_CODEPOINT[None, :]] = -1
+            rows[ends[:, None] & _STARTS_CODEPOINT[None, :]] = -1
         out[near_base + np.arange(states) * span + left] = rows
     near_accepting = np.repeat(accepting, span)
+    near_accepting[::span] = ends  # remaining budget 0
     all_accepting = np.concatenate([accepting, near_accepting]) if far else near_accepting
     switch = np.full(total, -1, dtype=np.int32)
     remaining = np.full(total, -1, dtype=np.int32)

@@ -166,6 +166,38 @@ def test_char_budget_acceptance_matches_the_model(pattern: str, budget: int) -> 
             assert ok == budget_model(pattern, budget, body), (body, ok)
 
 
+def lazy_marker_model(body: str, marker: str, budget: int, text: str) -> bool:
+    """The seed's suffix rule with a character budget: it ends at the first occurrence of
+    its marker, or, once the budget is spent, wherever its body can end (without the
+    marker), whichever comes first; the budget is relaxed until one of them."""
+    whole = f"(?:{body})(?:{marker})"
+
+    def ends(k: int) -> bool:
+        with_marker = re.fullmatch(whole, text[:k]) is not None and not any(
+            re.fullmatch(whole, text[:j]) for j in range(k)
+        )
+        return with_marker or (k >= budget and re.fullmatch(body, text[:k]) is not None)
+
+    return ends(len(text)) and not any(ends(k) for k in range(budget, len(text)))
+
+
+@pytest.mark.parametrize(
+    ("body", "marker", "budget"),
+    [("[a-z]*", "END", 3), ("[a-z]*", "!!+", 2), ("(ab)*", "E", 1), ("[a-z]+", "N", 2)],
+)
+def test_char_budget_on_a_suffix_rule_ends_it_without_its_marker(
+    body: str, marker: str, budget: int
+) -> None:
+    source = f'start: field "x"\nfield[suffix=/{marker}/, max_chars={budget}]: /{body}/'
+    compiled = Grammar.from_lark(source).compile(Vocab.byte_level())
+    for length in range(6):
+        for chars in itertools.product("abEND!", repeat=length):
+            text = "".join(chars)
+            matcher = compiled.matcher()
+            accepted = matcher.accept_string(text + "x") and matcher.is_accepting()
+            assert accepted == lazy_marker_model(body, marker, budget, text), text
+
+
 def test_char_budget_counts_codepoints_split_across_tokens() -> None:
     e_acute = "é".encode()
     vocab = Vocab([b"<", b">", b"a", e_acute[:1], e_acute[1:], e_acute, b"aa", b"a" + e_acute[:1]])
