@@ -429,49 +429,16 @@ class PyMatcher {
     if (std::isnan(value)) return py::none();
     return py::float_(value);
   }
-  // Captures recorded so far as (name, bytes); see Matcher::capture_events.
+  // Captures recorded so far as (name, bytes); see Matcher::captures.
   py::list get_captures(bool deduplicate) {
-    using Event = gramkiln::Matcher::CaptureEvent;
-    std::vector<Event> events, hidden;
-    std::string text;
+    std::vector<std::pair<uint32_t, std::string>> captures;
     {
       MatcherUse use(users_, MatcherUse::kRead);
-      for (const Event& event : matcher_.capture_events()) {
-        (event.capture == gramkiln::kNoCaptureName ? hidden : events).push_back(event);
-      }
-      text = matcher_.accepted_text();
+      captures = matcher_.captures(deduplicate);
     }
-    if (deduplicate) {
-      // One entry per occurrence (name and start), at its first completion, with its longest
-      // span.
-      std::vector<Event> kept;
-      std::map<std::pair<uint32_t, uint64_t>, size_t> where;  // (name, start) -> entry
-      for (const Event& event : events) {
-        const auto [found, fresh] =
-            where.emplace(std::make_pair(event.capture, event.start), kept.size());
-        if (fresh) {
-          kept.push_back(event);
-        } else {
-          kept[found->second].end = std::max(kept[found->second].end, event.end);
-        }
-      }
-      events = std::move(kept);
-    }
-    std::sort(hidden.begin(), hidden.end(),
-              [](const Event& a, const Event& b) { return a.start < b.start; });
     py::list out;
-    for (const Event& event : events) {
-      // Stop markers inside the span are left out (not the span that is the marker itself).
-      std::string bytes;
-      uint64_t at = event.start;
-      for (const Event& marker : hidden) {
-        if (marker.start < at || marker.end > event.end) continue;
-        if (marker.start == event.start && marker.end == event.end) continue;
-        bytes.append(text, at, marker.start - at);
-        at = marker.end;
-      }
-      bytes.append(text, at, event.end - at);
-      out.append(py::make_tuple(py::str(matcher_.capture_name(event.capture)), py::bytes(bytes)));
+    for (const auto& [name, bytes] : captures) {
+      out.append(py::make_tuple(py::str(matcher_.capture_name(name)), py::bytes(bytes)));
     }
     return out;
   }
@@ -711,7 +678,8 @@ PYBIND11_MODULE(_core, m) {
          std::vector<int32_t> state_near_remaining, std::vector<uint32_t> capture_symbols,
          std::vector<std::string> capture_names, std::vector<uint32_t> capture_rule_name,
          std::vector<uint32_t> capture_marker_name, std::vector<uint32_t> capture_body_lexeme,
-         std::vector<uint32_t> capture_marker_lexeme, std::vector<uint8_t> capture_stop) {
+         std::vector<uint32_t> capture_marker_lexeme, std::vector<uint8_t> capture_stop,
+         std::vector<uint32_t> capture_ignore_lexeme) {
         gramkiln::GrammarSpec g;
         g.num_nonterminals = checked_u32(num_nonterminals, "num_nonterminals");
         g.start = checked_u32(start, "start");
@@ -740,6 +708,7 @@ PYBIND11_MODULE(_core, m) {
         g.capture_marker_name = std::move(capture_marker_name);
         g.capture_body_lexeme = std::move(capture_body_lexeme);
         g.capture_marker_lexeme = std::move(capture_marker_lexeme);
+        g.capture_ignore_lexeme = std::move(capture_ignore_lexeme);
         g.capture_stop = std::move(capture_stop);
         std::string blob;
         {
@@ -763,6 +732,7 @@ PYBIND11_MODULE(_core, m) {
       py::arg("capture_body_lexeme") = std::vector<uint32_t>{},
       py::arg("capture_marker_lexeme") = std::vector<uint32_t>{},
       py::arg("capture_stop") = std::vector<uint8_t>{},
+      py::arg("capture_ignore_lexeme") = std::vector<uint32_t>{},
       "Build runtime tables from a flattened grammar and a vocabulary index (GIL released).");
 
   py::class_<PyMatcher>(m, "GrammarMatcher", "Incremental matcher producing next-token bitmasks.")

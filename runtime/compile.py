@@ -194,6 +194,8 @@ class FlatGrammar:
     # Symbols of rules with the `capture` option (nonterminals, or lexemes of lazy-like and
     # limited rules); the runtime records their completions.
     captures: list[CapturedSymbol] = field(default_factory=list)
+    # The lexeme of the grammar's ignored text, (ignore)+, when it has captures and %ignore.
+    capture_ignore_lexeme: int | None = None
 
 
 class _Flattener:
@@ -206,8 +208,9 @@ class _Flattener:
         end_ids: Iterable[int] = (),
         source: GrammarIR | None = None,
     ) -> None:
-        # The grammar before lowering: the suffix / stop options of captured rules.
-        self.source_rules = (source or ir).rule_map()
+        # The grammar before lowering: the suffix / stop options of captured rules, %ignore.
+        self.source = source or ir
+        self.source_rules = self.source.rule_map()
         if ir.subgrammars:
             raise CompileError("sub-grammars must be inlined before compilation")
         self.ir = ir
@@ -562,6 +565,7 @@ class _Flattener:
             self.add(("N", self.nonterminal_ids[key]), self.symbols(self.rules[name].body))
         self.scope = None
         self.find_captures()
+        self.add_capture_ignore()
         return self.flat
 
     def find_captures(self) -> None:
@@ -590,6 +594,17 @@ class _Flattener:
                     stop=parts is not None and source.stop is not None,
                 )
             )
+
+    def add_capture_ignore(self) -> None:
+        """The lexeme `(ignore)+` of the grammar's %ignore (before lowering), by which a
+        capture's longest completion leaves out trailing ignored text."""
+        ignore = self.source.ignore
+        if not self.flat.captures or not ignore:
+            return
+        pieces = Choice(alternatives=tuple(ignore)) if len(ignore) > 1 else ignore[0]
+        self.flat.capture_ignore_lexeme = self.lexeme(
+            "capture-ignore", Repeat(item=pieces, min=1, max=None)
+        )[1]
 
     @staticmethod
     def split_marker(rule: Any) -> tuple[Expr, Expr] | None:
@@ -796,10 +811,10 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
 
 def _capture_arrays(
     flat: FlatGrammar, first_id: Mapping[str, int]
-) -> tuple[list[int], list[str], list[int], list[int], list[int], list[int], list[int]]:
+) -> tuple[list[int], list[str], list[int], list[int], list[int], list[int], list[int], list[int]]:
     """The runtime's capture tables: per captured symbol its global id, the index of its
     capture name and of its marker's (NO_NAME: none), its body and marker lexemes (NO_NAME:
-    none) and the stop flag; and the distinct names."""
+    none) and the stop flag; the distinct names; the ignore lexeme (or nothing)."""
     names: list[str] = []
 
     def name_index(name: str | None) -> int:
@@ -818,7 +833,8 @@ def _capture_arrays(
         bodies.append(NO_NAME if captured.body_lexeme is None else captured.body_lexeme)
         markers.append(NO_NAME if captured.marker_lexeme is None else captured.marker_lexeme)
         stops.append(int(captured.stop))
-    return symbols, names, rule_names, marker_names, bodies, markers, stops
+    ignore = [] if flat.capture_ignore_lexeme is None else [flat.capture_ignore_lexeme]
+    return symbols, names, rule_names, marker_names, bodies, markers, stops, ignore
 
 
 def _limit_arrays(

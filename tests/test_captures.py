@@ -163,6 +163,22 @@ def test_every_stop_marker_inside_a_capture_is_hidden() -> None:
     assert matcher.get_captures() == [("end", b"."), ("all", b"ab,c,"), ("end", b";;")]
 
 
+def test_longest_capture_leaves_out_trailing_ignored_text() -> None:
+    grammar = Grammar.from_lark(
+        'start: "[" v ("," v)* "]"\n'
+        "v[capture]: NUM | STR | WORD+\n"
+        "NUM: /[0-9]+/\n"
+        'STR: /"[^"]*"/\n'
+        "WORD: /[a-z]+/\n"
+        "%ignore /[ \\n]+/\n"
+    )
+    matcher = grammar.compile(Vocab.byte_level()).matcher()
+    assert matcher.accept_string('[ 12 , "a " ,ab  cd\n]')
+    assert matcher.get_captures() == [("v", b"12"), ("v", b'"a "'), ("v", b"ab  cd")]
+    # The raw completions still include the ones that end after ignored text.
+    assert ("v", b"12 ") in matcher.get_captures(deduplicate=False)
+
+
 def test_grammar_without_captures_reports_none() -> None:
     matcher = Grammar.from_lark('start: "a"').compile(Vocab.byte_level()).matcher()
     assert matcher.accept_string("a")

@@ -1451,6 +1451,7 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   w.array(g.capture_body_lexeme);
   w.array(g.capture_marker_lexeme);
   w.array(g.capture_stop);
+  w.array(g.capture_ignore_lexeme);
   {
     std::vector<uint32_t> offsets{0};
     std::vector<uint8_t> bytes;
@@ -1707,6 +1708,12 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   r.array(capture_body_lexeme, "capture_body_lexeme");
   r.array(capture_marker_lexeme, "capture_marker_lexeme");
   r.array(capture_stop, "capture_stop");
+  std::vector<uint32_t> capture_ignore_lexeme;
+  r.array(capture_ignore_lexeme, "capture_ignore_lexeme");
+  require(capture_ignore_lexeme.size() <= 1 &&
+              (capture_ignore_lexeme.empty() || capture_ignore_lexeme[0] < rt->num_lexemes),
+          "bad capture ignore lexeme");
+  if (!capture_ignore_lexeme.empty()) rt->capture_ignore_lexeme = capture_ignore_lexeme[0];
   r.array(capture_name_offsets, "capture_name_offsets");
   r.array(capture_name_bytes, "capture_name_bytes");
   require(r.at_end(), "trailing bytes after the runtime tables");

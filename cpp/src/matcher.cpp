@@ -20,6 +20,7 @@
 #include <deque>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <queue>
 #include <set>
 #include <thread>
@@ -2930,6 +2931,80 @@ static uint64_t marker_start(const Runtime& rt, const std::string& text, uint64_
     if (k < end) body = rt.next_state(body, static_cast<uint8_t>(text[k]));
   }
   return end;
+}
+
+// Whether text[from, to) is one or more pieces of ignored text (the ignore lexeme).
+static bool is_ignored_text(const Runtime& rt, const std::string& text, uint64_t from,
+                            uint64_t to) {
+  if (rt.capture_ignore_lexeme == kNoCaptureName || from >= to) return false;
+  int32_t state = static_cast<int32_t>(rt.lexeme_start[rt.capture_ignore_lexeme]);
+  for (uint64_t i = from; i < to && state >= 0; ++i) {
+    state = rt.next_state(state, static_cast<uint8_t>(text[i]));
+  }
+  return state >= 0 && rt.dfa_accepting[state];
+}
+
+std::vector<std::pair<uint32_t, std::string>> Matcher::captures(bool deduplicate) const {
+  std::vector<std::pair<uint32_t, std::string>> out;
+  if (!shadow_.matcher) return out;
+  const Runtime& rt = *runtime_;
+  const std::string& text = shadow_.matcher->text_;
+  std::vector<CaptureEvent> events, hidden;
+  for (const CaptureEvent& event : shadow_.matcher->events_) {
+    (event.capture == kNoCaptureName ? hidden : events).push_back(event);
+  }
+  if (deduplicate) {
+    // Per occurrence (name, start): every end it completed at, in order of first completion.
+    std::vector<CaptureEvent> kept;
+    std::vector<std::vector<uint64_t>> ends;
+    std::map<std::pair<uint32_t, uint64_t>, size_t> where;
+    for (const CaptureEvent& event : events) {
+      const auto [found, fresh] =
+          where.emplace(std::make_pair(event.capture, event.start), kept.size());
+      if (fresh) {
+        kept.push_back(event);
+        ends.emplace_back();
+      }
+      ends[found->second].push_back(event.end);
+    }
+    for (size_t i = 0; i < kept.size(); ++i) {
+      std::vector<uint64_t>& all = ends[i];
+      std::sort(all.begin(), all.end());
+      // The longest end that is not a shorter completion followed by ignored text only.
+      // Ignored runs longer than kIgnoreReach bytes are not looked for (bounded work on long
+      // captures whose body may end at every byte).
+      constexpr uint64_t kIgnoreReach = 256;
+      uint64_t chosen = all.back();
+      for (size_t j = all.size(); j-- > 0;) {
+        bool trailing_ignore = false;
+        for (size_t k = j; k-- > 0 && all[j] - all[k] <= kIgnoreReach && !trailing_ignore;) {
+          trailing_ignore = is_ignored_text(rt, text, all[k], all[j]);
+        }
+        if (!trailing_ignore) {
+          chosen = all[j];
+          break;
+        }
+      }
+      kept[i].end = chosen;
+    }
+    events = std::move(kept);
+  }
+  std::sort(hidden.begin(), hidden.end(),
+            [](const CaptureEvent& a, const CaptureEvent& b) { return a.start < b.start; });
+  for (const CaptureEvent& event : events) {
+    // Stop markers inside the span are left out (not the span that is the marker itself).
+    std::string bytes;
+    uint64_t at = event.start;
+    for (const CaptureEvent& marker : hidden) {
+      if (marker.start < at || marker.end > event.end) continue;
+      if (marker.start == event.start && marker.end == event.end) continue;
+      bytes.append(text, at, marker.start - at);
+      at = marker.end;
+    }
+    bytes.append(text, at, event.end - at);
+    out.emplace_back(event.capture, std::move(bytes));
+  }
+  return out;
 }
 
 void Matcher::record_captures(const std::vector<std::pair<uint32_t, uint32_t>>& scans) {

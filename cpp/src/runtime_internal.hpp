@@ -883,6 +883,7 @@ class Runtime {
   };
   std::vector<std::string> capture_names;
   std::vector<CapturedSymbol> captured_symbols;
+  uint32_t capture_ignore_lexeme = 0xFFFFFFFFu;  // kNoCaptureName: none
   std::vector<int32_t> symbol_capture;
   uint32_t max_tokens_of(int32_t state) const {
     return has_token_budgets ? lexeme_max_tokens[dfa_lexeme[state]] : 0;

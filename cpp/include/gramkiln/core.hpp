@@ -90,6 +90,9 @@ struct GrammarSpec {
       capture_body_lexeme, capture_marker_lexeme;
   std::vector<uint8_t> capture_stop;
   std::vector<std::string> capture_names;
+  // The lexeme of the grammar's ignored text, (ignore)+, when it has captures and %ignore
+  // (at most one entry): a capture's longest completion leaves out trailing ignored text.
+  std::vector<uint32_t> capture_ignore_lexeme;
 };
 
 constexpr uint32_t kNoCaptureName = 0xFFFFFFFFu;
@@ -380,6 +383,11 @@ class Matcher {
   const std::vector<CaptureEvent>& capture_events() const;
   const std::string& accepted_text() const;
   const std::string& capture_name(uint32_t capture) const;
+  // The captures as (name index, bytes): with `deduplicate`, one per occurrence (name and
+  // start) at its first completion, with its longest span that does not end in ignored
+  // text after a shorter completion; stop markers inside a span left out (see
+  // docs/design/rule-limits.md).
+  std::vector<std::pair<uint32_t, std::string>> captures(bool deduplicate) const;
 
  private:
   struct Snapshot {
