@@ -329,6 +329,16 @@ def test_max_chars_on_dispatch_rules_is_ignored_with_a_warning(
     assert compiled.matcher().accept_string("long free text<tool_call>42</tool_call>more text")
 
 
+def test_ebnf_rule_options_are_enforced_too() -> None:
+    grammar = Grammar.from_ebnf('root ::= "<" r ">"\nr[max_tokens=2, capture] ::= [a-z]*')
+    compiled = grammar.compile(Vocab([b"<", b">", b"a", b"b", b"ab"]))
+    matcher = compiled.matcher()
+    assert matcher.accept_tokens([0, 2, 3])
+    assert not matcher.accept_token(2)  # two tokens went into r, which can end here
+    assert matcher.accept_token(1)
+    assert matcher.get_captures() == [("r", b"ab")]
+
+
 # -- temperature ------------------------------------------------------------------------------
 def test_seed_temperature_example() -> None:
     grammar = Grammar.from_lark('start: "answer:" value\nvalue[temperature=0.7]: /[a-z]+/')
