@@ -198,6 +198,14 @@ def test_char_budget_on_a_suffix_rule_ends_it_without_its_marker(
             assert accepted == lazy_marker_model(body, marker, budget, text), text
 
 
+def test_grammar_membership_honours_char_budgets() -> None:
+    grammar = Grammar.from_lark('start: "<" r ">"\nr[max_chars=2]: /[a-zé]*/')
+    for body in ("", "a", "ab", "abc", "é", "éé", "ééé"):
+        expected = budget_model("[a-zé]*", 2, body)
+        assert grammar.accepts(f"<{body}>") == expected
+        assert grammar.is_prefix(f"<{body}") == (len(body) <= 2)
+
+
 def test_char_budget_counts_codepoints_split_across_tokens() -> None:
     e_acute = "é".encode()
     vocab = Vocab([b"<", b">", b"a", e_acute[:1], e_acute[1:], e_acute, b"aa", b"a" + e_acute[:1]])

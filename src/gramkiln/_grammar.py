@@ -141,13 +141,19 @@ class Grammar:
     # -- membership (reference matcher) -------------------------------------------------------
     def _reference(self) -> Any:
         if self._oracle is None:
-            from gramkiln.testing import ReferenceMatcher
+            if _has_char_budget(self._ir):
+                # A character budget changes membership, and only the runtime models it: the
+                # grammar compiled for the byte vocabulary answers instead.
+                self._oracle = _ByteRuntimeMembership(self._ir)
+            else:
+                from gramkiln.testing import ReferenceMatcher
 
-            self._oracle = ReferenceMatcher(self._ir)
+                self._oracle = ReferenceMatcher(self._ir)
         return self._oracle
 
     def accepts(self, text: str | bytes) -> bool:
-        """Whether the whole of `text` is in the language (exact, by the reference matcher)."""
+        """Whether the whole of `text` is in the language (exact: by the reference matcher,
+        or, for a grammar with `max_chars`, by the runtime over the byte vocabulary)."""
         self._require_bound("test membership", GrammarError)
         return bool(self._reference().accepts(text))
 
@@ -192,3 +198,30 @@ def _binding_pairs(name: Any, value: Any, bindings: dict[str, Any]) -> list[tupl
     if not pairs:
         raise TypeError("bind() needs a name and a value, or name=value keywords")
     return pairs
+
+
+def _has_char_budget(ir: GrammarIR) -> bool:
+    """Whether a rule of `ir` or of its sub-grammars has `max_chars`."""
+    if any(rule.options.max_chars is not None for rule in ir.rules):
+        return True
+    return any(_has_char_budget(sub.grammar) for sub in ir.subgrammars)
+
+
+class _ByteRuntimeMembership:
+    """Membership by the grammar compiled for the byte vocabulary (without end tokens)."""
+
+    def __init__(self, ir: GrammarIR) -> None:
+        from gramkiln.runtime.compile import compile_grammar
+
+        self._compiled = compile_grammar(ir, end_tokens=[])
+
+    def _run(self, text: str | bytes) -> Any:
+        matcher = self._compiled.matcher()
+        return matcher if matcher.accept_string(text) else None
+
+    def accepts(self, text: str | bytes) -> bool:
+        matcher = self._run(text)
+        return matcher is not None and bool(matcher.is_accepting())
+
+    def is_prefix(self, text: str | bytes) -> bool:
+        return self._run(text) is not None
