@@ -679,7 +679,7 @@ PYBIND11_MODULE(_core, m) {
          std::vector<std::string> capture_names, std::vector<uint32_t> capture_rule_name,
          std::vector<uint32_t> capture_marker_name, std::vector<uint32_t> capture_body_lexeme,
          std::vector<uint32_t> capture_marker_lexeme, std::vector<uint8_t> capture_stop,
-         std::vector<uint32_t> capture_ignore_lexeme) {
+         std::vector<uint32_t> capture_ignore_lexeme, std::vector<uint32_t> lexeme_exit_bytes) {
         gramkiln::GrammarSpec g;
         g.num_nonterminals = checked_u32(num_nonterminals, "num_nonterminals");
         g.start = checked_u32(start, "start");
@@ -709,6 +709,7 @@ PYBIND11_MODULE(_core, m) {
         g.capture_body_lexeme = std::move(capture_body_lexeme);
         g.capture_marker_lexeme = std::move(capture_marker_lexeme);
         g.capture_ignore_lexeme = std::move(capture_ignore_lexeme);
+        g.lexeme_exit_bytes = std::move(lexeme_exit_bytes);
         g.capture_stop = std::move(capture_stop);
         std::string blob;
         {
@@ -733,6 +734,7 @@ PYBIND11_MODULE(_core, m) {
       py::arg("capture_marker_lexeme") = std::vector<uint32_t>{},
       py::arg("capture_stop") = std::vector<uint8_t>{},
       py::arg("capture_ignore_lexeme") = std::vector<uint32_t>{},
+      py::arg("lexeme_exit_bytes") = std::vector<uint32_t>{},
       "Build runtime tables from a flattened grammar and a vocabulary index (GIL released).");
 
   py::class_<PyMatcher>(m, "GrammarMatcher", "Incremental matcher producing next-token bitmasks.")

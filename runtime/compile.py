@@ -806,7 +806,100 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         list(end_tokens),
         *limit_arrays,
         *_capture_arrays(flat, first_id),
+        _lexeme_exit_bytes(flat, dfas),
     )
+
+
+def _lexeme_exit_bytes(flat: FlatGrammar, dfas: Sequence[Any]) -> list[int]:
+    """Per lexeme, 8 words of the bytes that a lexeme able to follow it may start with.
+
+    From the flattened grammar's FOLLOW sets (lexemes only; nullable symbols stepped over;
+    token sets never follow mid-token). The builder keeps only exit children of those bytes:
+    a token that ends a lexeme mid-token goes on into a lexeme that follows it, so other
+    exits are never entered. A text lexeme such as `(.|\n)*` before `"</think>"` would
+    otherwise store an exit at every trie node for every byte."""
+    n = len(flat.nonterminal_names)
+    lexemes = len(dfas)
+    if not lexemes:
+        return []
+    # Symbols as ints: nonterminals [0, n), lexemes [n, n + L); token sets are left out.
+    nullable = [False] * n
+    lexeme_nullable = [
+        bool(d.start >= 0 and len(d.accepting) and d.accepting[d.start]) for d in dfas
+    ]
+    rules: list[tuple[int, list[tuple[str, int]]]] = [
+        (lhs, list(rhs)) for lhs, rhs in flat.productions
+    ]
+
+    def symbol_nullable(kind: str, index: int) -> bool:
+        if kind == "N":
+            return nullable[index]
+        if kind == "L":
+            return lexeme_nullable[index]
+        return False
+
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            if not nullable[lhs] and all(symbol_nullable(k, i) for k, i in rhs):
+                nullable[lhs] = changed = True
+    # FIRST: lexemes that can begin each nonterminal (bitsets over lexemes).
+    first = [0] * n
+
+    def first_of(rhs: Sequence[tuple[str, int]], start: int) -> tuple[int, bool]:
+        bits = 0
+        for kind, index in rhs[start:]:
+            if kind == "N":
+                bits |= first[index]
+            elif kind == "L":
+                bits |= 1 << index
+            if not symbol_nullable(kind, index):
+                return bits, False
+        return bits, True
+
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            bits, _ = first_of(rhs, 0)
+            if bits | first[lhs] != first[lhs]:
+                first[lhs] |= bits
+                changed = True
+    follow_nt = [0] * n
+    follow_lexeme = [0] * lexemes
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            for position, (kind, index) in enumerate(rhs):
+                if kind == "S":
+                    continue
+                bits, rest_nullable = first_of(rhs, position + 1)
+                if rest_nullable:
+                    bits |= follow_nt[lhs]
+                target = follow_nt if kind == "N" else follow_lexeme
+                if bits | target[index] != target[index]:
+                    target[index] |= bits
+                    changed = True
+    first_bytes = []
+    for dfa in dfas:
+        mask = 0
+        if dfa.start >= 0 and len(dfa.accepting):
+            row = np.asarray(dfa.table[dfa.start])
+            for byte in np.nonzero(row >= 0)[0]:
+                mask |= 1 << int(byte)
+        first_bytes.append(mask)
+    words: list[int] = []
+    for index in range(lexemes):
+        mask = 0
+        bits = follow_lexeme[index]
+        while bits:
+            low = bits & -bits
+            mask |= first_bytes[low.bit_length() - 1]
+            bits ^= low
+        words.extend((mask >> (32 * w)) & 0xFFFFFFFF for w in range(8))
+    return words
 
 
 def _capture_arrays(

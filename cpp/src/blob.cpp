@@ -1274,6 +1274,18 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     set_class.push_back(cls);
     return set_id;
   };
+  // Per class, the bytes its exits may take: the union over its states' lexemes.
+  const bool exits_filtered = !g.lexeme_exit_bytes.empty();
+  require(!exits_filtered || g.lexeme_exit_bytes.size() == static_cast<size_t>(num_lexemes) * 8,
+          "bad lexeme exit bytes");
+  std::vector<uint32_t> class_exit_bytes(exits_filtered ? static_cast<size_t>(num_classes) * 8 : 0);
+  if (exits_filtered) {
+    for (uint32_t s = 0; s < num_states; ++s) {
+      const uint32_t* from = &g.lexeme_exit_bytes[static_cast<size_t>(g.dfa_lexeme[s]) * 8];
+      uint32_t* to = &class_exit_bytes[static_cast<size_t>(state_class[s]) * 8];
+      for (int w8 = 0; w8 < 8; ++w8) to[w8] |= from[w8];
+    }
+  }
   for (uint32_t cls = 0; cls < num_classes; ++cls) {
     const uint32_t s = representative[cls];
     uint32_t* own = &class_parts[static_cast<size_t>(cls) * num_roots];
@@ -1385,8 +1397,11 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
         }
       }
     }
+    const uint32_t* allowed =
+        exits_filtered ? &class_exit_bytes[static_cast<size_t>(cls) * 8] : nullptr;
     for (uint32_t b = 0; b < 256; ++b) {
       if (by_byte[b].empty()) continue;
+      if (allowed && !((allowed[b >> 5] >> (b & 31)) & 1u)) continue;  // no lexeme follows so
       exit_children.insert(exit_children.end(), by_byte[b].begin(), by_byte[b].end());
       exit_entry_byte.push_back(static_cast<uint8_t>(b));
       exit_entry_end.push_back(static_cast<uint32_t>(exit_children.size()));

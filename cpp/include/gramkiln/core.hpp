@@ -78,6 +78,10 @@ struct GrammarSpec {
   // switch (the near copy with r chars left is switch + r; -1: not a far state) and a near state's
   // remaining budget (-1: not a near state). char_window: the most codepoints of any token.
   std::vector<uint32_t> lexeme_max_tokens, lexeme_max_chars, lexeme_temperature;
+  // Per lexeme, 8 words: the bytes a lexeme that can follow it may start with (a superset,
+  // from the grammar's FOLLOW sets). Exit children of other bytes can never be entered, so
+  // the builder leaves them out. Empty: every byte.
+  std::vector<uint32_t> lexeme_exit_bytes;
   uint32_t char_window = 0;
   std::vector<int32_t> state_budget_switch, state_near_remaining;
   // Captures (rule option `capture`): the symbols (nonterminals or lexemes) whose
