@@ -10,6 +10,7 @@ shared pieces never mix up two vocabularies.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import struct
 import threading
@@ -211,3 +212,32 @@ def test_ir_hash_shortcut_matches_the_stripped_form() -> None:
     for ir in (with_spans, without, schema):
         assert ir_hash(ir, ir_to_msgpack(ir)) == ir_hash(ir)
     assert ir_hash(with_spans, ir_to_msgpack(with_spans)) == ir_hash(without)
+
+
+BLOB_ARRAYS_BEFORE_EXITS = 23  # meta ... class_exit_offsets: exit_entry_byte is array 23
+
+
+def blob_array(blob: bytes, index: int) -> bytes:
+    """Array `index` of a runtime blob (docs/artifact-format.md), raw little-endian bytes."""
+    position = 8
+    for _ in range(index):
+        count, width = struct.unpack_from("<II", blob, position)
+        position += 8 + count * width
+        position += -position % 4
+    count, width = struct.unpack_from("<II", blob, position)
+    return blob[position + 8 : position + 8 + count * width]
+
+
+def test_exits_are_kept_only_for_bytes_a_following_lexeme_starts_with() -> None:
+    # A bounded text ends at every byte, but only "<" starts what follows it: exit children of
+    # other bytes could never be entered, and the builder leaves them out.
+    alphabet = [b"a", b"b", b"<", b"/", b"x", b">"]
+    tokens = [b"".join(p) for n in (1, 2, 3) for p in itertools.product(alphabet, repeat=n)]
+    vocab = Vocab(tokens)
+    grammar = Grammar.from_lark('start: body "</x>"\nbody: /[ab<>\\/x]{0,6}/')
+    compiled = grammar.compile(vocab)
+    blob = compiled._sections["runtime"]  # noqa: SLF001
+    exit_bytes = set(blob_array(blob, BLOB_ARRAYS_BEFORE_EXITS))
+    assert exit_bytes == {ord("<")}
+    # And the masks stay exact.
+    check_prefixes(grammar.ir, vocab, [b"", b"a", b"ab<", b"ab</", b"a>x/", b"<</"], compiled)
