@@ -679,7 +679,8 @@ PYBIND11_MODULE(_core, m) {
          std::vector<std::string> capture_names, std::vector<uint32_t> capture_rule_name,
          std::vector<uint32_t> capture_marker_name, std::vector<uint32_t> capture_body_lexeme,
          std::vector<uint32_t> capture_marker_lexeme, std::vector<uint8_t> capture_stop,
-         std::vector<uint32_t> capture_ignore_lexeme, std::vector<uint32_t> lexeme_exit_bytes) {
+         std::vector<uint32_t> capture_ignore_lexeme, std::vector<uint32_t> lexeme_exit_bytes,
+         std::vector<uint8_t> state_body_end) {
         gramkiln::GrammarSpec g;
         g.num_nonterminals = checked_u32(num_nonterminals, "num_nonterminals");
         g.start = checked_u32(start, "start");
@@ -710,6 +711,7 @@ PYBIND11_MODULE(_core, m) {
         g.capture_marker_lexeme = std::move(capture_marker_lexeme);
         g.capture_ignore_lexeme = std::move(capture_ignore_lexeme);
         g.lexeme_exit_bytes = std::move(lexeme_exit_bytes);
+        g.state_body_end = std::move(state_body_end);
         g.capture_stop = std::move(capture_stop);
         std::string blob;
         {
@@ -735,6 +737,7 @@ PYBIND11_MODULE(_core, m) {
       py::arg("capture_stop") = std::vector<uint8_t>{},
       py::arg("capture_ignore_lexeme") = std::vector<uint32_t>{},
       py::arg("lexeme_exit_bytes") = std::vector<uint32_t>{},
+      py::arg("state_body_end") = std::vector<uint8_t>{},
       "Build runtime tables from a flattened grammar and a vocabulary index (GIL released).");
 
   py::class_<PyMatcher>(m, "GrammarMatcher", "Incremental matcher producing next-token bitmasks.")

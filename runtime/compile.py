@@ -188,8 +188,8 @@ class FlatGrammar:
     start: int = 0
     # Lexemes of rules with max_tokens / max_chars / temperature (see runtime/rule_limits.py).
     lexeme_limits: dict[int, LexemeLimits] = field(default_factory=dict)
-    # The body DFAs of suffix / stop rules with a char budget (which may end them without
-    # their marker; see rule_limits.with_body_ends).
+    # The body DFAs of suffix / stop rules with a budget (which may end them without their
+    # marker; see rule_limits.with_body_ends).
     lexeme_body_dfas: dict[int, Any] = field(default_factory=dict)
     # Symbols of rules with the `capture` option (nonterminals, or lexemes of lazy-like and
     # limited rules); the runtime records their completions.
@@ -472,7 +472,8 @@ class _Flattener:
             self.scope = scope
         self.flat.lexeme_limits[symbol[1]] = limits
         self.lexeme_rule[symbol[1]] = rule.name
-        parts = self.split_marker(rule) if limits.max_chars is not None else None
+        budgeted = limits.max_chars is not None or limits.max_tokens is not None
+        parts = self.split_marker(rule) if budgeted else None
         if parts is not None:
             body_part = inline_plain_rules(parts[0], self.rules, (rule.name,))
             self.flat.lexeme_body_dfas[symbol[1]] = _build_dfa(
@@ -741,17 +742,21 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
     limits = flat.lexeme_limits
     char_window = 0
     budgeted: dict[int, Any] = {}
+    # Per lexeme with a token budget and a marker: which of its states end its body (where a
+    # spent token budget ends it without the marker).
+    body_end_states: dict[int, np.ndarray] = {}
     if any(limit.max_chars is not None for limit in limits.values()):
         char_window = codepoints_per_token(vocab.tokens, vocab.special_ids)
-        for index, limit in limits.items():
-            dfa = dfas[index]
-            if limit.max_chars is None or dfa.start < 0 or not len(dfa.accepting):
-                continue
-            body = flat.lexeme_body_dfas.get(index)
-            ends = None
-            if body is not None and body.start >= 0:
-                dfa = with_body_ends(dfa, body)
-                ends = dfa.tags
+    for index, limit in limits.items():
+        dfa = dfas[index]
+        if dfa.start < 0 or not len(dfa.accepting):
+            continue
+        body = flat.lexeme_body_dfas.get(index)
+        ends = None
+        if body is not None and body.start >= 0:
+            dfa = dfas[index] = with_body_ends(dfa, body)
+            ends = dfa.tags
+        if limit.max_chars is not None:
             automaton = char_budget_automaton(dfa, limit.max_chars, char_window, ends)
             if len(automaton.accepting) > MAX_DFA_STATES:
                 raise AutomatonSizeError(
@@ -759,6 +764,10 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
                     f"{len(automaton.accepting):,} automaton states (limit {MAX_DFA_STATES:,})"
                 )
             dfas[index] = budgeted[index] = automaton
+            if ends is not None:
+                ends = ends[automaton.source_state]
+        if ends is not None and limit.max_tokens is not None:
+            body_end_states[index] = ends & ~np.asarray(dfas[index].accepting, dtype=bool)
     counts = [len(dfa.accepting) or 1 for dfa in dfas]
     bases = np.cumsum([0, *counts[:-1]], dtype=np.int64).tolist() if dfas else []
     if dfas:
@@ -785,6 +794,12 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         for base, dfa in zip(bases, dfas, strict=True)
     ]
     limit_arrays = _limit_arrays(flat, dfas, bases, counts, budgeted, char_window)
+    body_ends: list[int] = []
+    if body_end_states:
+        flags = np.zeros(int(sum(counts)), dtype=np.uint8)
+        for index, ends in body_end_states.items():
+            flags[bases[index] : bases[index] + counts[index]] = ends
+        body_ends = flags.tolist()
     tokenset_offsets: list[int] = [0]
     tokenset_ids: list[int] = []
     for ids in flat.tokensets:
@@ -807,6 +822,7 @@ def build_tables(flat: FlatGrammar, vocab: Any, end_tokens: Sequence[int]) -> by
         *limit_arrays,
         *_capture_arrays(flat, first_id),
         _lexeme_exit_bytes(flat, dfas),
+        body_ends,
     )
 
 

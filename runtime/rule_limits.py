@@ -58,6 +58,7 @@ class BudgetedAutomaton:
     start: int
     switch: np.ndarray
     remaining: np.ndarray
+    source_state: np.ndarray  # the state of `dfa` each state copies
 
 
 def codepoints_per_token(tokens: Any, special_ids: Any = ()) -> int:
@@ -152,6 +153,9 @@ def char_budget_automaton(
     all_accepting = np.concatenate([accepting, near_accepting]) if far else near_accepting
     switch = np.full(total, -1, dtype=np.int32)
     remaining = np.full(total, -1, dtype=np.int32)
+    source_state = np.repeat(np.arange(states, dtype=np.int64), span)
+    if far:
+        source_state = np.concatenate([np.arange(states, dtype=np.int64), source_state])
     remaining[near_base:] = np.tile(np.arange(span, dtype=np.int32), states)
     if far:
         switch[:states] = near_base + np.arange(states, dtype=np.int32) * span
@@ -164,6 +168,7 @@ def char_budget_automaton(
         start=start,
         switch=switch,
         remaining=remaining,
+        source_state=source_state,
     )
 
 

@@ -206,6 +206,36 @@ def test_grammar_membership_honours_char_budgets() -> None:
         assert grammar.is_prefix(f"<{body}") == (len(body) <= 2)
 
 
+def test_token_budget_on_a_suffix_rule_ends_it_without_its_marker() -> None:
+    tokens = [b"a", b"b", b"ab", b"E", b"N", b"D", b"END", b"!", b"b!", b"END!"]
+    vocab = Vocab(tokens)
+    grammar = Grammar.from_lark('start: field "!"\nfield[suffix="END", max_tokens=2]: /[a-z]*/')
+    compiled = grammar.compile(vocab)
+    ids = {text: i for i, text in enumerate(tokens)}
+    matcher = compiled.matcher()
+    assert matcher.accept_tokens([ids[b"a"], ids[b"b"]])
+    # Two tokens, and "ab" is a whole body: the rule ended there, without "END".
+    assert texts(vocab, allowed(compiled, matcher)) == [b"!"]
+    relaxed = compiled.matcher()
+    assert relaxed.accept_tokens([ids[b"a"], ids[b"E"]])  # "aE": neither body nor marker
+    assert texts(vocab, allowed(compiled, relaxed)) == [b"N"]
+    assert relaxed.accept_tokens([ids[b"N"], ids[b"D"]])
+    assert texts(vocab, allowed(compiled, relaxed)) == [b"!"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_budgeted_suffix_rule_masks_equal_brute_force(seed: int) -> None:
+    rng = random.Random(200 + seed)
+    vocab = random_vocab(rng, "abEN!", 40, 3)
+    budget = rng.randint(1, 3)
+    chars = rng.choice(["", f", max_chars={rng.randint(2, 6)}"])
+    source = (
+        f'start: (field ",")* field "!"\nfield[suffix="EN", max_tokens={budget}{chars}]: /[ab]*/'
+    )
+    vocab = Vocab(sorted(set(vocab.tokens) | {b","}))
+    decode_against_brute_force(Grammar.from_lark(source).compile(vocab), rng, steps=12)
+
+
 def test_char_budget_counts_codepoints_split_across_tokens() -> None:
     e_acute = "é".encode()
     vocab = Vocab([b"<", b">", b"a", e_acute[:1], e_acute[1:], e_acute, b"aa", b"a" + e_acute[:1]])

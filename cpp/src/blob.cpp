@@ -1467,6 +1467,7 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   w.array(g.capture_marker_lexeme);
   w.array(g.capture_stop);
   w.array(g.capture_ignore_lexeme);
+  w.array(g.state_body_end);
   {
     std::vector<uint32_t> offsets{0};
     std::vector<uint8_t> bytes;
@@ -1625,8 +1626,12 @@ static void load_captures(Runtime& rt, const std::vector<uint32_t>& symbols,
   require(!offsets.empty() && offsets[0] == 0 && offsets.back() == bytes.size(),
           "bad capture name offsets");
   const size_t names = offsets.size() - 1;
+  // Every offset first: with the last equal to the byte count, increasing offsets keep every
+  // name inside the bytes.
   for (size_t i = 0; i < names; ++i) {
     require(offsets[i] < offsets[i + 1], "empty or misordered capture name");
+  }
+  for (size_t i = 0; i < names; ++i) {
     std::string name(bytes.begin() + offsets[i], bytes.begin() + offsets[i + 1]);
     for (char c : name) {
       require(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.',
@@ -1729,6 +1734,7 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
               (capture_ignore_lexeme.empty() || capture_ignore_lexeme[0] < rt->num_lexemes),
           "bad capture ignore lexeme");
   if (!capture_ignore_lexeme.empty()) rt->capture_ignore_lexeme = capture_ignore_lexeme[0];
+  r.array(rt->state_body_end, "state_body_end");
   r.array(capture_name_offsets, "capture_name_offsets");
   r.array(capture_name_bytes, "capture_name_bytes");
   require(r.at_end(), "trailing bytes after the runtime tables");
@@ -1790,6 +1796,15 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
     }
   }
   load_rule_limits(*rt, temperature_bits, char_window);
+  require(rt->state_body_end.empty() || rt->state_body_end.size() == c.num_states,
+          "bad body-end flags");
+  for (size_t s = 0; s < rt->state_body_end.size(); ++s) {
+    require(rt->state_body_end[s] <= 1 &&
+                (rt->state_body_end[s] == 0 ||
+                 (rt->has_token_budgets && rt->lexeme_max_tokens[rt->dfa_lexeme[s]] != 0 &&
+                  !rt->dfa_accepting[s])),
+            "bad body-end flag");
+  }
   load_captures(*rt, capture_symbols, capture_rule_name, capture_marker_name, capture_body_lexeme,
                 capture_marker_lexeme, capture_stop, capture_name_offsets, capture_name_bytes);
   require(c.tokenset_bits.size() == static_cast<uint64_t>(c.num_tokensets) * c.words,

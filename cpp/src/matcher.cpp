@@ -3093,7 +3093,9 @@ void Matcher::note_new_set() {
 bool Matcher::token_budget_spent(const Thread& thread) const {
   const Runtime& rt = *runtime_;
   const uint32_t budget = rt.max_tokens_of(thread.state);
-  if (budget == 0 || !rt.dfa_accepting[thread.state]) return false;
+  if (budget == 0 || !(rt.dfa_accepting[thread.state] || rt.ends_body(thread.state))) {
+    return false;
+  }
   const uint32_t first = set_first_token_[thread.origin];
   return tokens_ >= first && tokens_ - first >= budget;
 }
@@ -3242,8 +3244,16 @@ bool Matcher::step_byte(uint8_t byte,
       }
     }
     next.push_back(Thread{th.origin, state});
-    if (rt.dfa_accepting[state])
+    if (rt.dfa_accepting[state]) {
       scans.emplace_back(th.origin, rt.lexeme_base() + rt.dfa_lexeme[state]);
+    } else if (at_token_end_ && rt.ends_body(state)) {
+      // A suffix / stop rule whose token budget is spent at this token's end, where its body
+      // can end: it ends here without its marker.
+      const uint32_t first = set_first_token_[th.origin];
+      if (tokens_ + 1 >= first && tokens_ + 1 - first >= rt.max_tokens_of(state)) {
+        scans.emplace_back(th.origin, rt.lexeme_base() + rt.dfa_lexeme[state]);
+      }
+    }
   }
   if (extra_scans) scans.insert(scans.end(), extra_scans->begin(), extra_scans->end());
   threads_.swap(next);
@@ -3374,8 +3384,10 @@ bool Matcher::accept_token_here(int64_t token_id) {
     for (uint32_t i = begin; i < end && ok; ++i) {
       // Sets added before the token's last byte are followed by more of its bytes.
       next_set_first_token_ = i + 1 == end ? tokens_ + 1 : tokens_;
+      at_token_end_ = i + 1 == end;
       ok = step_byte(rt.token_bytes[i], i + 1 == end ? &token_scans : nullptr);
     }
+    at_token_end_ = false;
   }
   if (!ok) {
     restore(Snapshot(before));

@@ -885,6 +885,11 @@ class Runtime {
   std::vector<CapturedSymbol> captured_symbols;
   uint32_t capture_ignore_lexeme = 0xFFFFFFFFu;  // kNoCaptureName: none
   std::vector<int32_t> symbol_capture;
+  // Per state (empty: none): see GrammarSpec::state_body_end.
+  std::vector<uint8_t> state_body_end;
+  bool ends_body(int32_t state) const {
+    return !state_body_end.empty() && state_body_end[state] != 0;
+  }
   uint32_t max_tokens_of(int32_t state) const {
     return has_token_budgets ? lexeme_max_tokens[dfa_lexeme[state]] : 0;
   }

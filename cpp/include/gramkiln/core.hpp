@@ -82,6 +82,10 @@ struct GrammarSpec {
   // from the grammar's FOLLOW sets). Exit children of other bytes can never be entered, so
   // the builder leaves them out. Empty: every byte.
   std::vector<uint32_t> lexeme_exit_bytes;
+  // Per global state (empty: none), 1 where a suffix / stop lexeme with a token budget has
+  // read a text its body alone accepts: once the budget is spent, a token that ends there
+  // also ends the rule without its marker.
+  std::vector<uint8_t> state_body_end;
   uint32_t char_window = 0;
   std::vector<int32_t> state_budget_switch, state_near_remaining;
   // Captures (rule option `capture`): the symbols (nonterminals or lexemes) whose
@@ -502,6 +506,7 @@ class Matcher {
   uint64_t chars_ = 0;
   uint32_t tokens_ = 0;
   uint32_t next_set_first_token_ = 0;
+  bool at_token_end_ = false;  // step_byte is reading the last byte of an accepted token
   std::vector<uint64_t> set_chars_;
   std::vector<uint32_t> set_first_token_;
   bool budget_overrun_ = false;
