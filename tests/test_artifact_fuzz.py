@@ -24,7 +24,7 @@ from gramkiln.errors import ArtifactError
 
 SCRIPT = textwrap.dedent(
     """
-    import random, sys
+    import random, struct, sys
     import numpy as np
     from gramkiln.errors import ArtifactError
     from gramkiln.ir import parse_grammar
@@ -39,10 +39,11 @@ SCRIPT = textwrap.dedent(
     %start start
     %ignore " "
     rule start = item ("," item)* <"<|e|>">?
-    rule item [capture="it"] = NUM | "(" start ")" | name | word | hot
+    rule item [capture="it"] = NUM | "(" start ")" | name | word | hot | sfx
     rule name [lazy, capture="n"] = [a-z]+ ";"
     rule word [max_chars=3, max_tokens=2] = [a-z]+ "!"
     rule hot [max_chars=5, temperature=0.5] = [a-z]+ "?"
+    rule sfx [suffix=("END"), max_tokens=2, capture="s", stop_capture="m"] = [a-z]*
     term NUM = [0-9]+
     ''')
     vocab = Vocab([b"1", b"23", b"(", b")", b",", b" ", b"ab", b"1,", b")(", b"<|e|>", b"</s>"],
@@ -51,9 +52,22 @@ SCRIPT = textwrap.dedent(
     artifact = compiled.to_bytes()
     blob = compiled._sections["runtime"]
 
+    # The rule-limit and capture arrays (26 on) come last: "tail" mutates only those.
+    tail = 8
+    for _ in range(26):
+        count, width = struct.unpack_from("<II", blob, tail)
+        tail += 8 + count * width
+        tail += -tail % 4
+
     def mutate(data):
         if mode == "intact":
             return data
+        if mode == "tail":
+            out = bytearray(data)
+            for _ in range(rnd.randint(1, 3)):
+                index = rnd.randrange(tail, len(out))
+                out[index] = rnd.choice([0, 1, 0xFF, 0x80, rnd.randrange(256)])
+            return bytes(out)
         kind = rnd.randrange(4)
         if kind == 0:
             return bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 200)))
@@ -101,7 +115,9 @@ SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize(("mode", "seed"), [("envelope", 1), ("tables", 2), ("tables", 3)])
+@pytest.mark.parametrize(
+    ("mode", "seed"), [("envelope", 1), ("tables", 2), ("tables", 3), ("tail", 4), ("tail", 5)]
+)
 def test_fuzzed_artifacts_never_crash(mode: str, seed: int) -> None:
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT, mode, str(seed), "300"],
