@@ -216,12 +216,15 @@ class _ByteRuntimeMembership:
         self._compiled = compile_grammar(ir, end_tokens=[])
 
     def _run(self, text: str | bytes) -> Any:
+        """A matcher that has taken `text`, or None when it is not a viable prefix."""
         matcher = self._compiled.matcher()
         return matcher if matcher.accept_string(text) else None
 
     def accepts(self, text: str | bytes) -> bool:
+        """Whether the whole of `text` is in the language."""
         matcher = self._run(text)
         return matcher is not None and bool(matcher.is_accepting())
 
     def is_prefix(self, text: str | bytes) -> bool:
+        """Whether `text` can be extended to a string of the language."""
         return self._run(text) is not None
