@@ -2900,18 +2900,18 @@ Matcher::Shadow& Matcher::Shadow::operator=(const Shadow& other) {
   return *this;
 }
 
-const std::vector<Matcher::CaptureEvent>& Matcher::capture_events() const {
-  static const std::vector<CaptureEvent> none;
-  return shadow_.matcher ? shadow_.matcher->events_ : none;
-}
-
-const std::string& Matcher::accepted_text() const {
-  static const std::string none;
-  return shadow_.matcher ? shadow_.matcher->text_ : none;
-}
-
 const std::string& Matcher::capture_name(uint32_t capture) const {
   return runtime_->capture_names.at(capture);
+}
+
+// Whether lexeme `lexeme`'s DFA accepts text[from, to) whole.
+static bool lexeme_accepts(const Runtime& rt, uint32_t lexeme, const std::string& text,
+                           uint64_t from, uint64_t to) {
+  int32_t state = static_cast<int32_t>(rt.lexeme_start[lexeme]);
+  for (uint64_t i = from; i < to && state >= 0; ++i) {
+    state = rt.next_state(state, static_cast<uint8_t>(text[i]));
+  }
+  return state >= 0 && rt.dfa_accepting[state];
 }
 
 // Where the marker of a suffix / stop lexeme over text[start, end) begins: the earliest k
@@ -2921,13 +2921,7 @@ static uint64_t marker_start(const Runtime& rt, const std::string& text, uint64_
                              uint64_t end, uint32_t body_lexeme, uint32_t marker_lexeme) {
   int32_t body = static_cast<int32_t>(rt.lexeme_start[body_lexeme]);
   for (uint64_t k = start; k <= end && body >= 0; ++k) {
-    if (rt.dfa_accepting[body]) {
-      int32_t marker = static_cast<int32_t>(rt.lexeme_start[marker_lexeme]);
-      for (uint64_t i = k; i < end && marker >= 0; ++i) {
-        marker = rt.next_state(marker, static_cast<uint8_t>(text[i]));
-      }
-      if (marker >= 0 && rt.dfa_accepting[marker]) return k;
-    }
+    if (rt.dfa_accepting[body] && lexeme_accepts(rt, marker_lexeme, text, k, end)) return k;
     if (k < end) body = rt.next_state(body, static_cast<uint8_t>(text[k]));
   }
   return end;
@@ -2936,12 +2930,8 @@ static uint64_t marker_start(const Runtime& rt, const std::string& text, uint64_
 // Whether text[from, to) is one or more pieces of ignored text (the ignore lexeme).
 static bool is_ignored_text(const Runtime& rt, const std::string& text, uint64_t from,
                             uint64_t to) {
-  if (rt.capture_ignore_lexeme == kNoCaptureName || from >= to) return false;
-  int32_t state = static_cast<int32_t>(rt.lexeme_start[rt.capture_ignore_lexeme]);
-  for (uint64_t i = from; i < to && state >= 0; ++i) {
-    state = rt.next_state(state, static_cast<uint8_t>(text[i]));
-  }
-  return state >= 0 && rt.dfa_accepting[state];
+  return rt.capture_ignore_lexeme != kNoCaptureName && from < to &&
+         lexeme_accepts(rt, rt.capture_ignore_lexeme, text, from, to);
 }
 
 std::vector<std::pair<uint32_t, std::string>> Matcher::captures(bool deduplicate) const {

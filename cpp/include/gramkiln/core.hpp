@@ -316,7 +316,7 @@ struct Chart {
   // Matcher::search_text_tokens steps, whose sets no cache key reads; they get zeros).
   bool depth_hashed = true;
   // Whether every item is kept as it is (no merging by hashes or futures, no Leo items): the
-  // chart of the capture shadow (Matcher::capture_events), where each completion counts.
+  // chart of the capture shadow (Matcher::captures), where each completion counts.
   bool exact = false;
   uint32_t num_sets() const { return static_cast<uint32_t>(set_begin.size() - 1); }
 };
@@ -380,16 +380,14 @@ class Matcher {
     return overrun;
   }
   // Captures (rule option `capture`): every completion of a captured rule over a non-empty
-  // span, recorded while accepting (never by fill_mask), in completion order; rollback
-  // removes those of the steps it undoes. Positions are byte offsets into accepted_text().
+  // span, recorded by the shadow while accepting (never by fill_mask), in completion order;
+  // rollback removes those of the steps it undoes. Positions are byte offsets into the
+  // shadow's accepted text.
   struct CaptureEvent {
     uint32_t capture;  // index into the runtime's capture names; kNoCaptureName: a stop
                        // marker's bytes, hidden from the captures around them
     uint64_t start, end;
   };
-  bool records_captures() const { return shadow_.matcher != nullptr; }
-  const std::vector<CaptureEvent>& capture_events() const;
-  const std::string& accepted_text() const;
   const std::string& capture_name(uint32_t capture) const;
   // The captures as (name index, bytes): with `deduplicate`, one per occurrence (name and
   // start) at its first completion, with its longest span that does not end in ignored
