@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +15,7 @@ from gramkiln.ir import parse_grammar
 from gramkiln.runtime.compile import compile_grammar
 from gramkiln.runtime.compiled import (
     CompiledGrammar,
+    _apply_bitmask_torch,
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
     bitmask_to_ids,
@@ -293,6 +297,84 @@ def test_torch_logits_of_every_floating_dtype_and_device(compiled: CompiledGramm
         )
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 4),
+    vocab=st.integers(1, 100),
+    words_delta=st.integers(-2, 2),
+    seed=st.integers(0, 2**32 - 1),
+    pick=st.lists(st.integers(0, 3), max_size=4),
+)
+def test_torch_unpacking_agrees_with_numpy(
+    rows: int, vocab: int, words_delta: int, seed: int, pick: list[int]
+) -> None:
+    # Torch logits on an accelerator get the packed mask unpacked on their own device; numpy
+    # logits are the reference. Random words set the sign bit too, and the bitmask may be narrower (tokens
+    # beyond it disallowed) or wider than the vocabulary.
+    torch = pytest.importorskip("torch", reason="torch is an optional dependency")
+    words = max(0, (vocab + 31) // 32 + words_delta)
+    generator = np.random.default_rng(seed)
+    bitmask = generator.integers(-(2**31), 2**31, size=(rows, words), dtype=np.int64)
+    bitmask = bitmask.astype(np.int32)
+    base = generator.standard_normal((rows, vocab)).astype(np.float32)
+    indices = sorted({row for row in pick if row < rows}) if pick else None
+    expected = base.copy()
+    apply_token_bitmask_inplace(expected, bitmask, indices=indices)
+    for mask in (bitmask, torch.from_numpy(bitmask)):
+        logits = torch.from_numpy(base.copy())
+        apply_token_bitmask_inplace(logits, mask, indices=indices)
+        assert np.array_equal(logits.numpy(), expected)
+        # The accelerator path (packed mask moved, unpacked by torch), run on the CPU here.
+        logits = torch.from_numpy(base.copy())
+        selected = None if indices is None else np.asarray(indices, dtype=np.int64)
+        _apply_bitmask_torch(logits, mask, selected)
+        assert np.array_equal(logits.numpy(), expected)
+    if rows == 1:
+        one_row = torch.from_numpy(base[0].copy())
+        apply_token_bitmask_inplace(one_row, bitmask[0])
+        assert np.array_equal(one_row.numpy(), _masked_row(base[0], bitmask[0]))
+
+
+def test_cuda_logits_agree_with_numpy(compiled: CompiledGrammar) -> None:
+    # Runs where torch sees a GPU (the CI machine has none): the packed mask crosses to the
+    # device and is unpacked there, for every floating dtype, all rows and chosen rows.
+    torch = pytest.importorskip("torch", reason="torch is an optional dependency")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the accelerator path is run on the CPU by the test above")
+    generator = np.random.default_rng(3)
+    for vocab in (compiled.vocab_size, 1000, 128_256):
+        words = (vocab + 31) // 32
+        bitmask = generator.integers(-(2**31), 2**31, size=(5, words), dtype=np.int64)
+        bitmask = bitmask.astype(np.int32)
+        base = generator.standard_normal((5, vocab)).astype(np.float32)
+        for indices in (None, [0, 3]):
+            expected = base.copy()
+            apply_token_bitmask_inplace(expected, bitmask, indices=indices)
+            for dtype in (torch.bfloat16, torch.float16, torch.float32):
+                for mask in (bitmask, torch.from_numpy(bitmask), torch.from_numpy(bitmask).cuda()):
+                    logits = torch.from_numpy(base).to("cuda", dtype)
+                    apply_token_bitmask_inplace(logits, mask, indices=indices)
+                    masked = torch.isinf(logits).cpu().numpy()
+                    assert np.array_equal(masked, np.isinf(expected))
+    one_row = torch.zeros(compiled.vocab_size, device="cuda")
+    row_mask = allocate_token_bitmask(1, compiled.vocab_size)
+    compiled.matcher().fill_next_token_bitmask(row_mask)
+    apply_token_bitmask_inplace(one_row, row_mask[0])
+    assert torch.isfinite(one_row).nonzero().flatten().tolist() == bitmask_to_ids(
+        row_mask[0], compiled.vocab_size
+    )
+
+
+def _masked_row(row: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """`row` with -inf wherever the packed `words` have no bit, computed bit by bit."""
+    out = row.copy()
+    for token in range(len(row)):
+        word = token // 32
+        if word >= len(words) or not (int(words[word]) >> (token % 32)) & 1:
+            out[token] = -np.inf
+    return out
+
+
 def test_batch_fill_refuses_one_row_for_two_matchers(compiled: CompiledGrammar) -> None:
     first, second = compiled.matcher(), compiled.matcher()
     assert second.accept_string("{")
@@ -343,6 +425,46 @@ def test_batch_fill_from_threads_matches_serial(compiled: CompiledGrammar) -> No
         fill_next_token_bitmask_batch(matchers[:2], batch, [0, 16])
     with pytest.raises(ValueError):
         fill_next_token_bitmask_batch(matchers[:2], batch, [0])
+
+
+def test_batch_fill_pool_over_many_calls_and_after_fork(compiled: CompiledGrammar) -> None:
+    # The batch fill's worker threads persist between calls and grow when a call asks for
+    # more; a forked child has none of them and must make its own rather than wait forever.
+    rnd = random.Random(5)
+    matchers = []
+    for _ in range(12):
+        matcher = compiled.matcher()
+        for token in random_valid_walk(compiled, rnd, rnd.randint(0, 8)):
+            matcher.accept_token(token)
+        matchers.append(matcher)
+    serial = allocate_token_bitmask(len(matchers), compiled.vocab_size)
+    for row, matcher in enumerate(matchers):
+        matcher.fill_next_token_bitmask(serial, row)
+    for call in range(60):
+        batch = allocate_token_bitmask(len(matchers), compiled.vocab_size)
+        fill_next_token_bitmask_batch(matchers, batch, threads=1 + call % 7)
+        assert np.array_equal(batch, serial)
+    if not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 when its batch fill is exact
+        status = 1
+        try:
+            batch = allocate_token_bitmask(len(matchers), compiled.vocab_size)
+            fill_next_token_bitmask_batch(matchers, batch, threads=4)
+            status = 0 if np.array_equal(batch, serial) else 2
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, wait_status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(wait_status) == 0
+            return
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's batch fill did not finish within 60 s")
 
 
 def test_end_tokens_take_numpy_ids_once_each() -> None:

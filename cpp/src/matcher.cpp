@@ -2724,30 +2724,68 @@ void store_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const Ma
   }
 }
 
-// Copy the mask stored under `key` into `words`; false when there is none. `stored`, when
-// given, receives the stored copy (the whole-stack lookup, the common hit, skips that reference
-// count traffic). A hit in the previous generation is stored again in the current one.
-bool find_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key,
-                      uint32_t* words, GroupCache::StoredMask* stored) {
-  const GroupCache::StoredMask* found = table.current.find(key);
-  if (found == nullptr) {
-    found = table.previous.find(key);
-    if (found == nullptr) return false;
-    const GroupCache::StoredMask mask = *found;  // the turnover may drop the previous table
-    std::copy(mask->begin(), mask->end(), words);
-    store_mask_locked(cache, table, key, mask);
-    if (stored) *stored = mask;
-    return true;
+// A thread's own copy of recent whole-stack table entries: a hit here takes no lock and writes
+// no line another thread reads, so the threads of a batch fill do not queue on mask_mutex for
+// the commonest fill (on 16 cores the shared lookup alone kept a batch from scaling). A
+// whole-stack key determines its mask, so an entry stays right whatever the shared tables
+// evict; it names its cache by GroupCache::id and keeps its words alive (their pool too).
+class LocalMasks {
+ public:
+  const GroupCache::MaskWords* find(uint64_t cache_id, const MaskKey& key) const {
+    const Entry& entry = entries_[slot(key)];
+    if (entry.cache_id != cache_id || entry.key != key) return nullptr;
+    return entry.mask.get();
   }
-  std::copy((*found)->begin(), (*found)->end(), words);
-  if (stored) *stored = *found;
-  return true;
+  void store(uint64_t cache_id, const MaskKey& key, GroupCache::StoredMask mask) {
+    Entry& entry = entries_[slot(key)];
+    entry.cache_id = cache_id;
+    entry.key = key;
+    entry.mask = std::move(mask);
+  }
+
+ private:
+  // 64 masks of Llama 3's vocabulary are 1 MB a thread at most, and usually shared.
+  static constexpr size_t kEntries = 64;
+  static size_t slot(const MaskKey& key) { return (key.first ^ (key.second >> 7)) % kEntries; }
+  struct Entry {
+    uint64_t cache_id = 0;
+    MaskKey key{0, 0};
+    GroupCache::StoredMask mask;
+  };
+  Entry entries_[kEntries];
+};
+
+LocalMasks& local_masks() {
+  thread_local LocalMasks masks;
+  return masks;
 }
 
+// The mask stored under `key`, or null. A hit in the previous generation is stored again in
+// the current one. Call with the mask mutex held; copy the words out after releasing it, so that
+// the threads of a batch fill do not take turns copying (a mask is vocab/8 bytes).
+GroupCache::StoredMask find_mask_locked(GroupCache& cache, GroupCache::MaskTable& table,
+                                        const MaskKey& key) {
+  if (const GroupCache::StoredMask* found = table.current.find(key)) return *found;
+  const GroupCache::StoredMask* found = table.previous.find(key);
+  if (found == nullptr) return nullptr;
+  GroupCache::StoredMask mask = *found;  // the turnover may drop the previous table
+  store_mask_locked(cache, table, key, mask);
+  return mask;
+}
+
+// Copy the mask stored under `key` into `words`; false when there is none. `stored`, when
+// given, receives the stored copy.
 bool find_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key, uint32_t* words,
                GroupCache::StoredMask* stored = nullptr) {
-  std::lock_guard<std::mutex> lock(cache.mask_mutex);
-  return find_mask_locked(cache, table, key, words, stored);
+  GroupCache::StoredMask mask;
+  {
+    std::lock_guard<std::mutex> lock(cache.mask_mutex);
+    mask = find_mask_locked(cache, table, key);
+  }
+  if (!mask) return false;
+  std::copy(mask->begin(), mask->end(), words);
+  if (stored) *stored = std::move(mask);
+  return true;
 }
 
 void store_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key,
@@ -3462,7 +3500,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
     out.walk_clears = cache.walk_clears;
   }
   out.group_bytes = cache.used.load(std::memory_order_relaxed);
-  out.hits_whole_stack = cache.hits_whole_stack.load(std::memory_order_relaxed);
+  out.hits_whole_stack = cache.hits_whole_stack.read();
   out.hits_future = cache.hits_future.load(std::memory_order_relaxed);
   out.hits_depth = cache.hits_depth.load(std::memory_order_relaxed);
   out.fills_computed = cache.fills_computed.load(std::memory_order_relaxed);
@@ -3713,8 +3751,16 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
   }
   const MaskKey key = whole_mask_key();
   GroupCache& cache = *rt.groups;
-  if (find_mask(cache, cache.masks, key, words)) {
-    cache.hits_whole_stack.fetch_add(1, std::memory_order_relaxed);
+  LocalMasks& local = local_masks();
+  if (const GroupCache::MaskWords* mask = local.find(cache.id, key)) {
+    std::copy(mask->begin(), mask->end(), words);
+    cache.hits_whole_stack.add_one();
+    return true;
+  }
+  GroupCache::StoredMask whole;
+  if (find_mask(cache, cache.masks, key, words, &whole)) {
+    local.store(cache.id, key, std::move(whole));
+    cache.hits_whole_stack.add_one();
     return true;
   }
   GRAMKILN_TRACE_STAGE(kWholeProbe);
@@ -3726,6 +3772,7 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
     if (find_mask(cache, cache.future_masks, future, words, &found)) {
       cache.hits_future.fetch_add(1, std::memory_order_relaxed);
       store_mask(cache, cache.masks, key, found);
+      local.store(cache.id, key, std::move(found));
       return true;
     }
     GRAMKILN_TRACE_STAGE(kFutureProbe);
@@ -3743,16 +3790,15 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
   GroupCache::StoredMask found;
   {
     std::lock_guard<std::mutex> lock(cache.mask_mutex);
-    size_t probe = 0;
-    while (probe < probes &&
-           !find_mask_locked(cache, cache.depth_masks, depth_keys[probe], words, &found)) {
-      ++probe;
-    }
-    if (probe == probes) {
-      GRAMKILN_TRACE_STAGE(kDepthProbes);
-      return false;
+    for (size_t probe = 0; probe < probes && !found; ++probe) {
+      found = find_mask_locked(cache, cache.depth_masks, depth_keys[probe]);
     }
   }
+  if (!found) {
+    GRAMKILN_TRACE_STAGE(kDepthProbes);
+    return false;
+  }
+  std::copy(found->begin(), found->end(), words);
   // Without end tokens to add, the whole-stack entry is the same stored mask.
   if (accepting_now()) {
     or_words(words, rt.end_bits.data(), rt.words);
@@ -3762,6 +3808,7 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
   // And under the future key the fill probed: configurations with this future find it there
   // first, whatever their neighbourhood.
   if (keys && keys->known) store_mask(cache, cache.future_masks, keys->future, found);
+  local.store(cache.id, key, std::move(found));
   cache.hits_depth.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -4403,27 +4450,6 @@ std::string Matcher::jump_forward_bytes(uint32_t limit) const {
     out.push_back(static_cast<char>(only));
   }
   return out;
-}
-
-void fill_masks_parallel(const std::vector<const Matcher*>& matchers, uint32_t* base,
-                         uint32_t words, const std::vector<uint32_t>& rows, unsigned threads) {
-  const size_t count = matchers.size();
-  std::atomic<size_t> next{0};
-  auto work = [&]() {
-    for (size_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
-      matchers[i]->fill_mask(base + static_cast<size_t>(rows[i]) * words);
-    }
-  };
-  const unsigned workers = static_cast<unsigned>(std::min<size_t>(std::max(1u, threads), count));
-  if (workers <= 1) {
-    work();
-    return;
-  }
-  std::vector<std::thread> pool;
-  pool.reserve(workers - 1);
-  for (unsigned t = 0; t + 1 < workers; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
 }
 
 }  // namespace gramkiln

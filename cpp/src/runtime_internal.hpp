@@ -238,6 +238,38 @@ inline bool env_number(const char* name, unsigned long long* out) {
 }
 
 // Memo of exit groups with a memory budget: past it, new groups are built for one use only.
+// A counter that threads of a batch fill add to without sharing a cache line: one line per
+// shard, a thread's shard chosen once. read() sums them (statistics, not synchronisation).
+class ShardedCounter {
+ public:
+  void add_one() { shards_[shard_of_this_thread()].value.fetch_add(1, std::memory_order_relaxed); }
+  size_t read() const {
+    size_t total = 0;
+    for (const Shard& shard : shards_) total += shard.value.load(std::memory_order_relaxed);
+    return total;
+  }
+
+ private:
+  static constexpr size_t kShards = 16;
+  struct alignas(64) Shard {
+    std::atomic<size_t> value{0};
+  };
+  static size_t shard_of_this_thread() {
+    static std::atomic<size_t> next{0};
+    thread_local const size_t shard = next.fetch_add(1, std::memory_order_relaxed) % kShards;
+    return shard;
+  }
+  Shard shards_[kShards];
+};
+
+// Every GroupCache's number, never reused in a process: a thread's own copies of mask table
+// entries (see LocalMasks in matcher.cpp) name the cache they came from by it, since a new
+// runtime may be allocated where a freed one was.
+inline uint64_t next_group_cache_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 struct GroupCache {
   // Room for a few thousand entries up front: growing a table rehashes every entry within one
   // fill, which showed up among the slowest fills (~20k instructions of a 170k one).
@@ -406,7 +438,10 @@ struct GroupCache {
   // Whole masks by future-language key (see future.cpp): equal for configurations whose charts
   // differ but whose futures do not (`x = e`, `return e`, `int x = e` inside one block).
   MaskTable future_masks{2};
-  std::atomic<size_t> hits_whole_stack{0}, hits_future{0}, hits_depth{0}, fills_computed{0};
+  const uint64_t id = next_group_cache_id();
+  // Whole-stack hits are the common fill, often on many threads at once (batch fills).
+  ShardedCounter hits_whole_stack;
+  std::atomic<size_t> hits_future{0}, hits_depth{0}, fills_computed{0};
   // Computed fills that ran past fill_walk_budget or kFillTrieNodes (and were searched).
   std::atomic<size_t> fills_searched{0};
   std::atomic<uint32_t> mask_depths{0};
