@@ -8,6 +8,7 @@ import re
 import signal
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -390,17 +391,25 @@ def test_batch_fill_refuses_one_row_for_two_matchers(compiled: CompiledGrammar) 
     assert bitmask_to_ids(bitmask[0], compiled.vocab_size) == mask(second, compiled.vocab_size)
 
 
-def test_batch_fill_from_threads_matches_serial(compiled: CompiledGrammar) -> None:
-    rnd = random.Random(3)
+def walked_matchers(
+    compiled: CompiledGrammar, seed: int, count: int, max_steps: int
+) -> tuple[list[Any], np.ndarray]:
+    """`count` matchers each after a random valid walk, and their masks filled one by one."""
+    rnd = random.Random(seed)
     matchers = []
-    for _ in range(16):
+    for _ in range(count):
         matcher = compiled.matcher()
-        for token in random_valid_walk(compiled, rnd, rnd.randint(0, 10)):
+        for token in random_valid_walk(compiled, rnd, rnd.randint(0, max_steps)):
             matcher.accept_token(token)
         matchers.append(matcher)
     serial = allocate_token_bitmask(len(matchers), compiled.vocab_size)
     for row, matcher in enumerate(matchers):
         matcher.fill_next_token_bitmask(serial, row)
+    return matchers, serial
+
+
+def test_batch_fill_from_threads_matches_serial(compiled: CompiledGrammar) -> None:
+    matchers, serial = walked_matchers(compiled, 3, 16, 10)
     batch = allocate_token_bitmask(len(matchers), compiled.vocab_size)
     fill_next_token_bitmask_batch(matchers, batch, threads=4)
     assert np.array_equal(batch, serial)
@@ -430,20 +439,16 @@ def test_batch_fill_from_threads_matches_serial(compiled: CompiledGrammar) -> No
 def test_batch_fill_pool_over_many_calls_and_after_fork(compiled: CompiledGrammar) -> None:
     # The batch fill's worker threads persist between calls and grow when a call asks for
     # more; a forked child has none of them and must make its own rather than wait forever.
-    rnd = random.Random(5)
-    matchers = []
-    for _ in range(12):
-        matcher = compiled.matcher()
-        for token in random_valid_walk(compiled, rnd, rnd.randint(0, 8)):
-            matcher.accept_token(token)
-        matchers.append(matcher)
-    serial = allocate_token_bitmask(len(matchers), compiled.vocab_size)
-    for row, matcher in enumerate(matchers):
-        matcher.fill_next_token_bitmask(serial, row)
+    matchers, serial = walked_matchers(compiled, 5, 12, 8)
     for call in range(60):
         batch = allocate_token_bitmask(len(matchers), compiled.vocab_size)
         fill_next_token_bitmask_batch(matchers, batch, threads=1 + call % 7)
         assert np.array_equal(batch, serial)
+    # Past 64 rows a thread, the cached rows are spread over threads too (a matcher may fill
+    # several rows).
+    many = allocate_token_bitmask(20 * len(matchers), compiled.vocab_size)
+    fill_next_token_bitmask_batch(matchers * 20, many, threads=4)
+    assert np.array_equal(many, np.tile(serial, (20, 1)))
     if not hasattr(os, "fork"):
         return
     pid = os.fork()
