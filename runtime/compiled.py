@@ -317,7 +317,8 @@ def apply_token_bitmask_inplace(
     device, where it is unpacked, so a GPU step moves 32 times less than a dense mask. Columns
     of `logits` beyond the bitmask's width are treated as disallowed. With `indices`, only those
     rows of both are masked (row `i` of `logits` by row `i` of `bitmask`); the other rows are
-    left as they are.
+    left as they are, and the two may then have different numbers of rows (as with xgrammar's
+    function of that name), as long as every index is a row of both.
     """
     is_torch = _is_torch_tensor(logits)
     if not _is_torch_tensor(bitmask):
@@ -339,15 +340,19 @@ def apply_token_bitmask_inplace(
     squeeze = len(shape) == 1
     mask_rows = 1 if len(mask_shape) == 1 else (mask_shape[0] if len(mask_shape) == 2 else -1)
     rows = 1 if squeeze else (shape[0] if len(shape) == 2 else -1)
-    if rows < 0 or mask_rows != rows:
+    if rows < 0 or mask_rows < 0 or (indices is None and mask_rows != rows):
         raise ValueError(f"shapes do not match: logits {shape}, bitmask {mask_shape}")
     vocab = shape[-1]
     if indices is None:
         selected = np.arange(rows)
     else:
         selected = np.asarray(_row_indices(indices), dtype=np.int64).reshape(-1)
-        if selected.size and (selected.min() < 0 or selected.max() >= rows):
-            raise IndexError(f"indices must lie in [0, {rows}), got {list(indices)}")
+        limit = min(rows, mask_rows)
+        if selected.size and (selected.min() < 0 or selected.max() >= limit):
+            raise IndexError(
+                f"indices must lie in [0, {limit}) (logits {shape}, bitmask {mask_shape}), "
+                f"got {list(indices)}"
+            )
         selected = np.unique(selected)
     if selected.size == 0:
         return
@@ -408,7 +413,7 @@ def _apply_bitmask_torch(logits: Any, bitmask: Any, selected: np.ndarray | None)
     else:
         packed = torch.from_numpy(np.ascontiguousarray(bitmask)).to(device)
     logits_2d = logits.unsqueeze(0) if logits.dim() == 1 else logits
-    packed = packed.reshape(logits_2d.shape[0], -1)
+    packed = packed.reshape(1, -1) if packed.dim() == 1 else packed
     if selected is not None:
         row_index = torch.from_numpy(selected).to(device)
         packed = packed.index_select(0, row_index)

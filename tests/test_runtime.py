@@ -269,6 +269,17 @@ def test_apply_token_bitmask_inplace_to_chosen_rows(compiled: CompiledGrammar) -
         apply_token_bitmask_inplace(logits, bitmask, indices=[3])
     with pytest.raises(TypeError, match="indices must be integers"):
         apply_token_bitmask_inplace(logits, bitmask, indices=[0.5])
+    # With indices the two may differ in rows: only the indexed ones must exist in both.
+    tall = np.zeros((5, compiled.vocab_size), dtype=np.float32)
+    apply_token_bitmask_inplace(tall, bitmask, indices=[2])
+    assert np.isfinite(tall[[0, 1, 3, 4]]).all()
+    assert np.flatnonzero(np.isfinite(tall[2])).tolist() == bitmask_to_ids(
+        bitmask[2], compiled.vocab_size
+    )
+    with pytest.raises(IndexError, match=r"\[0, 3\)"):
+        apply_token_bitmask_inplace(tall, bitmask, indices=[4])
+    with pytest.raises(ValueError, match="shapes do not match"):
+        apply_token_bitmask_inplace(tall, bitmask)
     empty = np.zeros((0, compiled.vocab_size), dtype=np.float32)  # an empty batch: nothing to do
     apply_token_bitmask_inplace(empty, bitmask[:0])
 
@@ -325,6 +336,10 @@ def test_torch_unpacking_agrees_with_numpy(
         logits = torch.from_numpy(base.copy())
         apply_token_bitmask_inplace(logits, mask, indices=indices)
         assert np.array_equal(logits.numpy(), expected)
+        if indices:  # a bitmask with just the rows up to the last index
+            logits = torch.from_numpy(base.copy())
+            _apply_bitmask_torch(logits, mask[: indices[-1] + 1], np.asarray(indices))
+            assert np.array_equal(logits.numpy(), expected)
         # The accelerator path (packed mask moved, unpacked by torch), run on the CPU here.
         logits = torch.from_numpy(base.copy())
         selected = None if indices is None else np.asarray(indices, dtype=np.int64)
