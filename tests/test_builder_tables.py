@@ -175,7 +175,7 @@ def test_loader_refuses_old_versions_and_bad_compact_tables() -> None:
     ir = Grammar.from_json_schema({"type": "string", "maxLength": 6}).ir
     blob = compile_grammar(ir, make_vocab())._sections["runtime"]  # noqa: SLF001
     old = blob[:4] + struct.pack("<I", 3) + blob[8:]
-    with pytest.raises(ArtifactError, match="version 3 is not the supported version 5"):
+    with pytest.raises(ArtifactError, match="version 3 is not the supported version 6"):
         _core.load_runtime(old)
     arrays = runtime_arrays(blob)
     byte_class_at = arrays[5][0]  # the 256 DFA byte classes follow the lexeme starts
@@ -189,6 +189,44 @@ def test_loader_refuses_old_versions_and_bad_compact_tables() -> None:
     bad = bytearray(blob)
     bad[state_class_at + 8 : state_class_at + 12] = struct.pack("<I", 1 << 30)
     with pytest.raises(ArtifactError, match="state class"):
+        _core.load_runtime(bytes(bad))
+
+
+def test_transition_rows_are_stored_compact_when_smaller_and_checked_on_load() -> None:
+    # Keyword-heavy lexemes have many states whose rows are mostly one target: the table is
+    # then each row's most common target plus the classes that differ (arrays 42-45), and the
+    # dense slot (array 6) is empty.
+    words = [f"kw{i}x{i * 7}" for i in range(60)]
+    grammar = Grammar.from_lark("start: KW+\nKW: " + " | ".join(f'"{w}"' for w in words))
+    vocab = make_vocab()
+    compiled = compile_grammar(grammar.ir, vocab)
+    blob = compiled._sections["runtime"]  # noqa: SLF001
+    arrays = runtime_arrays(blob)
+    assert len(arrays) == 46
+    assert arrays[6][1] == 0  # no dense table
+    num_states = struct.unpack_from("<10I", blob, 16)[6]
+    assert arrays[42][1] == num_states and arrays[43][1] == num_states
+    assert 0 < arrays[44][1] == arrays[45][1]
+    matcher = compiled.matcher()
+    assert matcher.accept_string(words[3] + words[41])
+    assert matcher.is_accepting()
+    assert not compiled.matcher().accept_string("kw3x22")
+    # Exception classes must ascend within a row: swap the first row's first two.
+    end_at = arrays[43][0] + 8
+    class_at = arrays[44][0] + 8
+    ends = struct.unpack_from(f"<{num_states}I", blob, end_at)
+    starts = (0, *ends[:-1])
+    first = next(start for start, end in zip(starts, ends, strict=True) if end - start >= 2)
+    bad = bytearray(blob)
+    bad[class_at + first], bad[class_at + first + 1] = (
+        bad[class_at + first + 1],
+        bad[class_at + first],
+    )
+    with pytest.raises(ArtifactError, match="exception classes"):
+        _core.load_runtime(bytes(bad))
+    bad = bytearray(blob)
+    struct.pack_into("<I", bad, end_at, arrays[44][1] + 1)  # past the exceptions
+    with pytest.raises(ArtifactError, match="exception offsets|compact DFA table"):
         _core.load_runtime(bytes(bad))
 
 

@@ -852,6 +852,57 @@ size_t clear_walk_cache(const VocabIndex& index) {
   return held;
 }
 
+// A DFA's transition rows by byte class in the compact form: per state the most common target
+// (ties to the lowest, -1 = dead lowest of all), then the classes whose target differs, in
+// ascending order, with their targets. Keyword-heavy grammars (the property names of a large
+// JSON Schema) have tens of thousands of states whose rows are mostly one target: 4.8 MB of
+// dense table for a Kubernetes schema, 1.4 MB compact.
+struct TransitionRows {
+  bool compact = false;
+  std::vector<int32_t> row_default;
+  std::vector<uint32_t> exception_end;  // per state, the end of its exceptions
+  std::vector<uint8_t> exception_class;
+  std::vector<int32_t> exception_target;
+};
+
+TransitionRows compact_transition_rows(const std::vector<int32_t>& table, uint32_t num_states,
+                                       uint32_t num_classes) {
+  TransitionRows rows;
+  rows.row_default.reserve(num_states);
+  rows.exception_end.reserve(num_states);
+  std::vector<int32_t> sorted(num_classes);
+  for (uint32_t s = 0; s < num_states; ++s) {
+    const int32_t* row = &table[static_cast<size_t>(s) * num_classes];
+    sorted.assign(row, row + num_classes);
+    std::sort(sorted.begin(), sorted.end());
+    int32_t best = sorted[0];
+    uint32_t best_run = 0;
+    for (uint32_t i = 0; i < num_classes;) {
+      uint32_t j = i;
+      while (j < num_classes && sorted[j] == sorted[i]) ++j;
+      if (j - i > best_run) {
+        best_run = j - i;
+        best = sorted[i];
+      }
+      i = j;
+    }
+    rows.row_default.push_back(best);
+    for (uint32_t k = 0; k < num_classes; ++k) {
+      if (row[k] == best) continue;
+      rows.exception_class.push_back(static_cast<uint8_t>(k));
+      rows.exception_target.push_back(row[k]);
+    }
+    rows.exception_end.push_back(static_cast<uint32_t>(rows.exception_class.size()));
+  }
+  const uint64_t id_bytes = num_states < 0xffffu ? 2 : 4;
+  const uint64_t dense = uint64_t{num_states} * num_classes * id_bytes;
+  const uint64_t compact = uint64_t{num_states} * (id_bytes + 4) +
+                           uint64_t{rows.exception_class.size()} * (1 + id_bytes);
+  if (compact >= dense) return TransitionRows{};
+  rows.compact = true;
+  return rows;
+}
+
 std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
                                const std::vector<uint32_t>& end_tokens) {
   const uint32_t num_states = static_cast<uint32_t>(g.dfa_accepting.size());
@@ -1434,16 +1485,23 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
   w.array(g.prod_rhs);
   w.array(g.lexeme_start);
   w.array(byte_class);
-  // Transitions in 16 bits when every state id fits (0xffff = dead), else in 32.
-  if (num_states < 0xffffu) {
-    std::vector<uint16_t> narrow(class_table.size());
-    for (size_t i = 0; i < class_table.size(); ++i) {
-      narrow[i] = class_table[i] < 0 ? 0xffffu : static_cast<uint16_t>(class_table[i]);
+  // Transitions in 16 bits when every state id fits (0xffff = dead), else in 32: the dense
+  // table, or (when smaller) each row's most common target and the classes that differ from it
+  // (arrays 42-45; the dense slot is then empty).
+  const TransitionRows rows = compact_transition_rows(class_table, num_states, num_byte_classes);
+  const bool narrow_ids = num_states < 0xffffu;
+  auto write_targets = [&](const std::vector<int32_t>& targets) {
+    if (narrow_ids) {
+      std::vector<uint16_t> narrow(targets.size());
+      for (size_t i = 0; i < targets.size(); ++i) {
+        narrow[i] = targets[i] < 0 ? 0xffffu : static_cast<uint16_t>(targets[i]);
+      }
+      w.array(narrow);
+    } else {
+      w.array(targets);
     }
-    w.array(narrow);
-  } else {
-    w.array(class_table);
-  }
+  };
+  write_targets(rows.compact ? std::vector<int32_t>{} : class_table);
   w.array(g.dfa_accepting);
   w.array(g.dfa_lexeme);
   w.array(tokenset_bits);
@@ -1485,6 +1543,10 @@ std::string build_runtime_blob(const GrammarSpec& g, const VocabIndex& v,
     w.array(offsets);
     w.array(bytes);
   }
+  write_targets(rows.row_default);
+  w.array(rows.exception_end);
+  w.array(rows.exception_class);
+  write_targets(rows.exception_target);
   // Not loaded here: CompiledGrammar.from_parts validates every blob with the loader before
   // anything can use it, and loading twice would double that cost per compile.
   return w.take();
@@ -1744,6 +1806,10 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   r.array(rt->state_body_end, "state_body_end");
   r.array(capture_name_offsets, "capture_name_offsets");
   r.array(capture_name_bytes, "capture_name_bytes");
+  const ArrayView row_default = r.view("dfa_row_default", 2 | 4);
+  const ArrayView exception_end = r.view("dfa_exception_end", 4);
+  const ArrayView exception_class = r.view("dfa_exception_class", 1);
+  const ArrayView exception_target = r.view("dfa_exception_target", 2 | 4);
   require(r.at_end(), "trailing bytes after the runtime tables");
 
   // Sizes.
@@ -1782,23 +1848,58 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
   for (uint32_t b = 0; b < 256; ++b) {
     require(byte_class[b] < num_byte_classes, "DFA byte class out of range");
   }
-  require(class_table.count == static_cast<uint64_t>(c.num_states) * num_byte_classes,
-          "bad DFA table size");
+  // Either the dense table, or per-state defaults with their exceptions (and no dense table).
+  const bool compact = class_table.count == 0 && c.num_states > 0;
+  if (compact) {
+    require(row_default.count == c.num_states && exception_end.count == c.num_states &&
+                exception_class.count == exception_target.count &&
+                exception_end[c.num_states - 1] == exception_class.count,
+            "bad compact DFA table size");
+  } else {
+    require(class_table.count == static_cast<uint64_t>(c.num_states) * num_byte_classes &&
+                row_default.count == 0 && exception_end.count == 0 &&
+                exception_class.count == 0 && exception_target.count == 0,
+            "bad DFA table size");
+  }
+  auto state_id = [](const ArrayView& ids, size_t i) {
+    const uint32_t raw = ids[i];
+    return ids.width == 2 ? (raw == 0xffffu ? -1 : static_cast<int32_t>(raw))
+                          : static_cast<int32_t>(raw);
+  };
   rt->dfa_classes = num_byte_classes;
   for (uint32_t b = 0; b < 256; ++b) rt->dfa_byte_class[b] = static_cast<uint8_t>(byte_class[b]);
   rt->dfa_table.resize(static_cast<size_t>(c.num_states) * num_byte_classes);
   {
+    uint32_t exception = 0;
     for (uint32_t s = 0; s < c.num_states; ++s) {
       require(c.dfa_lexeme[s] < c.num_lexemes, "DFA state lexeme out of range");
       require(c.dfa_accepting[s] <= 1, "bad accepting flag");
-      for (uint32_t k = 0; k < num_byte_classes; ++k) {
-        const uint32_t raw = class_table[static_cast<size_t>(s) * num_byte_classes + k];
-        const int32_t t = class_table.width == 2 ? (raw == 0xffffu ? -1 : static_cast<int32_t>(raw))
-                                                 : static_cast<int32_t>(raw);
+      int32_t* row = &rt->dfa_table[static_cast<size_t>(s) * num_byte_classes];
+      auto check_target = [&](int32_t t) {
         require(t >= -1 && (t < 0 || static_cast<uint32_t>(t) < c.num_states),
                 "DFA transition out of range");
         require(t < 0 || c.dfa_lexeme[t] == c.dfa_lexeme[s], "DFA transition leaves its lexeme");
-        rt->dfa_table[static_cast<size_t>(s) * num_byte_classes + k] = t;
+      };
+      if (compact) {
+        // Each stored target checked once, not once per class it fills.
+        const int32_t fallback = state_id(row_default, s);
+        check_target(fallback);
+        std::fill(row, row + num_byte_classes, fallback);
+        const uint32_t end = exception_end[s];
+        require(end >= exception && end <= exception_class.count, "bad DFA exception offsets");
+        for (int32_t previous = -1; exception < end; ++exception) {
+          const uint32_t k = exception_class[exception];
+          require(static_cast<int32_t>(k) > previous && k < num_byte_classes,
+                  "DFA exception classes not ascending or out of range");
+          previous = static_cast<int32_t>(k);
+          row[k] = state_id(exception_target, exception);
+          check_target(row[k]);
+        }
+      } else {
+        for (uint32_t k = 0; k < num_byte_classes; ++k) {
+          row[k] = state_id(class_table, static_cast<size_t>(s) * num_byte_classes + k);
+          check_target(row[k]);
+        }
       }
     }
   }

@@ -20,7 +20,7 @@
 namespace gramkiln {
 
 constexpr uint32_t kBlobMagic = 0x54524b47;  // "GKRT" little-endian
-constexpr uint32_t kBlobVersion = 5;
+constexpr uint32_t kBlobVersion = 6;
 constexpr uint32_t kComplete = 0xffffffffu;  // dotted_next value of a completed production
 // A read (see build_earley_set) of sets that no depth hash pins down: a walk that made it is
 // never stored under a depth key (depth_needed never finds it among the sets it searches).
