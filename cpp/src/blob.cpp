@@ -1857,8 +1857,8 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
             "bad compact DFA table size");
   } else {
     require(class_table.count == static_cast<uint64_t>(c.num_states) * num_byte_classes &&
-                row_default.count == 0 && exception_end.count == 0 &&
-                exception_class.count == 0 && exception_target.count == 0,
+                row_default.count == 0 && exception_end.count == 0 && exception_class.count == 0 &&
+                exception_target.count == 0,
             "bad DFA table size");
   }
   auto state_id = [](const ArrayView& ids, size_t i) {
