@@ -18,7 +18,6 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -30,13 +29,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run as bench  # noqa: E402 - the benchmark module next to this script
+from gramkiln.runtime.compiled import usable_cpus  # noqa: E402
 
 import gramkiln  # noqa: E402
 
 
 def default_threads() -> str:
     """1, 2, 4, ... up to the number of CPUs, as a comma-separated list."""
-    cpus = os.cpu_count() or 1
+    cpus = usable_cpus()
     counts = [1]
     while counts[-1] * 2 <= cpus:
         counts.append(counts[-1] * 2)
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     loaded = ready()
     print(
         f"{args.workload}: {len(tokenized)} instances, {sum(map(len, tokenized))} tokens "
-        f"({vocab.tokenizer_name}), vocab {compiled.vocab_size}, {os.cpu_count()} CPUs"
+        f"({vocab.tokenizer_name}), vocab {compiled.vocab_size}, {usable_cpus()} CPUs"
     )
     print(
         f"{'batch':>5} {'threads':>7} {'step p50 us':>11} {'step p90 us':>11} "

@@ -435,6 +435,17 @@ def _apply_bitmask_torch(logits: Any, bitmask: Any, selected: np.ndarray | None)
         logits_2d[row_index] = logits_2d[row_index].masked_fill(disallowed, float("-inf"))
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity where the OS reports one (a container
+    limited to 2 of a host's 64 cores gets 2), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except OSError:
+            pass
+    return os.cpu_count() or 1
+
+
 def fill_next_token_bitmask_batch(
     matchers: Sequence[Any],
     bitmask: Any,
@@ -445,9 +456,10 @@ def fill_next_token_bitmask_batch(
 
     The rows must be distinct (ValueError otherwise); one matcher may appear several times.
 
-    `threads` defaults to the number of CPUs (at most one per matcher); the GIL is released.
+    `threads` defaults to the number of CPUs this process may run on (at most one per
+    matcher); the GIL is released.
     """
-    count = threads if threads is not None else (os.cpu_count() or 1)
+    count = threads if threads is not None else usable_cpus()
     rows = None if indices is None else _row_indices(indices)
     _core.fill_next_token_bitmask_batch(list(matchers), bitmask, rows, max(1, int(count)))
 

@@ -32,6 +32,7 @@ from gramkiln.runtime.compiled import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
     fill_next_token_bitmask_batch,
+    usable_cpus,
 )
 from gramkiln.runtime.vocab import PACKAGED_VOCABULARIES, Vocab, load_vocab
 
@@ -1477,7 +1478,7 @@ class LLExecutor:
     def __init__(self, num_threads: int | None = None) -> None:
         """`num_threads` defaults to 80% of the CPUs, at most 32 (llguidance's default)."""
         if num_threads is None or num_threads == 0:
-            num_threads = min(32, max(1, int((os.cpu_count() or 1) * 0.8)))
+            num_threads = min(32, max(1, int(usable_cpus() * 0.8)))
         num_threads = operator.index(num_threads)
         if num_threads < 1:
             raise ValueError(f"num_threads must be positive, got {num_threads}")

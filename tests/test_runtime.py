@@ -786,3 +786,18 @@ def test_runtime_settles_end_ids_that_an_artifact_put_in_a_token_set() -> None:
     matcher = compiled.matcher()
     assert matcher.accept_token(0)
     assert mask(matcher, 6) == [1, 2] and matcher.fork().accept_token(1)
+
+
+def test_batch_threads_default_to_the_cpus_the_process_may_use(monkeypatch) -> None:
+    # A container limited to 2 of a host's 64 cores must not start 64 fill threads.
+    from gramkiln.runtime import compiled as compiled_module
+
+    monkeypatch.setattr(compiled_module.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    monkeypatch.setattr(compiled_module.os, "cpu_count", lambda: 64)
+    assert compiled_module.usable_cpus() == 2
+
+    def refused(pid: int) -> set[int]:
+        raise OSError("not permitted")
+
+    monkeypatch.setattr(compiled_module.os, "sched_getaffinity", refused, raising=False)
+    assert compiled_module.usable_cpus() == 64
