@@ -16,6 +16,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -52,9 +53,14 @@ class FillPool {
       std::lock_guard<std::mutex> lock(state_);
       while (workers_.size() < helpers) {
         const unsigned index = static_cast<unsigned>(workers_.size());
-        workers_.emplace_back([this, index] { serve(index); });
+        try {
+          workers_.emplace_back([this, index] { serve(index); });
+        } catch (const std::system_error&) {
+          break;  // no more threads allowed here (a container's limit): fewer helpers
+        }
         workers_.back().detach();  // never joined: the pool lives as long as the process
       }
+      helpers = std::min(helpers, static_cast<unsigned>(workers_.size()));
       job_ = &work;
       job_helpers_ = helpers;
       ++generation_;
@@ -148,7 +154,11 @@ void run_rows(size_t count, unsigned threads, size_t chunk,
   } else if (!process_pool().run(work, workers - 1)) {
     std::vector<std::thread> own;
     own.reserve(workers - 1);
-    for (unsigned t = 0; t + 1 < workers; ++t) own.emplace_back(work);
+    try {
+      for (unsigned t = 0; t + 1 < workers; ++t) own.emplace_back(work);
+    } catch (const std::system_error&) {
+      // Fewer threads than asked for: the ones made and this one share the rows.
+    }
     work();
     for (auto& t : own) t.join();
   }
