@@ -23,6 +23,7 @@
 #include <map>
 #include <queue>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -3539,7 +3540,14 @@ BackgroundPrewarm::BackgroundPrewarm(std::shared_ptr<const Runtime> runtime, boo
   if (on_caller) {
     on_caller_ = std::move(work);
   } else {
-    thread_ = std::thread(std::move(work));
+    try {
+      thread_ = std::thread(std::move(work));
+    } catch (const std::system_error&) {
+      // No thread to be had (a container's limit): no prewarm, and fills build what they need
+      // on demand. Done at once, so that nobody waits for it.
+      std::lock_guard<std::mutex> lock(done_mutex_);
+      done_.store(true, std::memory_order_release);
+    }
   }
 }
 
