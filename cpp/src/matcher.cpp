@@ -2737,9 +2737,15 @@ class LocalMasks {
     if (entry.cache_id != cache_id || entry.key != key) return nullptr;
     return entry.mask.get();
   }
-  void store(uint64_t cache_id, const MaskKey& key, GroupCache::StoredMask mask) {
+  void store(const GroupCache& cache, const MaskKey& key, GroupCache::StoredMask mask) {
+    // A stored mask keeps its runtime's whole mask pool alive: entries of freed runtimes are
+    // dropped when this thread turns to another runtime and every 64 stores (a server that
+    // compiles a grammar per request frees runtimes all the time).
+    if (cache.id != last_cache_id_ || ++stores_ % 64 == 0) drop_expired();
+    last_cache_id_ = cache.id;
     Entry& entry = entries_[slot(key)];
-    entry.cache_id = cache_id;
+    if (entry.cache_id != cache.id) entry.owner = cache.liveness;
+    entry.cache_id = cache.id;
     entry.key = key;
     entry.mask = std::move(mask);
   }
@@ -2748,12 +2754,20 @@ class LocalMasks {
   // 64 masks of Llama 3's vocabulary are 1 MB a thread at most, and usually shared.
   static constexpr size_t kEntries = 64;
   static size_t slot(const MaskKey& key) { return (key.first ^ (key.second >> 7)) % kEntries; }
+  void drop_expired() {
+    for (Entry& entry : entries_) {
+      if (entry.mask && entry.owner.expired()) entry = Entry{};
+    }
+  }
   struct Entry {
     uint64_t cache_id = 0;
     MaskKey key{0, 0};
     GroupCache::StoredMask mask;
+    std::weak_ptr<const int> owner;  // the cache's liveness
   };
   Entry entries_[kEntries];
+  uint64_t last_cache_id_ = 0;
+  uint32_t stores_ = 0;
 };
 
 LocalMasks& local_masks() {
@@ -3767,7 +3781,7 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
   }
   GroupCache::StoredMask whole;
   if (find_mask(cache, cache.masks, key, words, &whole)) {
-    local.store(cache.id, key, std::move(whole));
+    local.store(cache, key, std::move(whole));
     cache.hits_whole_stack.add_one();
     return true;
   }
@@ -3780,7 +3794,7 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
     if (find_mask(cache, cache.future_masks, future, words, &found)) {
       cache.hits_future.fetch_add(1, std::memory_order_relaxed);
       store_mask(cache, cache.masks, key, found);
-      local.store(cache.id, key, std::move(found));
+      local.store(cache, key, std::move(found));
       return true;
     }
     GRAMKILN_TRACE_STAGE(kFutureProbe);
@@ -3816,7 +3830,7 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
   // And under the future key the fill probed: configurations with this future find it there
   // first, whatever their neighbourhood.
   if (keys && keys->known) store_mask(cache, cache.future_masks, keys->future, found);
-  local.store(cache.id, key, std::move(found));
+  local.store(cache, key, std::move(found));
   cache.hits_depth.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
