@@ -2743,8 +2743,9 @@ class LocalMasks {
     // compiles a grammar per request frees runtimes all the time).
     if (cache.id != last_cache_id_ || ++stores_ % 64 == 0) drop_expired();
     last_cache_id_ = cache.id;
-    Entry& entry = entries_[slot(key)];
-    if (entry.cache_id != cache.id) entry.owner = cache.liveness;
+    const size_t at = slot(key);
+    Entry& entry = entries_[at];
+    if (entry.cache_id != cache.id) owners_[at] = cache.liveness;
     entry.cache_id = cache.id;
     entry.key = key;
     entry.mask = std::move(mask);
@@ -2755,17 +2756,20 @@ class LocalMasks {
   static constexpr size_t kEntries = 64;
   static size_t slot(const MaskKey& key) { return (key.first ^ (key.second >> 7)) % kEntries; }
   void drop_expired() {
-    for (Entry& entry : entries_) {
-      if (entry.mask && entry.owner.expired()) entry = Entry{};
+    for (size_t at = 0; at < kEntries; ++at) {
+      if (entries_[at].mask && owners_[at].expired()) {
+        entries_[at] = Entry{};
+        owners_[at].reset();
+      }
     }
   }
   struct Entry {
     uint64_t cache_id = 0;
     MaskKey key{0, 0};
     GroupCache::StoredMask mask;
-    std::weak_ptr<const int> owner;  // the cache's liveness
   };
   Entry entries_[kEntries];
+  std::weak_ptr<const int> owners_[kEntries];  // each entry's cache's liveness (cold: apart)
   uint64_t last_cache_id_ = 0;
   uint32_t stores_ = 0;
 };

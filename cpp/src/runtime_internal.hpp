@@ -439,9 +439,6 @@ struct GroupCache {
   // differ but whose futures do not (`x = e`, `return e`, `int x = e` inside one block).
   MaskTable future_masks{2};
   const uint64_t id = next_group_cache_id();
-  // Expires with this cache: threads' copies of its entries (LocalMasks) watch it, so that a
-  // freed runtime's masks, and through them its mask pool, are not kept alive by them.
-  const std::shared_ptr<const int> liveness = std::make_shared<const int>(0);
   // Whole-stack hits are the common fill, often on many threads at once (batch fills).
   ShardedCounter hits_whole_stack;
   std::atomic<size_t> hits_future{0}, hits_depth{0}, fills_computed{0};
@@ -699,6 +696,10 @@ struct GroupCache {
   std::unordered_map<uint64_t, std::unique_ptr<NodeWalk>> node_walks;  // by NodeWalk::key
   std::mutex follow_mutex;                                             // guards `follows`
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
+  // Expires with this cache: threads' copies of its entries (LocalMasks) watch it, so that a
+  // freed runtime's masks, and through them its mask pool, are not kept alive by them. Last,
+  // so that the members the fill path reads keep their places.
+  const std::shared_ptr<const int> liveness = std::make_shared<const int>(0);
 };
 
 // Ids of the static parts of future languages, for keys that merge parser configurations
