@@ -4,7 +4,7 @@
 // microsecond, while starting and joining a thread takes tens: threads made per call cost more
 // than the work they share on a large machine. The pool's workers are made once (more when a
 // call asks for more) and sleep between calls; the caller works too, and rows are handed out
-// one at a time from an atomic counter, so a worker that wakes late just finds nothing left.
+// a few at a time from an atomic counter, so a worker that wakes late just finds nothing left.
 //
 // One batch at a time uses the pool: a second caller meanwhile (another Python thread, the
 // GIL being released) fills its rows with threads of its own, as every call did before. A
@@ -51,16 +51,17 @@ class FillPool {
     helpers = std::min(helpers, kMaxPoolWorkers);
     {
       std::lock_guard<std::mutex> lock(state_);
-      while (workers_.size() < helpers) {
-        const unsigned index = static_cast<unsigned>(workers_.size());
+      while (workers_ < helpers) {
+        const unsigned index = workers_;
         try {
-          workers_.emplace_back([this, index] { serve(index); });
+          // Detached, never joined: the pool lives as long as the process.
+          std::thread([this, index] { serve(index); }).detach();
         } catch (const std::system_error&) {
           break;  // no more threads allowed here (a container's limit): fewer helpers
         }
-        workers_.back().detach();  // never joined: the pool lives as long as the process
+        ++workers_;
       }
-      helpers = std::min(helpers, static_cast<unsigned>(workers_.size()));
+      helpers = std::min(helpers, workers_);
       job_ = &work;
       job_helpers_ = helpers;
       ++generation_;
@@ -94,7 +95,7 @@ class FillPool {
   std::mutex state_;  // guards everything below
   std::condition_variable wake_;
   std::condition_variable done_;
-  std::vector<std::thread> workers_;
+  unsigned workers_ = 0;  // threads serving this pool
   const std::function<void()>* job_ = nullptr;
   unsigned job_helpers_ = 0;
   unsigned active_ = 0;
@@ -115,10 +116,6 @@ FillPool& process_pool() {
   }
   return *pool;
 }
-
-}  // namespace
-
-namespace {
 
 // Below this many rows a thread, waking workers for cached fills costs more than they save:
 // a cached fill is a 16 KB copy (Llama 3), bound by memory bandwidth rather than by the core.

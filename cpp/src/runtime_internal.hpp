@@ -237,7 +237,6 @@ inline bool env_number(const char* name, unsigned long long* out) {
   return true;
 }
 
-// Memo of exit groups with a memory budget: past it, new groups are built for one use only.
 // A counter that threads of a batch fill add to without sharing a cache line: one line per
 // shard, a thread's shard chosen once. read() sums them (statistics, not synchronisation).
 class ShardedCounter {
@@ -270,6 +269,7 @@ inline uint64_t next_group_cache_id() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Memo of exit groups with a memory budget: past it, new groups are built for one use only.
 struct GroupCache {
   // Room for a few thousand entries up front: growing a table rehashes every entry within one
   // fill, which showed up among the slowest fills (~20k instructions of a 170k one).
