@@ -687,11 +687,14 @@ def test_the_prewarm_computes_local_walks_at_every_kernel_it_met(
     assert masks_along(cold, token_lists) == masks
 
 
-def test_the_prewarm_follows_an_object_to_its_last_property() -> None:
+def test_the_prewarm_follows_an_object_to_its_last_property(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Breadth-first, the prewarm reaches a few properties into an object whose properties
     may come in any order (each set of properties written so far is its own parser state);
     one path along the first choices that leave the text incomplete follows the declared
     properties to the end, so a decode that writes them in that order computes no mask."""
+    monkeypatch.setenv("GRAMKILN_PREWARM_MS", "60000")  # the whole prewarm, on a slow host too
     names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
     schema = {"type": "object", "properties": {name: {"type": "string"} for name in names}}
     text = b"{" + b", ".join(b'"%s": "x"' % name.encode() for name in names) + b"}"

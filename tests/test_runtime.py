@@ -451,6 +451,34 @@ def test_batch_fill_from_threads_matches_serial(compiled: CompiledGrammar) -> No
         fill_next_token_bitmask_batch(matchers[:2], batch, [0])
 
 
+def test_batch_fill_computes_the_rows_of_several_grammars(compiled: CompiledGrammar) -> None:
+    # Computed rows go to threads by runtime (in turn up to 16 rows, then more threads), so a
+    # cold batch mixing two runtimes, one of them with 40 rows to compute, must still give
+    # every row the mask a serial fill gives.
+    rnd = random.Random(11)
+    walks = [random_valid_walk(compiled, rnd, rnd.randint(0, 12)) for _ in range(56)]
+    data = compiled.to_bytes()
+    for threads in (1, 2, 4):
+        runtimes = [CompiledGrammar.load(data, prewarm=False) for _ in range(2)]
+        matchers = []
+        for row, walk in enumerate(walks):
+            matcher = runtimes[0 if row < 40 else 1].matcher()
+            for token in walk:
+                assert matcher.accept_token(token)
+            matchers.append(matcher)
+        order = list(range(len(walks)))
+        rnd.shuffle(order)  # the two runtimes' rows interleaved in the batch
+        batch = allocate_token_bitmask(len(walks), compiled.vocab_size)
+        fill_next_token_bitmask_batch([matchers[i] for i in order], batch, threads=threads)
+        serial = allocate_token_bitmask(len(walks), compiled.vocab_size)
+        for row, i in enumerate(order):
+            reference = compiled.matcher()
+            for token in walks[i]:
+                assert reference.accept_token(token)
+            reference.fill_next_token_bitmask(serial, row)
+        assert np.array_equal(batch, serial)
+
+
 def test_batch_fill_pool_over_many_calls_and_after_fork(compiled: CompiledGrammar) -> None:
     # The batch fill's worker threads persist between calls and grow when a call asks for
     # more; a forked child has none of them and must make its own rather than wait forever.

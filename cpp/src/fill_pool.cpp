@@ -18,6 +18,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -123,6 +124,10 @@ FillPool& process_pool() {
 // thread as on 4, 256 rows 1.5x less time on 16 threads than on one.
 constexpr size_t kCachedRowsPerThread = 64;
 
+// Computed rows of one runtime share its locked tables, so a thread takes this many of them
+// in turn before another thread joins that runtime.
+constexpr size_t kComputedRowsPerThread = 16;
+
 // Runs `fill(i)` for i in [0, count) on up to `threads` threads (the caller's among them),
 // handing out `chunk` indices at a time, and rethrows the first exception once all are done.
 void run_rows(size_t count, unsigned threads, size_t chunk,
@@ -167,8 +172,12 @@ void run_rows(size_t count, unsigned threads, size_t chunk,
 void fill_masks_parallel(const std::vector<const Matcher*>& matchers, uint32_t* base,
                          uint32_t words, const std::vector<uint32_t>& rows, unsigned threads) {
   // Two passes. Cached fills are copies: spread over threads only when there are many rows.
-  // The rows whose mask must be computed (CPU-bound, tens of microseconds or more) are then
-  // spread over every thread, one at a time.
+  // The rows whose mask must be computed (CPU-bound, tens of microseconds or more) then go to
+  // the threads by runtime, a thread per kComputedRowsPerThread rows of one runtime: computed
+  // fills of one runtime queue on its cache locks and store what the next one reads, so a
+  // few of them finish sooner in turn (docs/design/runtime.md, "Session 40": a cold JSON
+  // batch of 16 rows took 1.4x as long on two threads as on one), while rows of different
+  // runtimes share nothing and many rows of one still gain from more threads.
   const size_t count = matchers.size();
   auto row_words = [&](size_t i) { return base + static_cast<size_t>(rows[i]) * words; };
   std::vector<Matcher::FillKeys> keys(count);
@@ -179,16 +188,41 @@ void fill_masks_parallel(const std::vector<const Matcher*>& matchers, uint32_t* 
   run_rows(count, probe_threads, probe_chunk, [&](size_t i) {
     cached[i] = matchers[i]->fill_mask_if_cached(row_words(i), &keys[i]) ? 1 : 0;
   });
-  std::vector<size_t> computed;
+  std::vector<std::vector<size_t>> by_runtime;
+  std::unordered_map<const Runtime*, size_t> runtime_index;
   for (size_t i = 0; i < count; ++i) {
-    if (!cached[i]) computed.push_back(i);
+    if (cached[i]) continue;
+    const auto [slot, added] = runtime_index.emplace(&matchers[i]->runtime(), by_runtime.size());
+    if (added) by_runtime.emplace_back();
+    by_runtime[slot->second].push_back(i);
   }
-  run_rows(computed.size(), threads, 1, [&](size_t j) {
-    // Probed again: another row of the batch may have computed this configuration meanwhile.
-    const size_t i = computed[j];
-    uint32_t* out = row_words(i);
-    if (!matchers[i]->fill_mask_if_cached(out, &keys[i]))
-      matchers[i]->fill_mask_computed(out, &keys[i]);
+  std::vector<std::vector<size_t>> units;  // each filled in turn by one thread
+  for (auto& runtime_rows : by_runtime) {
+    const size_t parts =
+        std::min<size_t>(std::max(1u, threads), (runtime_rows.size() + kComputedRowsPerThread - 1) /
+                                                    kComputedRowsPerThread);
+    if (parts <= 1) {
+      units.push_back(std::move(runtime_rows));
+      continue;
+    }
+    const size_t first = units.size();
+    units.resize(first + parts);
+    for (size_t j = 0; j < runtime_rows.size(); ++j)
+      units[first + j % parts].push_back(runtime_rows[j]);
+  }
+  run_rows(units.size(), threads, 1, [&](size_t k) {
+    std::exception_ptr failure;  // the unit's other rows are still filled
+    for (const size_t i : units[k]) {
+      try {
+        // Probed again: an earlier row may have computed this configuration meanwhile.
+        uint32_t* out = row_words(i);
+        if (!matchers[i]->fill_mask_if_cached(out, &keys[i]))
+          matchers[i]->fill_mask_computed(out, &keys[i]);
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    if (failure) std::rethrow_exception(failure);
   });
 }
 

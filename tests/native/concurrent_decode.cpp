@@ -9,8 +9,8 @@
 // Reference masks come from a serial decode of one runtime. Then, three times, a fresh runtime
 // is decoded by four threads at once (each its own matchers, all sharing the runtime's caches)
 // while its prewarm runs on a background thread, and by fill_masks_parallel batches from the
-// main thread. Every mask must equal the reference. Prints "fills=N bad=M"; exits 1 on any
-// difference or refused token.
+// main thread, whose rows alternate between that runtime and a second one. Every mask must
+// equal the reference. Prints "fills=N bad=M"; exits 1 on any difference or refused token.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -90,11 +90,14 @@ int main(int argc, char** argv) {
         }
       });
     }
+    // The batch's rows alternate between the shared runtime and one of their own, so that its
+    // computed rows run on two threads at once (a batch computes one runtime's rows in turn).
+    const auto second_runtime = gramkiln::load_runtime(blob);
     std::vector<Matcher> matchers;
     size_t longest = 0;
-    for (const auto& list : lists) {
-      matchers.emplace_back(runtime);
-      longest = std::max(longest, list.size());
+    for (size_t l = 0; l < lists.size(); ++l) {
+      matchers.emplace_back(l % 2 == 0 ? runtime : second_runtime);
+      longest = std::max(longest, lists[l].size());
     }
     std::vector<uint32_t> rows_buffer(static_cast<size_t>(words) * lists.size());
     for (size_t p = 0; p < longest; ++p) {
