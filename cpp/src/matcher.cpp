@@ -4077,6 +4077,14 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   };
   thread_local std::vector<DescentWalker> walkers;  // kept between fills for their buffers
   size_t num_walkers = 0;
+  // Where a decode keys descents by their threads' futures, it neither probes nor stores them
+  // by depth: the probes (one per depth some descent of the group was stored at) and the
+  // stores cost more than walking the descents they would answer, which the prewarm's local
+  // walks make a lookup a node (docs/design/runtime.md, "Session 40": C-like slow positions
+  // 0.91x, with 2.5x the descents walked). A walked descent's depth is still found, for the
+  // mask's own depth key. The prewarm still stores descents by depth, since the runtime may
+  // turn future keys off.
+  const bool by_depth = !thread_futures || FutureWork::prewarming;
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   const uint64_t generation = cache.walk_generation;
   for (size_t thread = 0; thread < threads_.size(); ++thread) {
@@ -4104,7 +4112,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         continue;
       }
     }
-    const uint32_t stored = top.descent_depths.load(std::memory_order_relaxed);
+    const uint32_t stored = by_depth ? top.descent_depths.load(std::memory_order_relaxed) : 0u;
     bool hit = false;
     for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
       if (!((stored >> d) & 1u)) continue;
@@ -4246,7 +4254,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   }
   for (size_t k = 0; k < num_walkers; ++k) {
     DescentWalker& w = walkers[k];
-    if (w.depth) {
+    if (w.depth && by_depth) {
       w.depth_key = walk_key(*w.top, w.lexeme, w.depth,
                              chart_.depth_hash_of(threads_[w.thread].origin, w.depth));
       cache.descents.prefetch(w.depth_key);
@@ -4269,9 +4277,10 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     // A clear here would free what the parts point to: the fill goes back to walks by sets.
     make_walk_room_locked(cache, 64 + bytes);
     if (cache.walk_generation != generation) return false;
-    const MaskKey key = depth ? w.depth_key : MaskKey{0, 0};
+    const bool store_by_depth = depth && by_depth;
+    const MaskKey key = store_by_depth ? w.depth_key : MaskKey{0, 0};
     const GroupCache::PackedDescent* const* stored_by_depth =
-        depth ? cache.descents.find(key) : nullptr;
+        store_by_depth ? cache.descents.find(key) : nullptr;
     const GroupCache::PackedDescent* descent = stored_by_depth ? *stored_by_depth : nullptr;
     if (!descent) {
       auto* packed = static_cast<GroupCache::PackedDescent*>(cache.walk_arena.allocate(bytes));
@@ -4280,7 +4289,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       std::copy(thread_parts.begin(), thread_parts.end(), const_cast<PartRef*>(packed->parts()));
       descent = packed;
       cache.walk_bytes += 64 + bytes;
-      if (depth) {
+      if (store_by_depth) {
         cache.descents.emplace(key, descent);
         w.top->descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
       }
