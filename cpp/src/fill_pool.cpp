@@ -197,14 +197,10 @@ void fill_masks_parallel(const std::vector<const Matcher*>& matchers, uint32_t* 
     by_runtime[slot->second].push_back(i);
   }
   std::vector<std::vector<size_t>> units;  // each filled in turn by one thread
-  for (auto& runtime_rows : by_runtime) {
+  for (const auto& runtime_rows : by_runtime) {
     const size_t parts =
         std::min<size_t>(std::max(1u, threads), (runtime_rows.size() + kComputedRowsPerThread - 1) /
                                                     kComputedRowsPerThread);
-    if (parts <= 1) {
-      units.push_back(std::move(runtime_rows));
-      continue;
-    }
     const size_t first = units.size();
     units.resize(first + parts);
     for (size_t j = 0; j < runtime_rows.size(); ++j)
