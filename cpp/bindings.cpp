@@ -3,6 +3,7 @@
 // Every call that does real work releases the GIL (a fill served from the mask caches, only a
 // lookup and a copy, keeps it). Buffers are checked (dtype int32, rows of exactly
 // ceil(vocab_size / 32) contiguous words, writable, index in range) before any write.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -201,6 +202,7 @@ class MaskBuffer {
   // Export `obj`'s buffer and check it: int32, 1-D or 2-D, last dimension `words`, C-contiguous
   // rows, writable.
   void acquire(py::object obj, uint32_t words) {
+    if (acquire_ndarray(obj, words)) return;
     if (!PyObject_CheckBuffer(obj.ptr())) {
       // torch tensors do not export the buffer protocol; a CPU tensor's .numpy() shares memory.
       if (py::hasattr(obj, "numpy") && py::hasattr(obj, "device")) {
@@ -236,6 +238,30 @@ class MaskBuffer {
   }
 
  private:
+  // A plain numpy array that passes every check, read through numpy's own structure: an export
+  // through the buffer protocol formats the dtype as a string each time, a third of a cached
+  // fill's instructions outside the copy. Anything else (a subclass, a bad dtype, shape or
+  // layout, a read-only array) takes the buffer path, which raises the errors.
+  bool acquire_ndarray(const py::object& obj, uint32_t words) {
+    // numpy is loaded when one of its arrays exists, so pybind11's lookup of its C API does
+    // not import it here.
+    if (std::strcmp(Py_TYPE(obj.ptr())->tp_name, "numpy.ndarray") != 0) return false;
+    auto array = py::reinterpret_borrow<py::array>(obj);
+    const py::ssize_t ndim = array.ndim();
+    if ((ndim != 1 && ndim != 2) || !array.writeable() ||
+        !array.dtype().equal(py::dtype::of<int32_t>())) {
+      return false;
+    }
+    const py::ssize_t cols = array.shape(ndim - 1);
+    if (cols != static_cast<py::ssize_t>(words) || array.strides(ndim - 1) != 4 ||
+        (ndim == 2 && array.shape(0) > 1 && array.strides(0) != 4 * cols)) {
+      return false;
+    }
+    rows = ndim == 2 ? static_cast<size_t>(array.shape(0)) : 1;
+    data = static_cast<uint32_t*>(array.mutable_data());
+    return true;
+  }
+
   Py_buffer view_{};
   bool held_ = false;
 };

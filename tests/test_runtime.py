@@ -236,9 +236,27 @@ def test_bitmask_buffer_checks(compiled: CompiledGrammar) -> None:
         read_only = np.zeros((1, words), dtype=np.int32)
         read_only.setflags(write=False)
         matcher.fill_next_token_bitmask(read_only)
+    with pytest.raises(ValueError):  # int32, but not in the machine's byte order
+        matcher.fill_next_token_bitmask(
+            np.zeros((1, words), dtype=np.dtype(np.int32).newbyteorder())
+        )
+    with pytest.raises(ValueError):  # rows of the right length that are not contiguous
+        matcher.fill_next_token_bitmask(np.zeros((2, 2 * words), dtype=np.int32)[:, :words])
     one_d = np.zeros(words, dtype=np.int32)
     matcher.fill_next_token_bitmask(one_d)
     assert bitmask_to_ids(one_d, compiled.vocab_size) == [0, 11]  # "{" and "{}"
+
+    # Plain arrays are read through numpy's own structure, anything else through the buffer
+    # protocol: a subclass and a row of a larger array get the same mask.
+    class Subclass(np.ndarray):
+        pass
+
+    for bitmask, row in (
+        (np.full((1, words), -1, dtype=np.int32).view(Subclass), 0),
+        (np.full((3, words), -1, dtype=np.int32)[1:], 1),
+    ):
+        matcher.fill_next_token_bitmask(bitmask, row)
+        assert bitmask_to_ids(np.asarray(bitmask[row]), compiled.vocab_size) == [0, 11]
 
 
 def test_apply_token_bitmask_inplace(compiled: CompiledGrammar) -> None:

@@ -1985,7 +1985,9 @@ void reset_overlay(Scratch& sc) {
   sc.overlay.waits.clear();
   sc.overlay.leo_begin.assign(1, 0);
   sc.overlay.leo.clear();
-  sc.next_set.clear();
+  // An unordered_map's clear() zeroes its whole bucket array even when it is empty, and after
+  // a walk by sets that array stays large: one memset per computed fill otherwise.
+  if (!sc.next_set.empty()) sc.next_set.clear();
   sc.overlay_follow.clear();
   sc.overlay_depths_done.clear();
   sc.overlay_read_offsets.assign(1, 0);
