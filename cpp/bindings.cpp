@@ -239,9 +239,10 @@ class MaskBuffer {
 
  private:
   // A plain numpy array that passes every check, read through numpy's own structure: an export
-  // through the buffer protocol formats the dtype as a string each time, a third of a cached
-  // fill's instructions outside the copy. Anything else (a subclass, a bad dtype, shape or
-  // layout, a read-only array) takes the buffer path, which raises the errors.
+  // through the buffer protocol formats the dtype as a string each time (under callgrind, ~740
+  // instructions and ~58 instruction-cache misses a fill, on every fill). Anything else (a
+  // subclass, a bad dtype, shape or layout, a read-only array) takes the buffer path, which
+  // raises the errors.
   bool acquire_ndarray(const py::object& obj, uint32_t words) {
     // numpy is loaded when one of its arrays exists, so pybind11's lookup of its C API does
     // not import it here.
