@@ -2853,15 +2853,15 @@ GroupCache::StoredMask intern_mask(GroupCache& cache, const uint32_t* words, uin
   return mask;
 }
 
-// The composition key of the current computed fill (see GroupCache::composed_masks).
-MaskKey composition_key(const Scratch& sc, bool with_end_tokens) {
+// The key of the current computed fill's composition (sorted and distinct) without the end
+// tokens: its thread states in order and, order-independently, its parts.
+MaskKey hash_composition(const Scratch& sc) {
   uint64_t lo = 0x6a09e667f3bcc908ull ^ sc.thread_states.size();
-  uint64_t hi = 0xbb67ae8584caa73bull + (with_end_tokens ? 1 : 0);
+  uint64_t hi = 0xbb67ae8584caa73bull;
   for (int32_t state : sc.thread_states) {
     lo = mix64(lo ^ static_cast<uint32_t>(state));
     hi = mix64(hi + static_cast<uint32_t>(state) * 0x9e3779b97f4a7c15ull);
   }
-  // Order-independent over the parts (threads come in any order), duplicates counted once.
   uint64_t sum_lo = 0, sum_hi = 0, xor_lo = 0;
   for (uint64_t part : sc.composition) {
     sum_lo += mix64(part ^ 0x3c6ef372fe94f82bull);
@@ -2871,9 +2871,20 @@ MaskKey composition_key(const Scratch& sc, bool with_end_tokens) {
   return {mix64(lo ^ mix64(sum_lo ^ xor_lo)), mix64(hi + mix64(sum_hi))};
 }
 
+// The composition key of the current computed fill (see GroupCache::composed_masks), hashed
+// once per fill.
+MaskKey composition_key(Scratch& sc, bool with_end_tokens) {
+  if (!sc.composition_hashed) {
+    sc.composition_hash = hash_composition(sc);
+    sc.composition_hashed = true;
+  }
+  if (!with_end_tokens) return sc.composition_hash;
+  return {sc.composition_hash.first, mix64(sc.composition_hash.second ^ 0x1f83d9abfb41bd6bull)};
+}
+
 // Copy into `words` the stored mask (without end tokens) of the current fill's composition, if
 // one was stored; false otherwise.
-bool copy_composed_mask(const Runtime& rt, const Scratch& sc, uint32_t* words) {
+bool copy_composed_mask(const Runtime& rt, Scratch& sc, uint32_t* words) {
   GroupCache& cache = *rt.groups;
   const MaskKey parts = composition_key(sc, false);
   std::lock_guard<std::mutex> lock(cache.mask_mutex);
@@ -3880,10 +3891,13 @@ void Matcher::compute_mask(uint32_t* words, const FillKeys* keys) const {
   const int dependency = fill_mask_uncached(words, thread_futures);  // writes every word
   GRAMKILN_TRACE_STAGE(kComposition);
   Scratch& sc = thread_scratch();
-  // Equal parts ORed in a different order, or twice, give equal words: deduplicated.
-  std::sort(sc.composition.begin(), sc.composition.end());
-  sc.composition.erase(std::unique(sc.composition.begin(), sc.composition.end()),
-                       sc.composition.end());
+  // Equal parts ORed in a different order, or twice, give equal words: deduplicated (a hashed
+  // composition already is).
+  if (!sc.composition_hashed) {
+    std::sort(sc.composition.begin(), sc.composition.end());
+    sc.composition.erase(std::unique(sc.composition.begin(), sc.composition.end()),
+                         sc.composition.end());
+  }
   // The stored copy of `words`, found by the fill's composition where it is known.
   auto intern_composed = [&](bool with_end_tokens) {
     if (!sc.composition_known) return intern_mask(cache, words, rt.words);
@@ -3918,6 +3932,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   ChartView view{&chart_, &sc.overlay, chart_.num_sets()};
   sc.composition.clear();
   sc.composition_known = true;
+  sc.composition_hashed = false;
   start_walk_budget(*rt.groups, sc);
   int dependency = 0;
   const bool by_items = rt.groups->item_walks_mode == GroupCache::ItemWalks::kOn;
@@ -3971,6 +3986,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
     if (!items_done) {
       reset_overlay(sc);
       sc.composition.clear();
+      sc.composition_hashed = false;
       sc.walks_exhausted = false;
       dependency = 0;
     }

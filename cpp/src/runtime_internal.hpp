@@ -1075,6 +1075,10 @@ struct Scratch {
   // walk's result had no id (computed and not stored).
   std::vector<uint64_t> composition;
   bool composition_known = true;
+  // Once `composition` is sorted, deduplicated and final, its key without the end tokens (see
+  // composition_key), so that the fill hashes it once however many tables it asks.
+  bool composition_hashed = false;
+  std::pair<uint64_t, uint64_t> composition_hash{0, 0};
   // Exit walks a computed fill may still compute (cache hits are free). Walks follow one
   // lexeme segmentation of the token bytes at a time, so a token that can be cut into lexemes
   // in exponentially many ways (a run of 80 '=' under `s: "=" s "=" | "==" s "==" |`) costs
