@@ -2741,9 +2741,15 @@ class LocalMasks {
   }
   void store(const GroupCache& cache, const MaskKey& key, GroupCache::StoredMask mask) {
     // A stored mask keeps its runtime's whole mask pool alive: entries of freed runtimes are
-    // dropped when this thread turns to another runtime and every 64 stores (a server that
-    // compiles a grammar per request frees runtimes all the time).
-    if (cache.id != last_cache_id_ || ++stores_ % 64 == 0) drop_expired();
+    // dropped when this thread turns to another runtime, and each store checks one more slot,
+    // so that every slot is checked within kEntries stores (a server that compiles a grammar
+    // per request frees runtimes all the time). One slot a store, not all of them every
+    // kEntries stores: that sweep reads every entry's owner and was a cached fill's cost.
+    if (cache.id != last_cache_id_) {
+      drop_expired();
+    } else {
+      drop_if_expired(stores_++ % kEntries);
+    }
     last_cache_id_ = cache.id;
     const size_t at = slot(key);
     Entry& entry = entries_[at];
@@ -2757,13 +2763,14 @@ class LocalMasks {
   // 64 masks of Llama 3's vocabulary are 1 MB a thread at most, and usually shared.
   static constexpr size_t kEntries = 64;
   static size_t slot(const MaskKey& key) { return (key.first ^ (key.second >> 7)) % kEntries; }
-  void drop_expired() {
-    for (size_t at = 0; at < kEntries; ++at) {
-      if (entries_[at].mask && owners_[at].expired()) {
-        entries_[at] = Entry{};
-        owners_[at].reset();
-      }
+  void drop_if_expired(size_t at) {
+    if (entries_[at].mask && owners_[at].expired()) {
+      entries_[at] = Entry{};
+      owners_[at].reset();
     }
+  }
+  void drop_expired() {
+    for (size_t at = 0; at < kEntries; ++at) drop_if_expired(at);
   }
   struct Entry {
     uint64_t cache_id = 0;
