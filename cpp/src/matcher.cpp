@@ -1393,10 +1393,13 @@ std::pair<int64_t, size_t> longest_token_at(const Runtime& rt, const std::string
 // to six containers deep, whose exits descend through the containers); a server meets them
 // in its first requests and then hits its caches. Masks never depend on this.
 void prewarm_traffic(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
-                     PrewarmStats& stats) {
+                     std::chrono::milliseconds time_budget, PrewarmStats& stats) {
   constexpr uint32_t kMaxSentences = 1000;
   constexpr size_t kMaxTokens = 40000;
-  PrewarmBudget own(nullptr, std::chrono::milliseconds(250));
+  // A quarter of the prewarm's budget: 250 ms by default, and more under a profiler given a
+  // larger budget (GRAMKILN_PREWARM_MS), so that its slowed-down run still writes all the
+  // traffic and decodes from the same caches as a run at full speed.
+  PrewarmBudget own(nullptr, time_budget / 4);
   const Runtime& rt = *runtime;
   if (rt.num_tokens == 0) return;
   SentenceWriter writer(rt);
@@ -1527,7 +1530,7 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   // what the phases before it build).
   const char* traffic = std::getenv("GRAMKILN_PREWARM_TRAFFIC");
   if (!traffic || (std::strcmp(traffic, "off") != 0 && std::strcmp(traffic, "0") != 0)) {
-    prewarm_traffic(runtime, budget, stats);
+    prewarm_traffic(runtime, budget, time_budget, stats);
   }
   {
     std::lock_guard<std::mutex> lock(runtime->groups->kernel_mutex);
