@@ -34,7 +34,8 @@
 
 namespace gramkiln {
 
-Scratch& thread_scratch() {
+// Out of line: inlined, every use would look the thread-local up again (__tls_get_addr).
+__attribute__((noinline)) Scratch& thread_scratch() {
   thread_local Scratch scratch;
   return scratch;
 }
@@ -2106,7 +2107,8 @@ class StepSet {
   size_t size_ = 0;
 };
 
-StepSet& step_set() {
+// Out of line: inlined, every use would look the thread-local up again (__tls_get_addr).
+__attribute__((noinline)) StepSet& step_set() {
   thread_local StepSet steps;
   return steps;
 }
@@ -2786,7 +2788,8 @@ class LocalMasks {
   uint32_t stores_ = 0;
 };
 
-LocalMasks& local_masks() {
+// Out of line: inlined, every use would look the thread-local up again (__tls_get_addr).
+__attribute__((noinline)) LocalMasks& local_masks() {
   thread_local LocalMasks masks;
   return masks;
 }
