@@ -75,13 +75,11 @@ def decode_under_callgrind(workload_name: str, vocab_spec: str) -> None:
 COLUMN = re.compile(r"\s*(?:([\d,]+)\s+\(\s*[\d.]+%\)|([\d,]+)|(\.))(?=\s)")
 
 
-def parse_counts(annotated: str, function: str) -> dict[str, int] | None:
-    """The inclusive counts (EVENTS, in order) on the first line of `callgrind_annotate
-    --inclusive=yes --show=...` output that names `function` (the program totals when
-    `function` is empty); None when no line names it. Lines of callees (`=>`) are skipped."""
+def parse_totals(annotated: str) -> dict[str, int] | None:
+    """The program totals (EVENTS, in order) of `callgrind_annotate --show=...` output; None
+    when it has no totals line."""
     for line in annotated.splitlines():
-        named = "PROGRAM TOTALS" in line if not function else function in line
-        if not named or "=>" in line:
+        if "PROGRAM TOTALS" not in line:
             continue
         counts: list[int] = []
         at = 0
@@ -142,7 +140,7 @@ def finish_callgrind(run: subprocess.Popen, out: Path) -> tuple[int, int, dict[s
         text=True,
         check=True,
     ).stdout
-    totals = parse_counts(annotated, "")
+    totals = parse_totals(annotated)
     if totals is None or totals["Ir"] == 0:
         raise SystemExit(
             "callgrind collected nothing in the fills: is the module built with its symbols?"

@@ -223,18 +223,8 @@ class MaskBuffer {
         (fmt != "i" && fmt != "<i" && fmt != "=i" && !(fmt == "l" && sizeof(long) == 4))) {
       throw py::value_error("bitmask dtype must be int32 (got format '" + std::string(fmt) + "')");
     }
-    if (view_.ndim != 1 && view_.ndim != 2) throw py::value_error("bitmask must be 1-D or 2-D");
-    const Py_ssize_t cols = view_.shape[view_.ndim - 1];
-    if (cols != static_cast<Py_ssize_t>(words)) {
-      throw py::value_error("bitmask last dimension must be ceil(vocab_size / 32) = " +
-                            std::to_string(words) + ", got " + std::to_string(cols));
-    }
-    if (view_.strides[view_.ndim - 1] != 4 ||
-        (view_.ndim == 2 && view_.shape[0] > 1 && view_.strides[0] != 4 * cols)) {
-      throw py::value_error("bitmask must be C-contiguous");
-    }
-    rows = view_.ndim == 2 ? static_cast<size_t>(view_.shape[0]) : 1;
-    data = static_cast<uint32_t*>(view_.buf);
+    const std::string error = take_rows(view_.ndim, view_.shape, view_.strides, view_.buf, words);
+    if (!error.empty()) throw py::value_error(error);
   }
 
  private:
@@ -248,19 +238,27 @@ class MaskBuffer {
     // not import it here.
     if (std::strcmp(Py_TYPE(obj.ptr())->tp_name, "numpy.ndarray") != 0) return false;
     auto array = py::reinterpret_borrow<py::array>(obj);
-    const py::ssize_t ndim = array.ndim();
-    if ((ndim != 1 && ndim != 2) || !array.writeable() ||
-        !array.dtype().equal(py::dtype::of<int32_t>())) {
-      return false;
+    if (!array.writeable() || !array.dtype().equal(py::dtype::of<int32_t>())) return false;
+    return take_rows(array.ndim(), array.shape(), array.strides(), array.mutable_data(), words)
+        .empty();
+  }
+
+  // Take `buf` as the bitmask's rows if its layout holds rows of exactly `words` int32 words:
+  // 1-D or 2-D, last dimension `words`, C-contiguous rows. Returns why not, or nothing.
+  std::string take_rows(Py_ssize_t ndim, const Py_ssize_t* shape, const Py_ssize_t* strides,
+                        void* buf, uint32_t words) {
+    if (ndim != 1 && ndim != 2) return "bitmask must be 1-D or 2-D";
+    const Py_ssize_t cols = shape[ndim - 1];
+    if (cols != static_cast<Py_ssize_t>(words)) {
+      return "bitmask last dimension must be ceil(vocab_size / 32) = " + std::to_string(words) +
+             ", got " + std::to_string(cols);
     }
-    const py::ssize_t cols = array.shape(ndim - 1);
-    if (cols != static_cast<py::ssize_t>(words) || array.strides(ndim - 1) != 4 ||
-        (ndim == 2 && array.shape(0) > 1 && array.strides(0) != 4 * cols)) {
-      return false;
+    if (strides[ndim - 1] != 4 || (ndim == 2 && shape[0] > 1 && strides[0] != 4 * cols)) {
+      return "bitmask must be C-contiguous";
     }
-    rows = ndim == 2 ? static_cast<size_t>(array.shape(0)) : 1;
-    data = static_cast<uint32_t*>(array.mutable_data());
-    return true;
+    rows = ndim == 2 ? static_cast<size_t>(shape[0]) : 1;
+    data = static_cast<uint32_t*>(buf);
+    return {};
   }
 
   Py_buffer view_{};
