@@ -582,6 +582,14 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
+  // pybind11 sets up its numpy API at first use, and on numpy 2 that parses numpy's version
+  // with freshly compiled regular expressions: ~200 us, which fell on the process's first fill.
+  // numpy is a dependency the package imports anyway, so it is done here, once, at import.
+  try {
+    py::dtype::of<int32_t>();
+  } catch (const py::error_already_set&) {
+    PyErr_Clear();  // a broken numpy is reported by the first fill that needs it
+  }
   m.def("core_version", &gramkiln::core_version, "Version string of the C++ core library.");
   m.def("fill_trace_built", &gramkiln::fill_trace_built,
         "Whether this build records the stage times of computed fills (GRAMKILN_FILL_TRACE).");

@@ -4144,15 +4144,22 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       }
     }
     const uint32_t stored = by_depth ? top.descent_depths.load(std::memory_order_relaxed) : 0u;
+    // Any depth that holds this neighbourhood's descent is an exact answer, so the depth at
+    // which this group's descents were last found or stored is asked first: a thread's kind
+    // tends to need the same reach, and each probe is a miss in a table of megabytes.
+    const uint32_t hint = top.descent_hint.load(std::memory_order_relaxed);
+    const uint32_t first = (stored >> hint) & 1u ? hint : 0u;
     bool hit = false;
-    for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
-      if (!((stored >> d) & 1u)) continue;
+    for (uint32_t turn = first ? 0 : 1; turn <= Chart::kDepthHashes && !hit; ++turn) {
+      const uint32_t d = turn == 0 ? first : turn;
+      if (!((stored >> d) & 1u) || (turn != 0 && d == first)) continue;
       const GroupCache::PackedDescent* const* found =
           cache.descents.find(walk_key(top, lexeme, d, chart_.depth_hash_of(th.origin, d)));
       if (!found) continue;
       add_descent(**found);
       if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(d));
       hit = true;
+      if (d != hint) top.descent_hint.store(d, std::memory_order_relaxed);
       // Kept by its future too, for neighbourhoods it has not been seen in (no copy: the
       // tables share the block, and are cleared together).
       if (thread_futures && cache.future_descents.emplace(future_key, *found)) {
@@ -4323,6 +4330,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       if (store_by_depth) {
         cache.descents.emplace(key, descent);
         w.top->descent_depths.fetch_or(1u << depth, std::memory_order_relaxed);
+        w.top->descent_hint.store(depth, std::memory_order_relaxed);
       }
     }
     if (thread_futures && cache.future_descents.emplace(w.future_key, descent)) {

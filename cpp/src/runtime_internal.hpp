@@ -84,6 +84,8 @@ struct ExitGroup {
   // The same for descents by items from this (top) group (see fill_exits_by_items): a thread's
   // lookups probe only the depths its own kind of thread was stored at.
   mutable std::atomic<uint32_t> descent_depths{0};
+  // The depth at which a descent from this group was last found or stored: probed first.
+  mutable std::atomic<uint32_t> descent_hint{0};
   // Memo members: filled lazily through const references, always under `mutex`.
   mutable std::mutex mutex;
   mutable std::unordered_map<uint64_t, std::unique_ptr<ExitGroup>> children;  // state << 8 | byte
