@@ -5,8 +5,9 @@ paired comparison of ``bench/positions.py`` can swing from 0.8x to 1.06x between
 These counts do not move: valgrind's callgrind runs the decode on a simulated machine (a
 32 KB L1 for data and one for instructions, a 32 MB last level), so two builds compare by
 what their fills execute and where those miss, with no noise at all. The counts are not
-times (no second level of cache, no prefetchers, no out-of-order overlap), so a change that
-wins here is timed with ``bench/positions.py`` as well.
+times (one level past L1, no prefetchers, no out-of-order overlap), so a change that wins
+here is timed with ``bench/positions.py`` as well. ``--last-level 1M`` simulates one core's
+L2 as the last level instead: its misses are what natively goes on to L3 or memory.
 
 Needs valgrind, and a build of the module that keeps its symbols (callgrind collects inside
 the matcher's fill functions, found by name); a release build is stripped. For example::
@@ -22,8 +23,8 @@ decodes its instances once, as ``bench/positions.py`` does; the counters are zer
 before the decode, so only its fills count. Two such decodes run side by side, one collecting
 in every fill and one only in the computation of the fills the caches did not answer. It
 prints the decode's computed fills and, for all fills and for the computed ones, the totals
-and the per-fill means of: instructions (Ir), L1 instruction misses (I1mr), L1 data read and
-write misses (D1mr, D1mw) and last-level data read misses (DLmr). A copy of a 16 KB mask is
+and the per-fill means of: instructions (Ir), L1 and last-level instruction misses (I1mr,
+ILmr), L1 data read and write misses (D1mr, D1mw) and last-level data read misses (DLmr). A copy of a 16 KB mask is
 one ``rep movsb`` that valgrind counts byte by byte, so every fill adds about 16,000
 instructions and the copy's misses.
 """
@@ -42,7 +43,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-EVENTS = ("Ir", "I1mr", "D1mr", "D1mw", "DLmr")
+EVENTS = ("Ir", "I1mr", "ILmr", "D1mr", "D1mw", "DLmr")
+# The simulated last level (--last-level): the machine's shared L3, or one core's L2. Under the
+# second, the last-level misses are the accesses that natively go past the core's own caches
+# (to L3 or memory), which is where a computed fill's time goes once Python and the mask
+# copies between two fills have pushed its code and tables out of L2.
+LAST_LEVELS = {"32M": "33554432,16,64", "1M": "1048576,8,64"}
 # The matcher's two fill entry points (a cached fill is the first alone; a computed one calls
 # the second after the first missed): everything a fill does below the bindings.
 CACHED = "Matcher::fill_mask_if_cached"
@@ -102,14 +108,15 @@ def format_counts(label: str, counts: dict[str, int], fills: int) -> str:
 
 
 def start_callgrind(
-    workload: str, vocab: str, toggles: Sequence[str], out: Path
+    workload: str, vocab: str, toggles: Sequence[str], out: Path, last_level: str = "32M"
 ) -> subprocess.Popen:
-    """Start the decode under callgrind, collecting only inside the functions `toggles` name."""
+    """Start the decode under callgrind, collecting only inside the functions `toggles` name,
+    with the simulated last level `last_level` (a key of LAST_LEVELS)."""
     command = [
         "valgrind",
         "--tool=callgrind",
         "--cache-sim=yes",
-        "--LL=33554432,16,64",
+        f"--LL={LAST_LEVELS[last_level]}",
         "--collect-atstart=no",
         *(f"--toggle-collect=*{function}*" for function in toggles),
         f"--callgrind-out-file={out}",
@@ -154,6 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("workload", help="a Lark workload of bench/run.py: json, clike, toolcall")
     parser.add_argument("--vocab", default="llama3")
     parser.add_argument("--keep", type=Path, help="also save callgrind's output of all fills here")
+    parser.add_argument(
+        "--last-level",
+        choices=sorted(LAST_LEVELS),
+        default="32M",
+        help="the simulated last level: 32M (the shared L3, default) or 1M (one core's L2)",
+    )
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.inside:
@@ -167,15 +180,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         # lines of callgrind_annotate can disagree with each other where debug information
         # names one source file two ways.
         every_out, computed_out = Path(tmp) / "all.out", Path(tmp) / "computed.out"
-        every_run = start_callgrind(args.workload, args.vocab, (CACHED, COMPUTED), every_out)
-        computed_run = start_callgrind(args.workload, args.vocab, (COMPUTED,), computed_out)
+        every_run = start_callgrind(
+            args.workload, args.vocab, (CACHED, COMPUTED), every_out, args.last_level
+        )
+        computed_run = start_callgrind(
+            args.workload, args.vocab, (COMPUTED,), computed_out, args.last_level
+        )
         fills, computed, totals = finish_callgrind(every_run, every_out)
         _, computed_again, computed_counts = finish_callgrind(computed_run, computed_out)
         if computed_again != computed:
             raise SystemExit(f"the two decodes computed {computed} and {computed_again} fills")
         if args.keep is not None:
             shutil.copyfile(every_out, args.keep)
-    print(f"{args.workload}: {computed} of {fills} fills computed")
+    print(f"{args.workload}: {computed} of {fills} fills computed, last level {args.last_level}")
     print(format_counts("all fills", totals, fills))
     print(format_counts("computed fills, their computation", computed_counts, computed))
     return 0
