@@ -234,8 +234,7 @@ class MaskBuffer {
   // subclass, a bad dtype, shape or layout, a read-only array) takes the buffer path, which
   // raises the errors.
   bool acquire_ndarray(const py::object& obj, uint32_t words) {
-    // numpy is loaded when one of its arrays exists, so pybind11's lookup of its C API does
-    // not import it here.
+    // pybind11's numpy API was set up when the module was imported (see PYBIND11_MODULE).
     if (std::strcmp(Py_TYPE(obj.ptr())->tp_name, "numpy.ndarray") != 0) return false;
     auto array = py::reinterpret_borrow<py::array>(obj);
     if (!array.writeable() || !array.dtype().equal(py::dtype::of<int32_t>())) return false;

@@ -4148,23 +4148,24 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     // which this group's descents were last found or stored is asked first: a thread's kind
     // tends to need the same reach, and each probe is a miss in a table of megabytes.
     const uint32_t hint = top.descent_hint.load(std::memory_order_relaxed);
-    const uint32_t first = (stored >> hint) & 1u ? hint : 0u;
-    bool hit = false;
-    for (uint32_t turn = first ? 0 : 1; turn <= Chart::kDepthHashes && !hit; ++turn) {
-      const uint32_t d = turn == 0 ? first : turn;
-      if (!((stored >> d) & 1u) || (turn != 0 && d == first)) continue;
+    auto found_at = [&](uint32_t d) {
       const GroupCache::PackedDescent* const* found =
           cache.descents.find(walk_key(top, lexeme, d, chart_.depth_hash_of(th.origin, d)));
-      if (!found) continue;
+      if (!found) return false;
       add_descent(**found);
       if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(d));
-      hit = true;
       if (d != hint) top.descent_hint.store(d, std::memory_order_relaxed);
       // Kept by its future too, for neighbourhoods it has not been seen in (no copy: the
       // tables share the block, and are cleared together).
       if (thread_futures && cache.future_descents.emplace(future_key, *found)) {
         cache.walk_bytes += 32;
       }
+      return true;
+    };
+    const bool hint_stored = hint != 0 && ((stored >> hint) & 1u);
+    bool hit = hint_stored && found_at(hint);
+    for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
+      if (((stored >> d) & 1u) && !(hint_stored && d == hint)) hit = found_at(d);
     }
     if (hit) continue;
     // Walked below, together with the other threads that missed.
