@@ -11,12 +11,14 @@ grammar admits nearly every token.
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from gramkiln.ir import GrammarIR, parse_grammar
 from gramkiln.runtime.compile import compile_grammar
-from gramkiln.runtime.compiled import allocate_token_bitmask, bitmask_to_ids
+from gramkiln.runtime.compiled import CompiledGrammar, allocate_token_bitmask, bitmask_to_ids
 from gramkiln.runtime.vocab import load_vocab
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -177,3 +179,47 @@ def test_interleaved_bounded_strings_store_their_inside_sets_as_deltas(llama3) -
     matcher = compiled.matcher()
     assert matcher.accept_string('{"key": "a-1", "value": "' + "x" * 255 + '"}')
     assert matcher.is_accepting()
+
+
+@pytest.mark.parametrize(("name", "idle"), [("clike", True), ("json", False)])
+def test_the_prewarm_leaves_depth_keys_out_where_its_traffic_finds_nothing_under_them(
+    llama3, name: str, idle: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In Llama 3 tokens, with the future key in use, C-like's synthetic traffic finds almost
+    no mask under a bounded-depth key, so the prewarm leaves those keys out: the decode after
+    it neither finds nor stores a mask by depth. JSON, without future keys, keeps them (its
+    nesting is what they are for). The masks equal those after a prewarm that ran no traffic,
+    which keeps the keys."""
+    monkeypatch.delenv("GRAMKILN_FUTURE_KEYS", raising=False)
+    monkeypatch.setenv("GRAMKILN_PREWARM_MS", "60000")
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    source = (bench / "grammars" / f"{name}.lark").read_text(encoding="utf-8")
+    texts = [path.read_bytes() for path in sorted((bench / "instances" / name).glob("*.txt"))]
+    data = compile_grammar(Grammar.from_lark(source).ir, llama3).to_bytes()
+    token_lists = [greedy_tokens(llama3, text, longest=16) for text in texts[:2]]
+
+    def masks_along(compiled: CompiledGrammar) -> list[bytes]:
+        bitmask = allocate_token_bitmask(1, compiled.vocab_size)
+        masks = []
+        for tokens in token_lists:
+            matcher = compiled.matcher()
+            for token in tokens:
+                matcher.fill_next_token_bitmask(bitmask)
+                masks.append(bytes(np.asarray(bitmask)))
+                assert matcher.accept_token(token)
+        return masks
+
+    compiled = CompiledGrammar.load(data, llama3, prewarm=False)
+    compiled.prewarm()
+    before = compiled.cache_stats()
+    assert before["depth_keys_idle"] == int(idle)
+    masks = masks_along(compiled)
+    after = compiled.cache_stats()
+    assert after["fills_computed"] > before["fills_computed"]
+    if idle:
+        assert after["hits_depth"] == before["hits_depth"]
+    monkeypatch.setenv("GRAMKILN_PREWARM_TRAFFIC", "off")
+    kept = CompiledGrammar.load(data, llama3, prewarm=False)
+    kept.prewarm()
+    assert kept.cache_stats()["depth_keys_idle"] == 0
+    assert masks_along(kept) == masks

@@ -1530,8 +1530,16 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   // GRAMKILN_PREWARM_TRAFFIC=off (or 0) leaves the traffic out (measuring what it adds, or testing
   // what the phases before it build).
   const char* traffic = std::getenv("GRAMKILN_PREWARM_TRAFFIC");
+  // The fills of the traffic that missed the future key, and those of them a depth key answered.
+  size_t traffic_misses = 0, traffic_depth_hits = 0;
   if (!traffic || (std::strcmp(traffic, "off") != 0 && std::strcmp(traffic, "0") != 0)) {
+    const GroupCache& cache = *runtime->groups;
+    const size_t hits_before = cache.hits_depth.load(std::memory_order_relaxed);
+    const size_t computed_before = cache.fills_computed.load(std::memory_order_relaxed);
     prewarm_traffic(runtime, budget, time_budget, stats);
+    traffic_depth_hits = cache.hits_depth.load(std::memory_order_relaxed) - hits_before;
+    traffic_misses = traffic_depth_hits +
+                     (cache.fills_computed.load(std::memory_order_relaxed) - computed_before);
   }
   {
     std::lock_guard<std::mutex> lock(runtime->groups->kernel_mutex);
@@ -1550,6 +1558,15 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   if (futures.mode == FutureLanguages::Mode::kAuto &&
       futures.state.load(std::memory_order_relaxed) == FutureLanguages::kUndecided) {
     futures.decide(future_keys_pay(*runtime));
+  }
+  // Where future keys are on, the bounded-depth mask keys are kept only if the traffic, which
+  // stands for a decode, found masks under them: each computed fill otherwise pays for their
+  // probes, the depths of its descents and a store (C-like: 6 hits in 287 such fills, ~12% of a
+  // computed fill's time; see docs/design/runtime.md, "Session 43").
+  constexpr size_t kDepthKeysJudgedAfter = 32;
+  if (futures.state.load(std::memory_order_relaxed) == FutureLanguages::kOn &&
+      traffic_misses >= kDepthKeysJudgedAfter && traffic_depth_hits * 16 < traffic_misses) {
+    runtime->groups->depth_keys_idle.store(true, std::memory_order_relaxed);
   }
   // Decoding judges the share over its own fills from here on.
   futures.set_baseline(*runtime->groups);
@@ -3565,6 +3582,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   }
   out.future_keys_by_anchors =
       runtime.futures->keys_by_anchors_hits.load(std::memory_order_relaxed);
+  out.depth_keys_idle = cache.depth_keys_idle.load(std::memory_order_relaxed) ? 1 : 0;
   return out;
 }
 
@@ -3677,6 +3695,10 @@ bool Matcher::uses_futures() const {
   // the keys off under it (the prewarm's decision) at any time; never back on.
   const FutureLanguages& fl = *runtime_->futures;
   return chart_.anchored && !fl.off() && !fl.exhausted.load(std::memory_order_relaxed);
+}
+
+bool Matcher::uses_depth_keys() const {
+  return !runtime_->groups->depth_keys_idle.load(std::memory_order_relaxed) || !uses_futures();
 }
 
 std::pair<uint64_t, uint64_t> Matcher::future_key() const {
@@ -3832,7 +3854,8 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
   // Then by the bounded-depth keys under which masks have been stored (see depth_masks); a hit
   // lacks only the end tokens, which depend on the whole stack.
   // Keys first, then one lock for every probe (most miss, answered by the tables' filters).
-  const uint32_t stored = cache.mask_depths.load(std::memory_order_relaxed);
+  const uint32_t stored =
+      uses_depth_keys() ? cache.mask_depths.load(std::memory_order_relaxed) : 0u;
   MaskKey depth_keys[Chart::kDepthHashes + 1];
   size_t probes = 0;
   for (uint32_t depth = frontier_ ? 1 : 0; depth <= Chart::kDepthHashes && (stored >> depth);
@@ -3918,7 +3941,7 @@ void Matcher::compute_mask(uint32_t* words, const FillKeys* keys) const {
     return intern_mask(cache, words, rt.words, &parts);
   };
   GroupCache::StoredMask without_ends;
-  if (dependency >= 0) {
+  if (dependency >= 0 && uses_depth_keys()) {
     const uint32_t depth = std::max<uint32_t>(static_cast<uint32_t>(dependency), frontier_ ? 1 : 0);
     without_ends = intern_composed(false);
     store_mask(cache, cache.depth_masks, depth_mask_key(depth), without_ends);
@@ -4116,6 +4139,9 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   // mask's own depth key. The prewarm still stores descents by depth, since the runtime may
   // turn future keys off.
   const bool by_depth = !thread_futures || FutureWork::prewarming;
+  // Whether anything reads a walked descent's depth: the descents' own depth keys, or the
+  // mask's (see GroupCache::depth_keys_idle).
+  const bool depths_needed = by_depth || !cache.depth_keys_idle.load(std::memory_order_relaxed);
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   const uint64_t generation = cache.walk_generation;
   for (size_t thread = 0; thread < threads_.size(); ++thread) {
@@ -4281,7 +4307,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   for (size_t k = 0; k < num_walkers; ++k) {
     DescentWalker& w = walkers[k];
     w.depth = 0;
-    if (!w.reads_known) continue;
+    if (!w.reads_known || !depths_needed) continue;
     std::sort(w.reads.begin(), w.reads.end());
     w.reads.erase(std::unique(w.reads.begin(), w.reads.end()), w.reads.end());
     w.depth = depth_needed(chart_view, sc, threads_[w.thread].origin, w.reads, w.path_hops);

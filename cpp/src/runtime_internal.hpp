@@ -447,6 +447,13 @@ struct GroupCache {
   // Computed fills that ran past fill_walk_budget or kFillTrieNodes (and were searched).
   std::atomic<size_t> fills_searched{0};
   std::atomic<uint32_t> mask_depths{0};
+  // Set at the end of a prewarm whose synthetic traffic, with future keys on, found almost no
+  // mask under a bounded-depth key (C-like: 6 of 287 fills the future key missed): while future
+  // keys are in use, fills then neither probe those keys nor find the depth a computed mask
+  // would be stored at (see Matcher::uses_depth_keys). Where futures are equal the future key
+  // answers already; what the depth key adds is nested constructs whose futures differ below
+  // what tokens reach, which the traffic meets where a grammar has them (JSON-like nesting).
+  std::atomic<bool> depth_keys_idle{false};
   // Exit walks by (group, lexeme, depth d, H_d of the set they start from); see walk_level.
   // Sparse token lists when short, else bitsets.
   std::mutex walk_mutex;  // guards `walks` and `walk_bytes`

@@ -175,6 +175,9 @@ struct CacheStats {
   // Future mask keys found by the configuration's anchors, one probe instead of one per
   // thread (see Matcher::memoised_future_mask_key), since load.
   size_t future_keys_by_anchors = 0;
+  // 1 once the prewarm has left the bounded-depth mask keys out while future keys are in use
+  // (its synthetic traffic found almost no mask under them; see GroupCache::depth_keys_idle).
+  size_t depth_keys_idle = 0;
 };
 CacheStats runtime_cache_stats(const Runtime& runtime);
 
@@ -432,6 +435,8 @@ class Matcher {
   std::pair<uint64_t, uint64_t> memoised_future_mask_key() const;
   std::pair<uint64_t, uint64_t> anchored_configuration_key() const;
   bool uses_futures() const;
+  // Whether fills probe and store masks under bounded-depth keys (see depth_keys_idle).
+  bool uses_depth_keys() const;
   void restore(Snapshot&& snap);
   void restore_copy(const Snapshot& snap);
   void truncate_chart(const Snapshot& snap);  // the chart part of restore
