@@ -169,6 +169,7 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   out["future_memo_entries"] = stats.future_memo_entries;
   out["future_keys_by_anchors"] = stats.future_keys_by_anchors;
   out["depth_keys_idle"] = stats.depth_keys_idle;
+  out["future_recipe_hits"] = stats.future_recipe_hits;
   out["mask_bytes"] = stats.mask_bytes;
   out["walk_entries"] = stats.walk_entries;
   out["item_walk_entries"] = stats.item_walk_entries;

@@ -249,7 +249,9 @@ class CompiledGrammar:
         ``future_languages`` /
         ``future_memo_entries`` (the future-language automata behind the future key), and the
         future keys found by the configuration's anchors in one probe
-        (``future_keys_by_anchors``); ``depth_keys_idle`` is 1 once the prewarm has left the
+        (``future_keys_by_anchors``), and the futures combined from a set's anchors by the
+        recipe kept for the shape of its anchor list (``future_recipe_hits``);
+        ``depth_keys_idle`` is 1 once the prewarm has left the
         bounded-depth mask keys out while the future key is in use, its synthetic traffic
         having found almost no mask under them. For
         monitoring; masks never depend on it."""

@@ -448,6 +448,20 @@ def test_masks_stored_by_depth_are_found_under_other_stacks(future_keys: str) ->
     assert stats["hits_depth"] > 0, stats
 
 
+def test_futures_under_new_stacks_are_combined_by_the_shape_of_their_anchors() -> None:
+    """The same statement nested under new stacks gives its sets new anchors (their futures
+    hash the stack below) of the same shape: the futures computed from them are combined by
+    the recipe kept for that shape, and every mask still equals brute force."""
+    ir = grammar(NESTED)
+    compiled = compile_grammar(ir, VOCAB)
+    check_string(ir, b"(a,b)", compiled)
+    before = compiled.cache_stats()["future_recipe_hits"]
+    for depth in range(2, 7):
+        check_string(ir, b"a(" * depth + b"(a,b)" + b")" * depth, compiled)
+        check_string(ir, b"(" * depth + b"a,(b,a)" + b")" * depth, compiled)
+    assert compiled.cache_stats()["future_recipe_hits"] > before
+
+
 @pytest.mark.parametrize("future_keys", ["on", "off"])
 def test_items_of_one_dotted_id_with_different_futures_are_both_kept(future_keys: str) -> None:
     """After `aa`, `p -> w . "z"` is in the set twice: `p` from 0 (then `1` follows) and from

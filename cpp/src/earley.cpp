@@ -540,6 +540,7 @@ void build_initial_set(const Runtime& rt, Chart& chart, KeySet& seen) {
   chart.future_chain.clear();
   chart.future_hash.clear();
   chart.anchors_hash.clear();
+  chart.anchors_shape.clear();
   chart.leo_begin.assign(1, 0);
   chart.leo.clear();
   predict(rt, chart, 0, seen, rt.start);

@@ -482,38 +482,108 @@ Future leaf_of(const FutureLanguages& fl, const Future* pairs, size_t count) {
   return Future{fl.epsilon_id, lo, hi ^ mix64(lo)};
 }
 
-// future_after without its memo: from the anchors of `set`, normalised (see the top).
-Future compute_future(const Runtime& rt, FutureLanguages& fl, const Chart& chart, uint32_t start,
-                      uint32_t set) {
-  thread_local std::vector<Future> pairs;
+// The shape of an anchor list (see Chart::anchors_shape): per anchor its symbol, its chain, and
+// the classes of its leaf and of the leaf it becomes when its chain cannot be combined
+// (leaf_of over it alone), numbered by first occurrence over both kinds, so that every equality
+// between the leaves compute_future may compare is part of the shape.
+std::pair<uint64_t, uint64_t> anchor_shape(
+    const FutureLanguages& fl, const std::vector<std::pair<uint32_t, Future>>& entries) {
+  thread_local std::vector<std::pair<uint64_t, uint64_t>> leaves;
+  leaves.clear();
+  auto class_of = [&](uint64_t lo, uint64_t hi) -> uint64_t {
+    for (size_t c = 0; c < leaves.size(); ++c) {
+      if (leaves[c].first == lo && leaves[c].second == hi) return c;
+    }
+    leaves.emplace_back(lo, hi);
+    return leaves.size() - 1;
+  };
+  uint64_t lo = 0x1f83d9abfb41bd6bull, hi = 0x5be0cd19137e2179ull ^ entries.size();
+  for (const auto& [symbol, future] : entries) {
+    const Future wrapped = leaf_of(fl, &future, 1);
+    const uint64_t classes =
+        class_of(future.lo, future.hi) << 32 | class_of(wrapped.lo, wrapped.hi);
+    const uint64_t tag = mix64((static_cast<uint64_t>(symbol) << 32 | future.chain) ^ classes);
+    lo = mix64(lo ^ tag);
+    hi = mix64(hi + mix64(tag ^ classes * 0x9e3779b97f4a7c15ull));
+  }
+  return {lo, hi};
+}
+
+// A pair of a future being combined, and where its leaf comes from: anchor `anchor` (an offset
+// in its set's anchor list), or with kWrapped the leaf that anchor becomes on its own.
+struct SourcedPair {
+  Future pair;
+  uint32_t anchor;
+};
+constexpr uint32_t kWrapped = 0x80000000u;
+
+bool sourced_leaf_less(const SourcedPair& a, const SourcedPair& b) {
+  return leaf_less(a.pair, b.pair);
+}
+
+// The pair list `recipe` gives for the anchors of `set` (see compute_future), sorted.
+void apply_recipe(const FutureLanguages& fl, const Chart& chart, uint32_t set,
+                  const FutureLanguages::RecipeEntry* recipe, uint32_t count,
+                  std::vector<Future>& pairs) {
   pairs.clear();
-  for (uint32_t a = chart.future_begin[set]; a < chart.future_begin[set + 1]; ++a) {
+  const uint32_t base = chart.future_begin[set];
+  for (uint32_t e = 0; e < count; ++e) {
+    const uint32_t a = base + (recipe[e].anchor & ~kWrapped);
+    const Future anchor{chart.future_chain[a], chart.future_hash[2 * a],
+                        chart.future_hash[2 * a + 1]};
+    if (recipe[e].anchor & kWrapped) {
+      const Future leaf = leaf_of(fl, &anchor, 1);
+      pairs.push_back(Future{recipe[e].chain, leaf.lo, leaf.hi});
+    } else {
+      pairs.push_back(Future{recipe[e].chain, anchor.lo, anchor.hi});
+    }
+  }
+  std::sort(pairs.begin(), pairs.end(), leaf_less);
+}
+
+// future_after without its memos: from the anchors of `set`, normalised (see the top). Its
+// pairs, each with the chain it ends with and the anchor its leaf comes from, go to `recipe`:
+// what any set of the same shape combines to (see future_after).
+Future compute_future(const Runtime& rt, FutureLanguages& fl, const Chart& chart, uint32_t start,
+                      uint32_t set, std::vector<FutureLanguages::RecipeEntry>& recipe) {
+  thread_local std::vector<SourcedPair> sourced;
+  thread_local std::vector<Future> pairs;
+  sourced.clear();
+  const uint32_t base = chart.future_begin[set];
+  for (uint32_t a = base; a < chart.future_begin[set + 1]; ++a) {
     const uint32_t id = language_id(rt, fl, start, chart.future_symbol[a]);
     if (id == 0) continue;
     const Future anchor{chart.future_chain[a], chart.future_hash[2 * a],
                         chart.future_hash[2 * a + 1]};
     const uint32_t chain = concatenate(fl, id, anchor.chain);
     if (chain != 0) {
-      pairs.push_back(Future{chain, anchor.lo, anchor.hi});
+      sourced.push_back({Future{chain, anchor.lo, anchor.hi}, a - base});
     } else {  // too large to combine: the anchor's future becomes a leaf of its own
       const Future leaf = leaf_of(fl, &anchor, 1);
-      pairs.push_back(Future{id, leaf.lo, leaf.hi});
+      sourced.push_back({Future{id, leaf.lo, leaf.hi}, (a - base) | kWrapped});
     }
   }
   // Pairs with one leaf become one: the union of the languages leading to it.
-  std::sort(pairs.begin(), pairs.end(), leaf_less);
+  std::sort(sourced.begin(), sourced.end(), sourced_leaf_less);
   size_t kept = 0;
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    if (kept > 0 && pairs[kept - 1].lo == pairs[i].lo && pairs[kept - 1].hi == pairs[i].hi) {
-      const uint32_t united = unite(fl, pairs[kept - 1].chain, pairs[i].chain);
+  for (size_t i = 0; i < sourced.size(); ++i) {
+    const Future& pair = sourced[i].pair;
+    if (kept > 0 && sourced[kept - 1].pair.lo == pair.lo && sourced[kept - 1].pair.hi == pair.hi) {
+      const uint32_t united = unite(fl, sourced[kept - 1].pair.chain, pair.chain);
       if (united != 0) {
-        pairs[kept - 1].chain = united;
+        sourced[kept - 1].pair.chain = united;
         continue;
       }
     }
-    pairs[kept++] = pairs[i];
+    sourced[kept++] = sourced[i];
   }
-  pairs.resize(kept);
+  sourced.resize(kept);
+  recipe.clear();
+  pairs.clear();
+  for (const SourcedPair& s : sourced) {
+    recipe.push_back(FutureLanguages::RecipeEntry{s.pair.chain, s.anchor});
+    pairs.push_back(s.pair);
+  }
   if (pairs.size() == 1) return pairs[0];
   // Several leaves (none only for a set without anchors, which has no future): a new leaf.
   // Sorted again: a pair whose union with the next failed may now order after it.
@@ -532,14 +602,34 @@ Future future_after(const Runtime& rt, FutureLanguages& fl, const Chart& chart, 
   if (const FutureLanguages::MemoValue* found = fl.futures.find(key)) {
     return Future{found->chain, found->lo, found->hi};
   }
+  // Then by the set's shape: a new stack gives the set new anchors, but the same statement
+  // gives it the same shape, and the languages and unions the combination needs (several
+  // probes of large memos each) are those of the recipe kept for it.
+  const std::pair<uint64_t, uint64_t> shape_key{mix64(chart.anchors_shape[2 * set] ^ tag),
+                                                chart.anchors_shape[2 * set + 1] - tag};
+  thread_local std::vector<Future> pairs;
+  if (const FutureLanguages::Recipe* recipe = fl.recipes.find(shape_key)) {
+    apply_recipe(fl, chart, set, fl.recipe_entries.data() + recipe->begin, recipe->count, pairs);
+    fl.recipe_hits.fetch_add(1, std::memory_order_relaxed);
+    return pairs.size() == 1 ? pairs[0] : leaf_of(fl, pairs.data(), pairs.size());
+  }
   const bool was_short = FutureWork::short_of_budget;
   FutureWork::short_of_budget = false;
-  const Future future = compute_future(rt, fl, chart, start, set);
-  // One built short of the budget is exact but not canonical: kept out of the memo, so that a
+  thread_local std::vector<FutureLanguages::RecipeEntry> recipe;
+  const Future future = compute_future(rt, fl, chart, start, set, recipe);
+  // One built short of the budget is exact but not canonical: kept out of the memos, so that a
   // later computation with budget left gives the canonical one.
   if (!FutureWork::short_of_budget) {
     if (fl.futures.size() >= FutureLanguages::kMaxMemo) fl.futures.clear();
     fl.futures.emplace(key, FutureLanguages::MemoValue{future.chain, future.lo, future.hi});
+    if (fl.recipes.size() >= FutureLanguages::kMaxMemo) {
+      fl.recipes.clear();
+      fl.recipe_entries.clear();
+    }
+    fl.recipes.emplace(shape_key,
+                       FutureLanguages::Recipe{static_cast<uint32_t>(fl.recipe_entries.size()),
+                                               static_cast<uint32_t>(recipe.size())});
+    fl.recipe_entries.insert(fl.recipe_entries.end(), recipe.begin(), recipe.end());
   }
   FutureWork::short_of_budget = FutureWork::short_of_budget || was_short;
   return future;
@@ -608,6 +698,9 @@ void anchor_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin, si
   chart.anchors_hash.push_back(lo);
   chart.anchors_hash.push_back(hi ^ entries.size());
   chart.future_begin.push_back(static_cast<uint32_t>(chart.future_symbol.size()));
+  const auto [shape_lo, shape_hi] = anchor_shape(fl, entries);
+  chart.anchors_shape.push_back(shape_lo);
+  chart.anchors_shape.push_back(shape_hi);
 }
 
 }  // namespace
@@ -618,6 +711,8 @@ void anchor_new_set(const Runtime& rt, Chart& chart, uint32_t self, size_t begin
   if (!anchors_complete(rt, chart)) {
     chart.anchors_hash.push_back(0);
     chart.anchors_hash.push_back(0);
+    chart.anchors_shape.push_back(0);
+    chart.anchors_shape.push_back(0);
     chart.future_begin.push_back(static_cast<uint32_t>(chart.future_symbol.size()));
     return;
   }
@@ -631,6 +726,7 @@ void anchor_earlier_sets(const Runtime& rt, Chart& chart, uint32_t sets) {
   chart.future_chain.clear();
   chart.future_hash.clear();
   chart.anchors_hash.clear();
+  chart.anchors_shape.clear();
   for (uint32_t set = 0; set < sets; ++set) {
     anchor_set(rt, chart, set, chart.set_begin[set], chart.set_begin[set + 1],
                FutureLanguages::kMergeLanguages);

@@ -3409,6 +3409,7 @@ void Matcher::truncate_chart(const Snapshot& snap) {
   chart_.future_symbol.resize(chart_.future_begin.back());
   chart_.future_chain.resize(chart_.future_begin.back());
   chart_.anchors_hash.resize(static_cast<size_t>(snap.num_sets) * 2);
+  chart_.anchors_shape.resize(static_cast<size_t>(snap.num_sets) * 2);
   chart_.future_hash.resize(static_cast<size_t>(chart_.future_begin.back()) * 2);
   if (!set_chars_.empty()) {
     set_chars_.resize(snap.num_sets);
@@ -3582,6 +3583,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   }
   out.future_keys_by_anchors =
       runtime.futures->keys_by_anchors_hits.load(std::memory_order_relaxed);
+  out.future_recipe_hits = runtime.futures->recipe_hits.load(std::memory_order_relaxed);
   out.depth_keys_idle = cache.depth_keys_idle.load(std::memory_order_relaxed) ? 1 : 0;
   return out;
 }
@@ -4377,7 +4379,8 @@ namespace {
 struct ChartTail {
   std::vector<Item> items;
   std::vector<uint32_t> set_begin, wait_begin, future_begin, future_symbol, future_chain;
-  std::vector<uint64_t> hash_lo, hash_hi, waits, depth_hash, future_hash, anchors_hash;
+  std::vector<uint64_t> hash_lo, hash_hi, waits, depth_hash, future_hash, anchors_hash,
+      anchors_shape;
   std::vector<uint32_t> leo_begin;
   std::vector<LeoItem> leo;
 };
@@ -4400,6 +4403,7 @@ void for_each_tail_field(Tail& tail, ChartLike& chart, uint32_t sets, F&& f) {
   f(tail.depth_hash, chart.depth_hash, s * Chart::kDepthHashes * 2);
   f(tail.future_hash, chart.future_hash, static_cast<size_t>(chart.future_begin[s]) * 2);
   f(tail.anchors_hash, chart.anchors_hash, s * 2);
+  f(tail.anchors_shape, chart.anchors_shape, s * 2);
   f(tail.leo_begin, chart.leo_begin, s + 1);
   f(tail.leo, chart.leo, chart.leo_begin[s]);
 }

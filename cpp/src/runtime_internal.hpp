@@ -749,6 +749,7 @@ struct FutureLanguages {
   static constexpr uint32_t kMergeLanguages = 64;
   FutureLanguages() {
     futures.reserve(1024);
+    recipes.reserve(1024);
     if (const char* env = std::getenv("GRAMKILN_FUTURE_KEYS")) {
       const std::string value(env);
       if (value == "on") mode = Mode::kOn;
@@ -771,6 +772,20 @@ struct FutureLanguages {
     uint64_t lo = 0, hi = 0;
   };
   KeyMap<MemoValue> futures;
+  // How future_after combines the anchors of a set, by (start, the set's shape) (see
+  // Chart::anchors_shape): per pair of the result, its chain and the anchor (an offset in the
+  // set's list, kWrapped in future.cpp for the leaf that anchor becomes alone) its leaf comes
+  // from; entries [begin, begin + count) of recipe_entries. Cleared past kMaxMemo.
+  struct RecipeEntry {
+    uint32_t chain;
+    uint32_t anchor;
+  };
+  struct Recipe {
+    uint32_t begin = 0, count = 0;
+  };
+  KeyMap<Recipe> recipes;
+  std::vector<RecipeEntry> recipe_entries;
+  std::atomic<size_t> recipe_hits{0};
   static constexpr size_t kMaxMemo = size_t{1} << 16;  // ~6 MB of slots at most
   // Whole future mask keys by the configuration's anchors (see
   // Matcher::anchored_configuration_key): one probe where future_mask_key would probe
@@ -791,6 +806,7 @@ struct FutureLanguages {
   template <typename Entries>
   void reserve_headroom(Entries entries) {
     futures.reserve(entries(futures.size()));
+    recipes.reserve(entries(recipes.size()));
     keys_by_anchors.reserve(entries(keys_by_anchors.size()));
     ids.reserve(entries(ids.size()));
     concatenations.reserve(entries(concatenations.size()));

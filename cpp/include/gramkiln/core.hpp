@@ -175,6 +175,9 @@ struct CacheStats {
   // Future mask keys found by the configuration's anchors, one probe instead of one per
   // thread (see Matcher::memoised_future_mask_key), since load.
   size_t future_keys_by_anchors = 0;
+  // Futures combined from a set's anchors by the recipe kept for its shape, since load (see
+  // future_after).
+  size_t future_recipe_hits = 0;
   // 1 once the prewarm has left the bounded-depth mask keys out while future keys are in use
   // (its synthetic traffic found almost no mask under them; see GroupCache::depth_keys_idle).
   size_t depth_keys_idle = 0;
@@ -304,6 +307,12 @@ struct Chart {
   // Per set, a 128-bit hash of its whole anchor list: futures computed from a set are memoised
   // under it (see future_after), since sets with equal anchors recur.
   std::vector<uint64_t> anchors_hash;  // [set][lo, hi]
+  // Per set, a 128-bit hash of its anchor list's shape: each anchor's symbol and chain, and
+  // which anchors share a leaf, not the leaves themselves. How a future is combined from a
+  // set's anchors depends on its shape alone, which recurs where the anchors do not (the same
+  // statement under another stack), so the combination is memoised under it (see
+  // future_after).
+  std::vector<uint64_t> anchors_shape;  // [set][lo, hi]
   // Whether the matcher owning this chart uses future keys, fixed at its reset() (so the
   // anchors are complete whenever a key reads them); when false, sets get empty anchor lists
   // (never read), which saves the commit its future computations.
