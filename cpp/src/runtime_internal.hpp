@@ -108,9 +108,9 @@ inline size_t LevelCache::footprint() const {
 // values, open addressing with linear probing. The node-based std::unordered_map it replaces
 // paid a division and two dependent cache misses per lookup, and walk lookups probe up to
 // eight keys per walk. Most lookups on the fill path miss (a computed fill probes every depth
-// a key may be stored at), so a small filter (two bits per key, four filter bits per slot)
-// answers most misses from a few kilobytes that stay in the core's cache, instead of a slot in
-// a table of megabytes.
+// a key may be stored at), so a filter (two bits per key in one 64-bit word, four filter bits
+// per slot, a sixty-fourth of the slots' size) answers most misses from one line, which stays
+// in cache far more often than a slot of a table of megabytes does.
 template <typename V>
 class KeyMap {
  public:
