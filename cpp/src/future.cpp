@@ -29,6 +29,7 @@
 // (future_keys_pay in matcher.cpp).
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -488,13 +489,34 @@ Future leaf_of(const FutureLanguages& fl, const Future* pairs, size_t count) {
 // between the leaves compute_future may compare is part of the shape.
 std::pair<uint64_t, uint64_t> anchor_shape(
     const FutureLanguages& fl, const std::vector<std::pair<uint32_t, Future>>& entries) {
+  // Classes by a scan of those seen so far; past kScanned of them (sets with hundreds of
+  // anchors: a schema object whose properties may come in any order), by a hash map, so that
+  // a commit's shape stays linear in its anchors.
+  constexpr size_t kScanned = 32;
   thread_local std::vector<std::pair<uint64_t, uint64_t>> leaves;
+  thread_local std::unordered_map<uint64_t, std::vector<uint32_t>> by_lo;
   leaves.clear();
+  if (!by_lo.empty()) by_lo.clear();  // clear() writes the whole bucket array, even when empty
   auto class_of = [&](uint64_t lo, uint64_t hi) -> uint64_t {
-    for (size_t c = 0; c < leaves.size(); ++c) {
-      if (leaves[c].first == lo && leaves[c].second == hi) return c;
+    if (leaves.size() <= kScanned) {
+      for (size_t c = 0; c < leaves.size(); ++c) {
+        if (leaves[c].first == lo && leaves[c].second == hi) return c;
+      }
+      if (leaves.size() == kScanned) {  // the map takes over: it indexes every class so far
+        for (size_t c = 0; c < leaves.size(); ++c) {
+          by_lo[leaves[c].first].push_back(static_cast<uint32_t>(c));
+        }
+      }
+    } else {
+      const auto found = by_lo.find(lo);
+      if (found != by_lo.end()) {
+        for (const uint32_t c : found->second) {
+          if (leaves[c].second == hi) return c;
+        }
+      }
     }
     leaves.emplace_back(lo, hi);
+    if (leaves.size() > kScanned) by_lo[lo].push_back(static_cast<uint32_t>(leaves.size() - 1));
     return leaves.size() - 1;
   };
   uint64_t lo = 0x1f83d9abfb41bd6bull, hi = 0x5be0cd19137e2179ull ^ entries.size();
