@@ -543,7 +543,15 @@ bool sourced_leaf_less(const SourcedPair& a, const SourcedPair& b) {
   return leaf_less(a.pair, b.pair);
 }
 
-// The pair list `recipe` gives for the anchors of `set` (see compute_future), sorted.
+// The future a combination's pairs stand for: the one pair itself, else a new leaf over them
+// (none only for a set without anchors, which has no future). Sorts `pairs`.
+Future future_of_pairs(const FutureLanguages& fl, std::vector<Future>& pairs) {
+  if (pairs.size() == 1) return pairs[0];
+  std::sort(pairs.begin(), pairs.end(), leaf_less);
+  return leaf_of(fl, pairs.data(), pairs.size());
+}
+
+// The pair list `recipe` gives for the anchors of `set` (see compute_future).
 void apply_recipe(const FutureLanguages& fl, const Chart& chart, uint32_t set,
                   const FutureLanguages::RecipeEntry* recipe, uint32_t count,
                   std::vector<Future>& pairs) {
@@ -560,7 +568,6 @@ void apply_recipe(const FutureLanguages& fl, const Chart& chart, uint32_t set,
       pairs.push_back(Future{recipe[e].chain, anchor.lo, anchor.hi});
     }
   }
-  std::sort(pairs.begin(), pairs.end(), leaf_less);
 }
 
 // future_after without its memos: from the anchors of `set`, normalised (see the top). Its
@@ -606,11 +613,8 @@ Future compute_future(const Runtime& rt, FutureLanguages& fl, const Chart& chart
     recipe.push_back(FutureLanguages::RecipeEntry{s.pair.chain, s.anchor});
     pairs.push_back(s.pair);
   }
-  if (pairs.size() == 1) return pairs[0];
-  // Several leaves (none only for a set without anchors, which has no future): a new leaf.
-  // Sorted again: a pair whose union with the next failed may now order after it.
-  std::sort(pairs.begin(), pairs.end(), leaf_less);
-  return leaf_of(fl, pairs.data(), pairs.size());
+  // Sorted again there: a pair whose union with the next failed may now order after it.
+  return future_of_pairs(fl, pairs);
 }
 
 }  // namespace
@@ -633,7 +637,7 @@ Future future_after(const Runtime& rt, FutureLanguages& fl, const Chart& chart, 
   if (const FutureLanguages::Recipe* recipe = fl.recipes.find(shape_key)) {
     apply_recipe(fl, chart, set, fl.recipe_entries.data() + recipe->begin, recipe->count, pairs);
     fl.recipe_hits.fetch_add(1, std::memory_order_relaxed);
-    return pairs.size() == 1 ? pairs[0] : leaf_of(fl, pairs.data(), pairs.size());
+    return future_of_pairs(fl, pairs);
   }
   const bool was_short = FutureWork::short_of_budget;
   FutureWork::short_of_budget = false;

@@ -4143,7 +4143,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   const bool by_depth = !thread_futures || FutureWork::prewarming;
   // Whether anything reads a walked descent's depth: the descents' own depth keys, or the
   // mask's (see GroupCache::depth_keys_idle).
-  const bool depths_needed = by_depth || !cache.depth_keys_idle.load(std::memory_order_relaxed);
+  const bool depths_needed = by_depth || uses_depth_keys();
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   const uint64_t generation = cache.walk_generation;
   for (size_t thread = 0; thread < threads_.size(); ++thread) {
