@@ -162,6 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--vocab", default="llama3")
     parser.add_argument("--keep", type=Path, help="also save callgrind's output of all fills here")
     parser.add_argument(
+        "--keep-computed",
+        type=Path,
+        help="also save callgrind's output of the computed fills' computation here",
+    )
+    parser.add_argument(
         "--last-level",
         choices=sorted(LAST_LEVELS),
         default="32M",
@@ -192,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"the two decodes computed {computed} and {computed_again} fills")
         if args.keep is not None:
             shutil.copyfile(every_out, args.keep)
+        if args.keep_computed is not None:
+            shutil.copyfile(computed_out, args.keep_computed)
     print(f"{args.workload}: {computed} of {fills} fills computed, last level {args.last_level}")
     print(format_counts("all fills", totals, fills))
     print(format_counts("computed fills, their computation", computed_counts, computed))

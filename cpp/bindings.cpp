@@ -154,6 +154,7 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   py::dict out;
   out["mask_entries"] = stats.mask_entries;
   out["distinct_masks"] = stats.distinct_masks;
+  out["compact_masks"] = stats.compact_masks;
   out["hits_whole_stack"] = stats.hits_whole_stack;
   out["hits_future"] = stats.hits_future;
   out["hits_depth"] = stats.hits_depth;

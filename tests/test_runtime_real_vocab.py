@@ -223,3 +223,47 @@ def test_the_prewarm_leaves_depth_keys_out_where_its_traffic_finds_nothing_under
     kept.prewarm()
     assert kept.cache_stats()["depth_keys_idle"] == 0
     assert masks_along(kept) == masks
+
+
+def test_stored_masks_are_kept_compact_and_copied_back_exactly(llama3) -> None:
+    """A stored mask that differs from all zeros, or from an earlier dense mask, in at most an
+    eighth of its words keeps only those words: after the JSON prewarm nearly every distinct
+    mask is compact (the string masks of every nesting differ in the words of their closing
+    tokens; the masks after a value are a few hundred tokens), and the masks need a fraction of
+    16 KB each. Masks copied from the stored forms (every fill of a second decode is a
+    whole-stack hit) equal the ones the first decode computed."""
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    source = (bench / "grammars" / "json.lark").read_text(encoding="utf-8")
+    text = (bench / "instances" / "json" / "02_records.txt").read_bytes()
+    data = compile_grammar(Grammar.from_lark(source).ir, llama3).to_bytes()
+    tokens = greedy_tokens(llama3, text, longest=16)
+    words = (llama3.vocab_size + 31) // 32
+
+    def decode(compiled: CompiledGrammar) -> list[bytes]:
+        bitmask = allocate_token_bitmask(1, compiled.vocab_size)
+        matcher = compiled.matcher()
+        masks = []
+        for token in tokens:
+            matcher.fill_next_token_bitmask(bitmask)
+            masks.append(bytes(np.asarray(bitmask)))
+            assert matcher.accept_token(token)
+        matcher.fill_next_token_bitmask(bitmask)
+        masks.append(bytes(np.asarray(bitmask)))
+        return masks
+
+    lazy = CompiledGrammar.load(data, llama3, prewarm=False)
+    computed = decode(lazy)
+    assert lazy.cache_stats()["fills_computed"] > 0
+    hits_before = lazy.cache_stats()["hits_whole_stack"]
+    assert decode(lazy) == computed
+    assert lazy.cache_stats()["hits_whole_stack"] == hits_before + len(computed)
+    assert len(set(computed)) > 10
+
+    warm = CompiledGrammar.load(data, llama3, prewarm=False)
+    warm.prewarm()
+    stats = warm.cache_stats()
+    assert stats["compact_masks"] >= stats["distinct_masks"] * 3 // 4
+    assert (
+        stats["mask_bytes"] < 64 * stats["mask_entries"] + 4 * words * stats["distinct_masks"] // 2
+    )
+    assert decode(warm) == computed

@@ -2665,7 +2665,7 @@ void assign_inside_sets(const Runtime& rt, Scratch& sc, const std::vector<Thread
     std::lock_guard<std::mutex> lock(cache.inside_mutex);
     auto found = cache.inside_unions.find(sc.thread_states);
     if (found != cache.inside_unions.end()) {
-      std::copy(found->second->begin(), found->second->end(), words);
+      found->second->copy_to(words);
       return;
     }
   }
@@ -2722,7 +2722,7 @@ MaskKey configuration_key(const Runtime& rt, MaskKey key, const std::vector<Thre
 // in each). Call with the mask mutex held.
 void store_mask_locked(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& key,
                        const GroupCache::StoredMask& mask) {
-  const size_t content = 4 * mask->size();
+  const size_t content = mask->content_bytes();
   uint64_t& counted_in = mask->counted_in[table.index];
   const size_t size = 64 + (counted_in == table.generation ? 0 : content);
   if (table.bytes + size > cache.mask_budget_bytes / 2) {
@@ -2834,7 +2834,7 @@ bool find_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& k
     mask = find_mask_locked(cache, table, key);
   }
   if (!mask) return false;
-  std::copy(mask->begin(), mask->end(), words);
+  mask->copy_to(words);
   if (stored) *stored = std::move(mask);
   return true;
 }
@@ -2843,6 +2843,55 @@ void store_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& 
                 const GroupCache::StoredMask& mask) {
   std::lock_guard<std::mutex> lock(cache.mask_mutex);
   store_mask_locked(cache, table, key, mask);
+}
+
+// A new stored mask with `words` (`count` of them): compact where it differs from all zeros, or
+// from one of the cache's base masks, in at most an eighth of its words, else dense (and then a
+// base itself while there are fewer than kMaxMaskBases). A compact copy reads its base and
+// 8 bytes a differing word: where the base is a family's common mask (JSON's string contents
+// under every nesting, whose masks differ in the few words of their closing tokens), the base
+// is in cache from the family's other fills, and a first use reads a few cold lines instead of
+// a cold 16 KB. Call with the mask mutex held.
+GroupCache::StoredMask make_stored_mask(GroupCache& cache, const uint32_t* words, uint32_t count) {
+  const uint32_t limit = count / 8;
+  // The words in which `words` differ from `base` (zeros when null), or limit + 1 once past it.
+  auto differing = [&](const uint32_t* base) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < count && n <= limit; ++i) n += words[i] != (base ? base[i] : 0u);
+    return n;
+  };
+  GroupCache::StoredMask base;
+  uint32_t best = differing(nullptr);
+  if (best > limit) {
+    auto& bases = cache.mask_bases;
+    bases.erase(
+        std::remove_if(bases.begin(), bases.end(), [](const auto& weak) { return weak.expired(); }),
+        bases.end());
+    for (const auto& weak : bases) {
+      GroupCache::StoredMask candidate = weak.lock();
+      if (!candidate || candidate->size() != count) continue;
+      const uint32_t n = differing(candidate->data);
+      if (n < best) {
+        best = n;
+        base = std::move(candidate);
+      }
+    }
+  }
+  if (best > limit) {
+    GroupCache::StoredMask dense = GroupCache::MaskPool::copy(cache.mask_pool, words, count);
+    if (cache.mask_bases.size() < GroupCache::kMaxMaskBases) cache.mask_bases.push_back(dense);
+    return dense;
+  }
+  std::unique_ptr<uint32_t[]> pairs(new uint32_t[2 * size_t{best} + 2]);
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (words[i] != (base ? base->data[i] : 0u)) {
+      pairs[2 * size_t{k}] = i;
+      pairs[2 * size_t{k} + 1] = words[i];
+      ++k;
+    }
+  }
+  return std::make_shared<const GroupCache::MaskWords>(count, std::move(base), std::move(pairs), k);
 }
 
 // The stored copy of `words`: an equal mask stored before, or a new one. `composition`, when
@@ -2867,13 +2916,13 @@ GroupCache::StoredMask intern_mask(GroupCache& cache, const uint32_t* words, uin
     GroupCache::StoredMask candidate = weak.lock();
     if (!candidate || candidate->size() != count) continue;
     cache.mask_compares.fetch_add(1, std::memory_order_relaxed);
-    if (std::equal(candidate->begin(), candidate->end(), words)) {
+    if (candidate->equals(words)) {
       mask = std::move(candidate);
       break;
     }
   }
   if (!mask) {
-    mask = GroupCache::MaskPool::copy(cache.mask_pool, words, count);
+    mask = make_stored_mask(cache, words, count);
     same_digest.push_back(mask);
   }
   if (composition) {
@@ -2922,7 +2971,7 @@ bool copy_composed_mask(const Runtime& rt, Scratch& sc, uint32_t* words) {
   if (!found) return false;
   const GroupCache::StoredMask mask = found->lock();
   if (!mask) return false;
-  std::copy(mask->begin(), mask->end(), words);
+  mask->copy_to(words);
   return true;
 }
 
@@ -3550,7 +3599,12 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
       out.mask_bytes += table->bytes;
     }
     for (const auto& [digest, same] : cache.mask_contents) {
-      for (const auto& weak : same) out.distinct_masks += weak.expired() ? 0 : 1;
+      for (const auto& weak : same) {
+        const GroupCache::StoredMask mask = weak.lock();
+        if (!mask) continue;
+        ++out.distinct_masks;
+        if (!mask->dense()) ++out.compact_masks;
+      }
     }
   }
   {
@@ -3829,7 +3883,7 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
   GroupCache& cache = *rt.groups;
   LocalMasks& local = local_masks();
   if (const GroupCache::MaskWords* mask = local.find(cache.id, key)) {
-    std::copy(mask->begin(), mask->end(), words);
+    mask->copy_to(words);
     cache.hits_whole_stack.add_one();
     return true;
   }
@@ -3875,7 +3929,7 @@ bool Matcher::lookup_cached_mask(uint32_t* words, FillKeys* keys) const {
     GRAMKILN_TRACE_STAGE(kDepthProbes);
     return false;
   }
-  std::copy(found->begin(), found->end(), words);
+  found->copy_to(words);
   // Without end tokens to add, the whole-stack entry is the same stored mask.
   if (accepting_now()) {
     or_words(words, rt.end_bits.data(), rt.words);
