@@ -4244,10 +4244,16 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       }
       return true;
     };
-    const bool hint_stored = hint != 0 && ((stored >> hint) & 1u);
-    bool hit = hint_stored && found_at(hint);
-    for (uint32_t d = 1; d <= Chart::kDepthHashes && !hit; ++d) {
-      if (((stored >> d) & 1u) && !(hint_stored && d == hint)) hit = found_at(d);
+    // Then outwards from it, one step deeper before one shallower: where a group's threads
+    // nest deeper than the prewarm's, its shallow depths hold descents of shallow nestings that
+    // never match, and the depth that does is next to the last one (JSON: a number's descent
+    // found at 7, 8 or 9 after a hint of 8, where ascending order probed 1-7 first, 6 probes a
+    // thread at the slowest fills that walked nothing).
+    bool hit = false;
+    const uint32_t from = hint != 0 ? hint : 1;
+    for (uint32_t step = 0; step <= 2 * Chart::kDepthHashes && !hit; ++step) {
+      const uint32_t d = step % 2 == 0 ? from + step / 2 : from - (step + 1) / 2;
+      if (d >= 1 && d <= Chart::kDepthHashes && ((stored >> d) & 1u)) hit = found_at(d);
     }
     if (hit) continue;
     // Walked below, together with the other threads that missed.
