@@ -2854,10 +2854,15 @@ void store_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& 
 // a cold 16 KB. Call with the mask mutex held.
 GroupCache::StoredMask make_stored_mask(GroupCache& cache, const uint32_t* words, uint32_t count) {
   const uint32_t limit = count / 8;
+  // Words compared with bases, at most four masks' worth: the search runs under the mask mutex,
+  // and bases close to each other but not to this mask would each be read whole.
+  size_t compared = 0;
   // The words in which `words` differ from `base` (zeros when null), or limit + 1 once past it.
   auto differing = [&](const uint32_t* base) {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < count && n <= limit; ++i) n += words[i] != (base ? base[i] : 0u);
+    uint32_t i = 0;
+    for (; i < count && n <= limit; ++i) n += words[i] != (base ? base[i] : 0u);
+    compared += i;
     return n;
   };
   GroupCache::StoredMask base;
@@ -2868,6 +2873,7 @@ GroupCache::StoredMask make_stored_mask(GroupCache& cache, const uint32_t* words
         std::remove_if(bases.begin(), bases.end(), [](const auto& weak) { return weak.expired(); }),
         bases.end());
     for (const auto& weak : bases) {
+      if (compared > 4 * size_t{count}) break;
       GroupCache::StoredMask candidate = weak.lock();
       if (!candidate || candidate->size() != count) continue;
       const uint32_t n = differing(candidate->data);
