@@ -356,21 +356,24 @@ struct GroupCache {
     MaskWords(const uint32_t* words, uint32_t words_count, std::shared_ptr<MaskPool> from,
               std::unique_ptr<uint32_t[]> own)
         : data(words), count(words_count), pool(std::move(from)), owned(std::move(own)) {}
-    // A compact mask: `base`'s words (all zeros without one) but at the `differing` pairs
-    // (word index, word) of `pairs`, ascending by index.
+    // A compact mask: `base`'s words (all zeros without one) but at the `differing` entries of
+    // `entries`, ascending: (word index, word) pairs, or with `flip_bits` the bits (token ids)
+    // in which it differs.
     MaskWords(uint32_t words_count, std::shared_ptr<const MaskWords> dense_base,
-              std::unique_ptr<uint32_t[]> pairs, uint32_t differing)
+              std::unique_ptr<uint32_t[]> entries, uint32_t differing, bool flip_bits)
         : data(nullptr),
           count(words_count),
           num_differing(differing),
+          flips(flip_bits),
           base(std::move(dense_base)),
-          owned(std::move(pairs)) {}
+          owned(std::move(entries)) {}
     ~MaskWords();
     MaskWords(const MaskWords&) = delete;
     MaskWords& operator=(const MaskWords&) = delete;
     const uint32_t* data;  // the words of a dense mask; null for a compact one
     uint32_t count;
-    uint32_t num_differing = 0;  // of a compact mask: its (index, word) pairs in `owned`
+    uint32_t num_differing = 0;  // of a compact mask: its entries in `owned`
+    bool flips = false;          // its entries are bits to flip, not (index, word) pairs
     // Per mask table (MaskTable::index), the generation whose `bytes` count this content; kept
     // here, a line the storing fill has just read, rather than in a set per table (whose cold
     // bucket and node were two misses per store). Guarded by mask_mutex.
@@ -392,27 +395,42 @@ struct GroupCache {
       } else {
         std::fill(out, out + count, 0u);
       }
-      const uint32_t* pair = owned.get();
-      for (uint32_t k = 0; k < num_differing; ++k, pair += 2) out[pair[0]] = pair[1];
+      const uint32_t* entry = owned.get();
+      if (flips) {
+        for (uint32_t k = 0; k < num_differing; ++k) out[entry[k] >> 5] ^= 1u << (entry[k] & 31);
+        return;
+      }
+      for (uint32_t k = 0; k < num_differing; ++k, entry += 2) out[entry[0]] = entry[1];
     }
     // Whether the mask's words equal `words` (`count` of them).
     bool equals(const uint32_t* words) const {
       if (data) return std::equal(data, data + count, words);
       uint32_t at = 0;
-      const uint32_t* pair = owned.get();
+      const uint32_t* entry = owned.get();
       auto same_as_base = [&](uint32_t end) {
         if (base) return std::equal(base->data + at, base->data + end, words + at);
         return std::all_of(words + at, words + end, [](uint32_t w) { return w == 0; });
       };
-      for (uint32_t k = 0; k < num_differing; ++k, pair += 2) {
-        if (!same_as_base(pair[0]) || words[pair[0]] != pair[1]) return false;
-        at = pair[0] + 1;
+      auto base_word = [&](uint32_t i) { return base ? base->data[i] : 0u; };
+      for (uint32_t k = 0; k < num_differing;) {
+        uint32_t index, word;
+        if (flips) {
+          index = entry[k] >> 5;
+          word = base_word(index);
+          for (; k < num_differing && (entry[k] >> 5) == index; ++k) word ^= 1u << (entry[k] & 31);
+        } else {
+          index = entry[2 * k];
+          word = entry[2 * k + 1];
+          ++k;
+        }
+        if (!same_as_base(index) || words[index] != word) return false;
+        at = index + 1;
       }
       return same_as_base(count);
     }
     // Bytes the mask holds of its own, as the mask budget counts them.
     size_t content_bytes() const {
-      return data ? 4 * size_t{count} : 64 + 8 * size_t{num_differing};
+      return data ? 4 * size_t{count} : 64 + (flips ? 4 : 8) * size_t{num_differing};
     }
   };
   // Stored masks are shared: a mask without end tokens is usually stored under both keys.
