@@ -230,8 +230,8 @@ class CompiledGrammar:
         """What the shared mask caches of this grammar hold now: ``mask_entries`` (stored
         masks under any of the three kinds of key, both generations), ``distinct_masks`` (the
         contents they share: masks are interned, so this is usually a few dozen),
-        ``compact_masks`` (of those, the ones stored as the words in which they differ from
-        all zeros or from a dense base mask, at most an eighth of them), ``mask_bytes`` (counted against the mask budget, ``GRAMKILN_MASK_CACHE_BYTES``),
+        ``compact_masks`` (of those, the ones stored as what they differ in from all zeros or
+        from a dense base mask, at most an eighth of their words), ``mask_bytes`` (counted against the mask budget, ``GRAMKILN_MASK_CACHE_BYTES``),
         ``walk_entries``, ``item_walk_entries``, ``local_walk_entries``,
         ``closure_walk_entries``, ``walk_bytes`` and
         ``group_bytes`` (the other caches); since load, the times the walk tables were
