@@ -346,11 +346,11 @@ struct GroupCache {
   std::mutex mask_mutex;  // guards `masks` and `depth_masks`
   class MaskPool;
   // A stored mask's words: dense, in a slot of `mask_pool` (or, for an unexpected word count, a
-  // buffer of its own), given back when the last reference goes; or compact, as the words in
-  // which it differs from a dense base mask (or from all zeros). A cold dense mask is 16 KB for
-  // Llama 3, whose copy from memory (~1.5-1.8 us here) was the largest single part of many
-  // computed fills; a compact one reads its base, which the other masks of its family keep in
-  // cache, and a few lines of its own (see make_stored_mask). Made with its reference counts in
+  // buffer of its own), given back when the last reference goes; or compact, as the words (or
+  // the bits) in which it differs from a dense base mask or from all zeros. A cold dense mask
+  // is 16 KB for Llama 3, whose copy from memory (~1.5-1.8 us here) was the largest single part
+  // of many computed fills; a compact one reads its base, which the other masks of its family keep
+  // in cache, and a few lines of its own (see make_stored_mask). Made with its reference counts in
   // one allocation (make_shared), so that reaching the words from a table slot is one miss less.
   struct MaskWords {
     MaskWords(const uint32_t* words, uint32_t words_count, std::shared_ptr<MaskPool> from,
@@ -381,7 +381,7 @@ struct GroupCache {
     mutable uint64_t counted_in[kTables] = {};
     std::shared_ptr<const MaskWords> base;  // a compact mask's dense base; null: zeros
     std::shared_ptr<MaskPool> pool;         // takes `data` back; null when `owned` holds it
-    std::unique_ptr<uint32_t[]> owned;      // dense words of its own, or a compact mask's pairs
+    std::unique_ptr<uint32_t[]> owned;      // dense words of its own, or a compact mask's entries
     bool dense() const { return data != nullptr; }
     size_t size() const { return count; }
     // Write the `count` words into `out`.
