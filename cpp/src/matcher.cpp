@@ -2848,10 +2848,10 @@ void store_mask(GroupCache& cache, GroupCache::MaskTable& table, const MaskKey& 
 // A new stored mask with `words` (`count` of them): compact where it differs from all zeros, or
 // from one of the cache's base masks, in at most an eighth of its words, else dense (and then a
 // base itself while there are fewer than kMaxMaskBases). A compact copy reads its base and
-// 8 bytes a differing word: where the base is a family's common mask (JSON's string contents
-// under every nesting, whose masks differ in the few words of their closing tokens), the base
-// is in cache from the family's other fills, and a first use reads a few cold lines instead of
-// a cold 16 KB. Call with the mask mutex held.
+// 8 bytes a differing word, or 4 a differing bit: where the base is a family's common mask (JSON's
+// string contents under every nesting, whose masks differ in the few words of their closing
+// tokens), the base is in cache from the family's other fills, and a first use reads a few cold
+// lines instead of a cold 16 KB. Call with the mask mutex held.
 GroupCache::StoredMask make_stored_mask(GroupCache& cache, const uint32_t* words, uint32_t count) {
   const uint32_t limit = count / 8;
   // Words compared with bases, at most four masks' worth: the search runs under the mask mutex,
@@ -2888,17 +2888,19 @@ GroupCache::StoredMask make_stored_mask(GroupCache& cache, const uint32_t* words
     if (cache.mask_bases.size() < GroupCache::kMaxMaskBases) cache.mask_bases.push_back(dense);
     return dense;
   }
+  // The bits in which word i differs from the base.
+  const uint32_t* base_words = base ? base->data : nullptr;
+  auto differ_at = [&](uint32_t i) { return words[i] ^ (base_words ? base_words[i] : 0u); };
   // As the bits that differ where they take fewer bytes than (index, word) pairs: a sparse
   // mask's words mostly hold one token each (JSON's masks after a value: ~490 tokens in ~440
   // words).
   size_t bits = 0;
-  for (uint32_t i = 0; i < count; ++i)
-    bits += __builtin_popcount(words[i] ^ (base ? base->data[i] : 0u));
+  for (uint32_t i = 0; i < count; ++i) bits += __builtin_popcount(differ_at(i));
   const bool flip_bits = bits < 2 * size_t{best};
   std::unique_ptr<uint32_t[]> entries(new uint32_t[flip_bits ? bits + 1 : 2 * size_t{best} + 2]);
   uint32_t k = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    uint32_t differ = words[i] ^ (base ? base->data[i] : 0u);
+    uint32_t differ = differ_at(i);
     if (differ == 0) continue;
     if (flip_bits) {
       for (; differ != 0; differ &= differ - 1) entries[k++] = 32 * i + __builtin_ctz(differ);

@@ -144,7 +144,7 @@ uint32_t runtime_mask_words(const Runtime& runtime);
 struct CacheStats {
   size_t mask_entries = 0;    // stored masks, by either key, both generations
   size_t distinct_masks = 0;  // contents they share (masks are interned)
-  size_t compact_masks = 0;   // of those, stored as the words they differ in from a base
+  size_t compact_masks = 0;   // of those, stored as what they differ in from a base or zeros
   size_t mask_bytes = 0;      // accounted against the mask budget, current generations
   size_t walk_entries = 0;    // cached exit walks by hypothetical sets
   // Cached item walks and their closures over one set (see compute_item_walk in matcher.cpp).
