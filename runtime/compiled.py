@@ -239,7 +239,8 @@ class CompiledGrammar:
         the fills answered by each mask table (``hits_whole_stack``, ``hits_future``,
         ``hits_depth``) and those computed (``fills_computed``), the top-level exit walks of
         computed fills answered by their thread's future (``walk_hits_future``; walking by
-        items, their descents: ``descent_hits_future``; the descents no table held, walked
+        items, their descents: ``descent_hits_future``, where the descents of the threads
+        that start at the last set, kept as one, count once; the descents no table held, walked
         node by node: ``descents_walked``, ``descent_nodes_walked``), the computed
         fills that followed their exits by pending items (``fills_by_items``), the masks of
         computed fills found stored under the parts they were ORed from

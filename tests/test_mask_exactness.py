@@ -797,3 +797,20 @@ def test_memoised_subtree_walks() -> None:
             allowed = oracle.allowed_tokens(text[:end], WIDE_TOKENS, [], WIDE_VOCAB.eos_ids)
             expected = [i for i, ok in enumerate(allowed) if ok]
             assert mask_ids(matcher, compiled.vocab_size) == expected, text[:end]
+
+
+def test_threads_at_the_last_set_past_its_end_keep_their_own_descents() -> None:
+    """Where the future key stands for the threads that start at the last set by its anchors,
+    their descents are kept as one by those anchors only while that set ends at the current
+    position (every thread there at the start of its lexeme). Past its end the same anchors
+    hold other threads: after `(a` the thread of `aa`, which `a)` ends and goes on from,
+    after `(b` the one of `ba`, which `a,b` does (a first version kept them as one there too,
+    and gave `(b` the exits of `(a`)."""
+    # Nonterminals between the lexemes keep terminal fusion from making the text one lexeme.
+    ir = grammar(
+        'rule start = "(" x\nrule x = "aa" y | "ba" "," z\n'
+        'rule y = ")" | "(" x\nrule z = "b" | "(" x\n'
+    )
+    compiled = compile_grammar(ir, VOCAB)
+    check_string(ir, b"(aa)", compiled)
+    check_string(ir, b"(ba,b", compiled)

@@ -3796,7 +3796,10 @@ std::pair<uint64_t, uint64_t> Matcher::anchored_configuration_key() const {
     key.first += mix64(state ^ lo);
     key.second += mix64(state + hi * 0xd6e8feb86659fd93ull);
   }
-  uint64_t flags = (frontier_ ? 1u : 0u) | (accepting_now() ? 2u : 0u);
+  // The memo's keys name which form of the future key they stand for (see
+  // FutureLanguages::frontier_by_anchors).
+  uint64_t flags = (frontier_ ? 1u : 0u) | (accepting_now() ? 2u : 0u) |
+                   (rt.futures->frontier_by_anchors() ? 4u : 0u);
   if (frontier_) {
     const uint32_t last = chart_.num_sets() - 1;
     key.first = mix64(key.first ^ chart_.anchors_hash[2 * last]);
@@ -3847,6 +3850,8 @@ std::pair<uint64_t, uint64_t> Matcher::future_mask_key() const {
   const Runtime& rt = *runtime_;
   FutureLanguages& fl = *rt.futures;
   const uint32_t symbol_node = static_cast<uint32_t>(rt.dotted_next.size());
+  const uint32_t last = chart_.num_sets() - 1;
+  const bool frontier_by_anchors = fl.frontier_by_anchors();
   thread_local std::vector<MaskKey> parts;
   parts.clear();
   {
@@ -3854,12 +3859,26 @@ std::pair<uint64_t, uint64_t> Matcher::future_mask_key() const {
     std::lock_guard<std::mutex> lock(fl.mutex);
     uint32_t memo_symbol = kComplete, memo_origin = kComplete;
     Future memo{0, 0, 0};
+    auto at_last_by_anchors = [&](uint32_t symbol) {
+      return Future{FutureLanguages::kAnchorsChain,
+                    chart_.anchors_hash[2 * last] ^ (uint64_t{symbol} << 40),
+                    chart_.anchors_hash[2 * last + 1]};
+    };
     auto add_part = [&](uint64_t tag, const Future& future) {
       const uint64_t chain = mix64(tag ^ (static_cast<uint64_t>(future.chain) << 32));
       parts.emplace_back(mix64(chain ^ future.lo), mix64(chain + future.hi));
     };
     for (const Thread& th : threads_) {
       const uint32_t symbol = rt.lexeme_base() + rt.dfa_lexeme[th.state];
+      if (frontier_by_anchors && th.origin == last) {
+        // A thread that starts at the last set: what follows its lexeme there is a function
+        // of the lexeme and that set's anchors, which stand for it here (tagged by a chain id
+        // no language gets). The future itself would be one computation per lexeme the set
+        // expects, the bulk of a computed fill's key, and merges few more configurations
+        // (docs/design/runtime.md, "Session 45").
+        add_part(rt.state_key[th.state], at_last_by_anchors(symbol));
+        continue;
+      }
       if (symbol != memo_symbol || th.origin != memo_origin) {
         memo = future_after(rt, fl, chart_, symbol_node + symbol, th.origin);
         memo_symbol = symbol;
@@ -3870,12 +3889,12 @@ std::pair<uint64_t, uint64_t> Matcher::future_mask_key() const {
     Scratch& sc = thread_scratch();
     sc.thread_futures.assign(parts.begin(), parts.end());  // one per thread, in order
     if (frontier_ && rt.num_tokensets > 0) {
-      const uint32_t last = chart_.num_sets() - 1;
       for (uint32_t w = chart_.wait_begin[last]; w < chart_.wait_begin[last + 1]; ++w) {
         const uint32_t symbol = static_cast<uint32_t>(chart_.waits[w] >> 32);
         if (symbol < rt.tokenset_base()) continue;
         add_part(mix64(0x7c1d2b3a4e5f6071ull + symbol),
-                 future_after(rt, fl, chart_, symbol_node + symbol, last));
+                 frontier_by_anchors ? at_last_by_anchors(symbol)
+                                     : future_after(rt, fl, chart_, symbol_node + symbol, last));
       }
     }
   }
@@ -4203,6 +4222,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     std::pair<uint64_t, uint64_t> local_key;
     uint32_t depth;  // the smallest that covers `reads`, 0 for none (see depth_needed)
     MaskKey depth_key;
+    bool at_last;  // starts at the last set, whose threads' descents are kept as one
     bool finished() const { return !pending && work.empty(); }
   };
   thread_local std::vector<DescentWalker> walkers;  // kept between fills for their buffers
@@ -4218,12 +4238,36 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   // Whether anything reads a walked descent's depth: the descents' own depth keys, or the
   // mask's (see GroupCache::depth_keys_idle).
   const bool depths_needed = by_depth || uses_depth_keys();
+  // Where the future key stands for the threads that start at the last set by its anchors
+  // (FutureLanguages::frontier_by_anchors), and that set ends here, those threads are one at
+  // the start of each lexeme the set expects, and their descents together are a function of
+  // its anchors: kept as one, under one key, so that they take one probe and one store, not
+  // one a lexeme (their keys would recur together anyway). Past the set's end, which threads
+  // are left there, and in which states, depends on the bytes read since.
+  const uint32_t last = chart_.num_sets() - 1;
+  const bool joint_at_last = thread_futures && frontier_ && rt.futures->frontier_by_anchors();
+  const MaskKey joint_key{mix64(chart_.anchors_hash[2 * last] ^ 0x3c6ef372fe94f82bull),
+                          chart_.anchors_hash[2 * last + 1] + 0xa54ff53a5f1d36f1ull};
+  bool joint_found = false;
+  bool joint_walked = false;                      // some thread at the last set missed its descent
+  thread_local std::vector<PartRef> joint_parts;  // their descents' parts, found or walked
+  joint_parts.clear();
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   const uint64_t generation = cache.walk_generation;
+  if (joint_at_last && !FutureWork::prewarming) {
+    if (const GroupCache::PackedDescent* const* found = cache.future_descents.find(joint_key)) {
+      add_descent(**found);
+      *dependency = -1;
+      cache.hits_future_descents.fetch_add(1, std::memory_order_relaxed);
+      joint_found = true;
+    }
+  }
   for (size_t thread = 0; thread < threads_.size(); ++thread) {
     const Thread& th = threads_[thread];
     const ExitGroup& top = top_group(rt, th.state);
     if (top.child_nodes.empty()) continue;
+    const bool at_last = joint_at_last && th.origin == last;
+    if (at_last && joint_found) continue;
     // Tagged apart from the future key's other uses of the same part.
     const MaskKey future_key =
         thread_futures ? MaskKey{mix64(thread_futures[thread].first ^ 0x5be0cd19137e2179ull),
@@ -4236,7 +4280,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     // By its future first: one probe, where the depths take one each. Not in the prewarm,
     // whose descents collect the completions it then walks at every kernel it built (one
     // skipped there left the C-like decode two local walks to compute).
-    if (thread_futures && !FutureWork::prewarming) {
+    if (thread_futures && !FutureWork::prewarming && !at_last) {
       if (const GroupCache::PackedDescent* const* found = cache.future_descents.find(future_key)) {
         add_descent(**found);
         // Which of this chart's sets the descent would read is not known: no depth key.
@@ -4255,11 +4299,15 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
           cache.descents.find(walk_key(top, lexeme, d, chart_.depth_hash_of(th.origin, d)));
       if (!found) return false;
       add_descent(**found);
+      if (at_last) {
+        joint_parts.insert(joint_parts.end(), (*found)->parts(),
+                           (*found)->parts() + (*found)->num_parts);
+      }
       if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(d));
       if (d != hint) top.descent_hint.store(d, std::memory_order_relaxed);
       // Kept by its future too, for neighbourhoods it has not been seen in (no copy: the
       // tables share the block, and are cleared together).
-      if (thread_futures && cache.future_descents.emplace(future_key, *found)) {
+      if (thread_futures && !at_last && cache.future_descents.emplace(future_key, *found)) {
         cache.walk_bytes += 32;
       }
       return true;
@@ -4284,6 +4332,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     walker.lexeme = lexeme;
     walker.future_key = future_key;
     walker.reads_known = true;
+    walker.at_last = at_last;
+    joint_walked = joint_walked || at_last;
     walker.path_hops = 0;
     walker.pending = false;
     walker.parts.clear();
@@ -4411,8 +4461,10 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     DescentWalker& w = walkers[k];
     const uint32_t depth = w.depth;
     if (depth == 0) *dependency = -1;
-    if (depth == 0 && !thread_futures) continue;
     if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(depth));
+    // Kept by depth, and by the thread's future where it is not one of the last set's (those
+    // are kept as one, below).
+    if (!(depth && by_depth) && !(thread_futures && !w.at_last)) continue;
     std::vector<PartRef>& thread_parts = w.parts;
     std::sort(thread_parts.begin(), thread_parts.end(),
               [](const PartRef& a, const PartRef& b) { return a.result < b.result; });
@@ -4442,8 +4494,31 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         w.top->descent_hint.store(depth, std::memory_order_relaxed);
       }
     }
-    if (thread_futures && cache.future_descents.emplace(w.future_key, descent)) {
+    if (thread_futures && !w.at_last && cache.future_descents.emplace(w.future_key, descent)) {
       cache.walk_bytes += 32;
+    }
+  }
+  // The descents of the threads at the last set, as one (a hit above took all of them).
+  if (joint_walked) {
+    for (size_t k = 0; k < num_walkers; ++k) {
+      const DescentWalker& w = walkers[k];
+      if (w.at_last) joint_parts.insert(joint_parts.end(), w.parts.begin(), w.parts.end());
+    }
+    {
+      std::sort(joint_parts.begin(), joint_parts.end(),
+                [](const PartRef& a, const PartRef& b) { return a.result < b.result; });
+      joint_parts.erase(
+          std::unique(joint_parts.begin(), joint_parts.end(),
+                      [](const PartRef& a, const PartRef& b) { return a.result == b.result; }),
+          joint_parts.end());
+      const size_t bytes = sizeof(GroupCache::PackedDescent) + sizeof(PartRef) * joint_parts.size();
+      make_walk_room_locked(cache, 64 + bytes);
+      if (cache.walk_generation != generation) return false;
+      auto* packed = static_cast<GroupCache::PackedDescent*>(cache.walk_arena.allocate(bytes));
+      packed->num_parts = static_cast<uint32_t>(joint_parts.size());
+      packed->unused = 0;
+      std::copy(joint_parts.begin(), joint_parts.end(), const_cast<PartRef*>(packed->parts()));
+      if (cache.future_descents.emplace(joint_key, packed)) cache.walk_bytes += 64 + bytes + 32;
     }
   }
   sc.item_parts_generation = generation;

@@ -892,6 +892,16 @@ struct FutureLanguages {
   static constexpr int kUndecided = 0, kOn = 1, kOff = 2;
   std::atomic<int> state{kUndecided};
   bool off() const { return state.load(std::memory_order_relaxed) == kOff; }
+  // Whether future keys stand for the futures of threads that start at the last set, and of
+  // the token sets it expects, by that set's anchors (Matcher::future_mask_key). Only once the
+  // key is on: the prewarm judges it (future_keys_pay) with every future computed, since its
+  // early configurations share futures across stacks far more than a decode's new ones do
+  // (C-like: the judgement fell from 56% to a few percent with anchors, while a decode's
+  // computed fills stayed at 44-45; docs/design/runtime.md, "Session 45").
+  bool frontier_by_anchors() const { return state.load(std::memory_order_relaxed) == kOn; }
+  // The chain id of a future that stands for one by anchors: no language has it (canonical
+  // ids are below kUniqueBase, unique ones below kUniqueBase + 2^30).
+  static constexpr uint32_t kAnchorsChain = 0xfffffff0u;
   // Settle an undecided state (or switch on -> off); never back on.
   void decide(bool pays) {
     int expected = kUndecided;
