@@ -836,3 +836,24 @@ def test_utf8_prefix_intervals_are_exact() -> None:
         for third in (0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF):
             longer = prefix + bytes((third,))
             assert possible_code_points(longer) == truth.get(longer), longer
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_queries_through_the_kept_parse_equal_fresh_parses(data: st.DataObject) -> None:
+    """A matcher keeps its last live parse and answers the next query from the prefix the two
+    share: prefixes of several strings in any order (longer, shorter, another string, past a
+    dead end) give what a fresh matcher parsing from scratch gives."""
+    from gramkiln.testing.strategies import grammars, mutated_strings
+
+    ir = data.draw(grammars())
+    texts = [data.draw(mutated_strings(ir)).encode("utf-8") for _ in range(2)]
+    kept = ReferenceMatcher(ir)
+    tokens = [b"a", b"b", b"(", b")", b",", b" ", b"ab", b"a(", b"),"]
+    for _ in range(8):
+        text = texts[data.draw(st.integers(0, 1))]
+        prefix = text[: data.draw(st.integers(0, len(text)))]
+        fresh = ReferenceMatcher(ir)
+        assert kept.is_prefix(prefix) == fresh.is_prefix(prefix)
+        assert kept.accepts(prefix) == fresh.accepts(prefix)
+        assert kept.allowed_tokens(prefix, tokens) == fresh.allowed_tokens(prefix, tokens)

@@ -586,6 +586,13 @@ class ReferenceMatcher:
         except RecursionError as exc:
             raise CompileError("expression nesting is too deep for the reference matcher") from exc
         self._cfg = _finish(translator.cfg)
+        # The last live parse, kept so that a query extending (or sharing a prefix with) the
+        # one before reads only the units past their common prefix: a test that asks about
+        # every prefix of a string in turn costs one parse, not one per prefix, which on
+        # ambiguous grammars (cubic charts) was minutes for a string of a few dozen bytes.
+        self._last_run: _EarleyRun | None = None
+        self._last_units: list[Unit] = []
+        self._last_sizes: list[int] = []  # charts after each prefix of _last_units
 
     def describe(self) -> str:
         """The translated grammar as text, one production per line (for debugging a test).
@@ -674,13 +681,33 @@ class ReferenceMatcher:
 
     # -- internals ------------------------------------------------------------------------
     def _run(self, units: list[Unit]) -> _EarleyRun | None:
-        """Parse ``units``; None as soon as the input stops being a viable prefix."""
+        """Parse ``units``; None as soon as the input stops being a viable prefix.
+
+        The run returned is the matcher's kept parse: valid until the next query, which may
+        pop or extend it. Charts are never changed once closed, so popping back to a common
+        prefix and feeding the rest gives the charts a fresh parse would.
+        """
         if self._cfg.empty_language:
             return None
-        run = _EarleyRun(self._cfg)
-        for unit in units:
+        run = self._last_run
+        if run is None:
+            run = self._last_run = _EarleyRun(self._cfg)
+            self._last_units, self._last_sizes = [], [len(run.charts)]
+        fed, sizes = self._last_units, self._last_sizes
+        common = 0
+        limit = min(len(fed), len(units))
+        while common < limit and fed[common] == units[common]:
+            common += 1
+        if common < len(fed):
+            run.pop(len(run.charts) - sizes[common])
+            del fed[common:]
+            del sizes[common + 1 :]
+        for unit in units[common:]:
             if not run.feed(unit):
+                run.pop(len(run.charts) - sizes[-1])  # back to the last live prefix
                 return None
+            fed.append(unit)
+            sizes.append(len(run.charts))
         return run
 
     def _mask(self, run: _EarleyRun, vocabulary: _MaskVocabulary) -> list[bool]:
