@@ -4180,6 +4180,34 @@ void Matcher::or_frontier_token_sets(uint32_t* words) const {
   }
 }
 
+namespace {
+
+// A descent's parts by result, each once (the same result is often reached several ways).
+void sort_distinct_parts(std::vector<PartRef>& parts) {
+  std::sort(parts.begin(), parts.end(),
+            [](const PartRef& a, const PartRef& b) { return a.result < b.result; });
+  parts.erase(std::unique(parts.begin(), parts.end(),
+                          [](const PartRef& a, const PartRef& b) { return a.result == b.result; }),
+              parts.end());
+}
+
+size_t packed_descent_bytes(const std::vector<PartRef>& parts) {
+  return sizeof(GroupCache::PackedDescent) + sizeof(PartRef) * parts.size();
+}
+
+// `parts` as one block of the walk arena (call with walk_mutex held, after making room).
+const GroupCache::PackedDescent* pack_descent(GroupCache::WalkArena& arena,
+                                              const std::vector<PartRef>& parts) {
+  auto* packed =
+      static_cast<GroupCache::PackedDescent*>(arena.allocate(packed_descent_bytes(parts)));
+  packed->num_parts = static_cast<uint32_t>(parts.size());
+  packed->unused = 0;
+  std::copy(parts.begin(), parts.end(), const_cast<PartRef*>(packed->parts()));
+  return packed;
+}
+
+}  // namespace
+
 bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures) const {
   const Runtime& rt = *runtime_;
   Scratch& sc = thread_scratch();
@@ -4466,13 +4494,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     // are kept as one, below).
     if (!(depth && by_depth) && !(thread_futures && !w.at_last)) continue;
     std::vector<PartRef>& thread_parts = w.parts;
-    std::sort(thread_parts.begin(), thread_parts.end(),
-              [](const PartRef& a, const PartRef& b) { return a.result < b.result; });
-    thread_parts.erase(
-        std::unique(thread_parts.begin(), thread_parts.end(),
-                    [](const PartRef& a, const PartRef& b) { return a.result == b.result; }),
-        thread_parts.end());
-    const size_t bytes = sizeof(GroupCache::PackedDescent) + sizeof(PartRef) * thread_parts.size();
+    sort_distinct_parts(thread_parts);
+    const size_t bytes = packed_descent_bytes(thread_parts);
     // A clear here would free what the parts point to: the fill goes back to walks by sets.
     make_walk_room_locked(cache, 64 + bytes);
     if (cache.walk_generation != generation) return false;
@@ -4482,11 +4505,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         store_by_depth ? cache.descents.find(key) : nullptr;
     const GroupCache::PackedDescent* descent = stored_by_depth ? *stored_by_depth : nullptr;
     if (!descent) {
-      auto* packed = static_cast<GroupCache::PackedDescent*>(cache.walk_arena.allocate(bytes));
-      packed->num_parts = static_cast<uint32_t>(thread_parts.size());
-      packed->unused = 0;
-      std::copy(thread_parts.begin(), thread_parts.end(), const_cast<PartRef*>(packed->parts()));
-      descent = packed;
+      descent = pack_descent(cache.walk_arena, thread_parts);
       cache.walk_bytes += 64 + bytes;
       if (store_by_depth) {
         cache.descents.emplace(key, descent);
@@ -4504,22 +4523,13 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       const DescentWalker& w = walkers[k];
       if (w.at_last) joint_parts.insert(joint_parts.end(), w.parts.begin(), w.parts.end());
     }
-    {
-      std::sort(joint_parts.begin(), joint_parts.end(),
-                [](const PartRef& a, const PartRef& b) { return a.result < b.result; });
-      joint_parts.erase(
-          std::unique(joint_parts.begin(), joint_parts.end(),
-                      [](const PartRef& a, const PartRef& b) { return a.result == b.result; }),
-          joint_parts.end());
-      const size_t bytes = sizeof(GroupCache::PackedDescent) + sizeof(PartRef) * joint_parts.size();
-      make_walk_room_locked(cache, 64 + bytes);
-      if (cache.walk_generation != generation) return false;
-      auto* packed = static_cast<GroupCache::PackedDescent*>(cache.walk_arena.allocate(bytes));
-      packed->num_parts = static_cast<uint32_t>(joint_parts.size());
-      packed->unused = 0;
-      std::copy(joint_parts.begin(), joint_parts.end(), const_cast<PartRef*>(packed->parts()));
-      if (cache.future_descents.emplace(joint_key, packed)) cache.walk_bytes += 64 + bytes + 32;
-    }
+    sort_distinct_parts(joint_parts);
+    const size_t bytes = packed_descent_bytes(joint_parts);
+    make_walk_room_locked(cache, 64 + bytes);
+    if (cache.walk_generation != generation) return false;
+    const GroupCache::PackedDescent* packed = pack_descent(cache.walk_arena, joint_parts);
+    cache.walk_bytes += 64 + bytes;
+    if (cache.future_descents.emplace(joint_key, packed)) cache.walk_bytes += 32;
   }
   sc.item_parts_generation = generation;
   GRAMKILN_TRACE_STAGE(kDescentStores);
