@@ -861,22 +861,22 @@ def _lexeme_exit_bytes(flat: FlatGrammar, dfas: Sequence[Any]) -> list[int]:
     # FIRST: lexemes that can begin each nonterminal (bitsets over lexemes).
     first = [0] * n
 
-    def first_of(rhs: Sequence[tuple[str, int]], start: int) -> tuple[int, bool]:
+    def first_of(rhs: Sequence[tuple[str, int]]) -> int:
         bits = 0
-        for kind, index in rhs[start:]:
+        for kind, index in rhs:
             if kind == "N":
                 bits |= first[index]
             elif kind == "L":
                 bits |= 1 << index
             if not symbol_nullable(kind, index):
-                return bits, False
-        return bits, True
+                break
+        return bits
 
     changed = True
     while changed:
         changed = False
         for lhs, rhs in rules:
-            bits, _ = first_of(rhs, 0)
+            bits = first_of(rhs)
             if bits | first[lhs] != first[lhs]:
                 first[lhs] |= bits
                 changed = True

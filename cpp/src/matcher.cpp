@@ -4274,8 +4274,10 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   // are left there, and in which states, depends on the bytes read since.
   const uint32_t last = chart_.num_sets() - 1;
   const bool joint_at_last = thread_futures && frontier_ && rt.futures->frontier_by_anchors();
-  const MaskKey joint_key{mix64(chart_.anchors_hash[2 * last] ^ 0x3c6ef372fe94f82bull),
-                          chart_.anchors_hash[2 * last + 1] + 0xa54ff53a5f1d36f1ull};
+  const MaskKey joint_key =
+      joint_at_last ? MaskKey{mix64(chart_.anchors_hash[2 * last] ^ 0x3c6ef372fe94f82bull),
+                              chart_.anchors_hash[2 * last + 1] + 0xa54ff53a5f1d36f1ull}
+                    : MaskKey{0, 0};
   bool joint_found = false;
   bool joint_walked = false;                      // some thread at the last set missed its descent
   thread_local std::vector<PartRef> joint_parts;  // their descents' parts, found or walked
