@@ -215,8 +215,10 @@ def test_the_prewarm_leaves_depth_keys_out_where_its_traffic_finds_nothing_under
     assert before["depth_keys_idle"] == int(idle)
     masks = masks_along(compiled)
     after = compiled.cache_stats()
-    assert after["fills_computed"] > before["fills_computed"]
     if idle:
+        # Fills were computed, and none found a mask by depth. (JSON's decode of these two
+        # texts may compute none after the traffic.)
+        assert after["fills_computed"] > before["fills_computed"]
         assert after["hits_depth"] == before["hits_depth"]
     monkeypatch.setenv("GRAMKILN_PREWARM_TRAFFIC", "off")
     kept = CompiledGrammar.load(data, llama3, prewarm=False)

@@ -1206,7 +1206,6 @@ class SentenceWriter {
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
-  static constexpr int32_t kStop = -1;  // a way out of an accepting DFA state: the lexeme ends
   static constexpr size_t kMaxBytes = 1024;
   static constexpr uint32_t kMaxExpansions = 20000;
 
@@ -1328,113 +1327,156 @@ class SentenceWriter {
       const bool accepting = rt_.dfa_accepting[static_cast<size_t>(state)] != 0;
       const bool closing = length >= closing_from;
       if (accepting && closing) return;
-      const int32_t* row = rt_.dfa_row(state);
-      bytes_.clear();
-      ways_.clear();
-      int fallback = -1;
-      for (int byte = 0; byte < 256; ++byte) {
-        const int32_t target = row[rt_.dfa_byte_class[byte]];
-        if (target < 0 || distance_[static_cast<size_t>(target)] == kNone) continue;
-        if (closing &&
-            distance_[static_cast<size_t>(target)] >= distance_[static_cast<size_t>(state)]) {
-          continue;
+      StateWays& ways = ways_from(state);
+      const uint32_t here = distance_[static_cast<size_t>(state)];
+      // Closing, only ways that lead closer to the end; bytes text does not use only where
+      // no other byte goes on.
+      const auto open = [&](const Way& way) {
+        return !closing || distance_[static_cast<size_t>(way.target)] < here;
+      };
+      bool weighted = false;
+      for (const Way& way : ways.ways) weighted = weighted || (way.weighted() && open(way));
+      Way* taken = nullptr;
+      uint32_t fewest = accepting ? ways.stops : UINT32_MAX;
+      uint32_t ties = accepting ? 1 : 0;
+      for (Way& way : ways.ways) {
+        if (!open(way) || way.weighted() != weighted) continue;
+        if (way.taken < fewest) {
+          fewest = way.taken;
+          ties = 1;
+          taken = &way;
+        } else if (way.taken == fewest && next() % ++ties == 0) {
+          taken = &way;
         }
-        // Letters and digits most, then spaces, then the rest of printable ASCII and
-        // newlines: text is mostly words.
-        const int weight = std::isalnum(byte)                             ? 6
-                           : byte == ' '                                  ? 3
-                           : (byte > 0x20 && byte < 0x7f) || byte == '\n' ? 1
-                                                                          : 0;
-        if (weight == 0) {
-          if (fallback < 0) fallback = byte;
-          continue;
-        }
-        for (int w = 0; w < weight; ++w) bytes_.push_back(static_cast<uint8_t>(byte));
-        if (std::find(ways_.begin(), ways_.end(), target) == ways_.end()) ways_.push_back(target);
+        if (!weighted) break;  // the first byte text does not use, as a last resort
       }
-      if (bytes_.empty() && fallback >= 0) ways_.push_back(row[rt_.dfa_byte_class[fallback]]);
-      if (accepting) ways_.push_back(kStop);
-      if (ways_.empty()) return;  // not reached: a live state has a way on or accepts
-      const int32_t way = take_least_taken_way(state);
-      if (way == kStop) return;
-      int chosen = fallback;
-      if (!bytes_.empty()) {
-        size_t of_way = 0;
-        for (uint8_t byte : bytes_) of_way += row[rt_.dfa_byte_class[byte]] == way;
-        size_t pick = next() % of_way;
-        for (uint8_t byte : bytes_) {
-          if (row[rt_.dfa_byte_class[byte]] == way && pick-- == 0) {
-            chosen = byte;
-            break;
-          }
-        }
+      if (taken == nullptr) {
+        if (accepting) ++ways.stops;
+        return;  // stopping (or, not reached, a live state with no way on)
       }
-      out.push_back(static_cast<char>(chosen));
-      state = way;
+      ++taken->taken;
+      const uint8_t byte = weighted
+                               ? ways.bytes[taken->begin + next() % (taken->end - taken->begin)]
+                               : taken->fallback;
+      out.push_back(static_cast<char>(byte));
+      state = taken->target;
       if (out.size() >= kMaxBytes) return;
     }
   }
 
-  // Of ways_ (next states, or kStop), the one taken least often from `state` so far, ties at
-  // random; counts it as taken.
-  int32_t take_least_taken_way(int32_t state) {
-    const auto key = [state](int32_t way) {
-      return (uint64_t{static_cast<uint32_t>(state)} << 32) | static_cast<uint32_t>(way);
-    };
-    uint32_t fewest = UINT32_MAX;
-    uint32_t ties = 0;
-    int32_t taken = ways_.front();
-    for (int32_t way : ways_) {
-      const auto found = ways_taken_.find(key(way));
-      const uint32_t count = found == ways_taken_.end() ? 0 : found->second;
-      if (count < fewest) {
-        fewest = count;
-        ties = 1;
-        taken = way;
-      } else if (count == fewest && next() % ++ties == 0) {
-        taken = way;
-      }
+  // A way on from a DFA state: the next state, the bytes that lead there repeated by their
+  // weight in text (letters and digits most, then spaces, then the rest of printable ASCII
+  // and newlines), the first byte that leads there where none of them has a weight, and how
+  // often the writer took it.
+  struct Way {
+    int32_t target;
+    uint32_t begin, end;  // its weighted bytes in StateWays::bytes
+    uint8_t fallback;
+    uint32_t taken = 0;
+    bool weighted() const { return end > begin; }
+  };
+  struct StateWays {
+    std::vector<Way> ways;  // in the order of their first bytes
+    std::vector<uint8_t> bytes;
+    uint32_t stops = 0;  // times the walk stopped here (an accepting state)
+  };
+
+  // The ways on from `state` to states that can still reach an end, computed at its first
+  // visit (a walk visits few states many times; each visit scanned 256 bytes before, and the
+  // writer was a fifth of a long traffic's time).
+  StateWays& ways_from(int32_t state) {
+    if (ways_index_.empty()) ways_index_.assign(rt_.dfa_accepting.size(), kNone);
+    uint32_t& index = ways_index_[static_cast<size_t>(state)];
+    if (index != kNone) return ways_cache_[index];
+    index = static_cast<uint32_t>(ways_cache_.size());
+    StateWays& ways = ways_cache_.emplace_back();
+    const int32_t* row = rt_.dfa_row(state);
+    for (int byte = 0; byte < 256; ++byte) {
+      const int32_t target = row[rt_.dfa_byte_class[byte]];
+      if (target < 0 || distance_[static_cast<size_t>(target)] == kNone) continue;
+      const bool known = std::any_of(ways.ways.begin(), ways.ways.end(),
+                                     [&](const Way& way) { return way.target == target; });
+      if (!known) ways.ways.push_back({target, 0, 0, static_cast<uint8_t>(byte)});
     }
-    ++ways_taken_[key(taken)];
-    return taken;
+    for (Way& way : ways.ways) {
+      way.begin = static_cast<uint32_t>(ways.bytes.size());
+      for (int byte = 0; byte < 256; ++byte) {
+        if (row[rt_.dfa_byte_class[byte]] != way.target) continue;
+        const int weight = std::isalnum(byte)                             ? 6
+                           : byte == ' '                                  ? 3
+                           : (byte > 0x20 && byte < 0x7f) || byte == '\n' ? 1
+                                                                          : 0;
+        ways.bytes.insert(ways.bytes.end(), static_cast<size_t>(weight),
+                          static_cast<uint8_t>(byte));
+      }
+      way.end = static_cast<uint32_t>(ways.bytes.size());
+    }
+    return ways;
   }
 
   const Runtime& rt_;
   uint64_t* rng_ = nullptr;
   std::vector<uint32_t> height_, prod_height_, distance_;
   std::vector<std::pair<uint32_t, uint32_t>> candidates_;
-  std::vector<uint8_t> bytes_;
-  std::vector<int32_t> ways_;
-  std::unordered_map<uint64_t, uint32_t> ways_taken_;  // (DFA state, way) -> times taken
+  std::vector<uint32_t> ways_index_;  // DFA state -> its entry in ways_cache_, kNone: unvisited
+  std::deque<StateWays> ways_cache_;  // a deque: entries stay put while it grows
   std::vector<std::string> segments_;
   std::vector<int64_t> tokens_;
 };
 
-// The longest text token that `text` starts with at `pos` (the vocabulary trie's deepest
-// node on its path that ends a token), -1 for none, and its length.
-std::pair<int64_t, size_t> longest_token_at(const Runtime& rt, const std::string& text,
-                                            size_t pos) {
-  int64_t best = -1;
-  size_t best_length = 0;
-  uint32_t node = 0;
-  for (size_t i = pos; i < text.size(); ++i) {
-    const uint8_t byte = static_cast<uint8_t>(text[i]);
-    uint32_t found = 0;
-    for (uint32_t c = node + 1; c < rt.trie_end[node]; c = rt.trie_end[c]) {
-      if (rt.trie_byte[c] == byte) {
-        found = c;
-        break;
+// The longest text token that a text starts with at a position, through the vocabulary trie.
+// A node's children are consecutive subtrees, so finding one scans them in turn, one
+// dependent read each; nodes with many children (the root has hundreds) get a table by byte at
+// their first visit, and the traffic's tokenizing no longer walks hundreds of subtrees a token.
+class TokenSearch {
+ public:
+  explicit TokenSearch(const Runtime& rt) : rt_(rt) {}
+
+  // The token and its length in bytes; -1 and 0 where no token starts `text` at `pos`.
+  std::pair<int64_t, size_t> longest_at(const std::string& text, size_t pos) {
+    int64_t best = -1;
+    size_t best_length = 0;
+    uint32_t node = 0;
+    for (size_t i = pos; i < text.size(); ++i) {
+      const uint32_t found = child(node, static_cast<uint8_t>(text[i]));
+      if (!found) break;
+      node = found;
+      if (rt_.trie_tok_offsets[node] < rt_.trie_tok_offsets[node + 1]) {
+        best = rt_.trie_tokens[rt_.trie_tok_offsets[node]];
+        best_length = i + 1 - pos;
       }
     }
-    if (!found) break;
-    node = found;
-    if (rt.trie_tok_offsets[node] < rt.trie_tok_offsets[node + 1]) {
-      best = rt.trie_tokens[rt.trie_tok_offsets[node]];
-      best_length = i + 1 - pos;
-    }
+    return {best, best_length};
   }
-  return {best, best_length};
-}
+
+ private:
+  static constexpr uint32_t kScanned = 16;  // children scanned before a node gets a table
+
+  uint32_t child(uint32_t node, uint8_t byte) {
+    const auto table = tables_.find(node);
+    if (table != tables_.end()) return by_byte_[table->second + byte];
+    uint32_t seen = 0;
+    for (uint32_t c = node + 1; c < rt_.trie_end[node]; c = rt_.trie_end[c]) {
+      if (rt_.trie_byte[c] == byte) return c;
+      if (++seen == kScanned) return tabled(node)[byte];
+    }
+    return 0;
+  }
+
+  const uint32_t* tabled(uint32_t node) {
+    const size_t offset = by_byte_.size();
+    by_byte_.resize(offset + 256, 0);
+    for (uint32_t c = node + 1; c < rt_.trie_end[node]; c = rt_.trie_end[c]) {
+      by_byte_[offset + rt_.trie_byte[c]] = c;
+    }
+    tables_.emplace(node, offset);
+    return &by_byte_[offset];
+  }
+
+  const Runtime& rt_;
+  std::unordered_map<uint32_t, size_t> tables_;  // node -> its table's offset in by_byte_
+  std::vector<uint32_t> by_byte_;
+};
 
 // Synthetic traffic: random sentences of the grammar, written in vocabulary tokens as a
 // tokenizer would (longest match first) and decoded through the normal caches, a mask at
@@ -1444,8 +1486,11 @@ std::pair<int64_t, size_t> longest_token_at(const Runtime& rt, const std::string
 // in its first requests and then hits its caches. Masks never depend on this.
 void prewarm_traffic(const std::shared_ptr<const Runtime>& runtime, PrewarmBudget& budget,
                      std::chrono::milliseconds time_budget, PrewarmStats& stats) {
-  constexpr uint32_t kMaxSentences = 1000;
-  constexpr size_t kMaxTokens = 40000;
+  // 40K tokens until the writer kept its DFA ways and the traffic stopped copying masks it
+  // does not read: the same ~150 ms of JSON traffic now decodes 100K (computed fills in the
+  // bench JSON decode: 11-16 at 40K tokens over three random streams, 9-10 at 80K, 5-7 at 120K).
+  constexpr uint32_t kMaxSentences = 2500;
+  constexpr size_t kMaxTokens = 100000;
   // A quarter of the prewarm's budget: 250 ms by default, and more under a profiler given a
   // larger budget (GRAMKILN_PREWARM_MS), so that its slowed-down run still writes all the
   // traffic and decodes from the same caches as a run at full speed.
@@ -1453,6 +1498,7 @@ void prewarm_traffic(const std::shared_ptr<const Runtime>& runtime, PrewarmBudge
   const Runtime& rt = *runtime;
   if (rt.num_tokens == 0) return;
   SentenceWriter writer(rt);
+  TokenSearch token_search(rt);
   std::vector<uint32_t> words(rt.words);
   uint64_t rng = 0x243f6a8885a308d3ull;  // fixed: the same traffic on every load
   size_t tokens = 0;
@@ -1465,24 +1511,24 @@ void prewarm_traffic(const std::shared_ptr<const Runtime>& runtime, PrewarmBudge
     for (size_t part = 0; part < segments.size() && alive; ++part) {
       const std::string& text = segments[part];
       for (size_t pos = 0; pos < text.size() && alive;) {
-        const auto [token, length] = longest_token_at(rt, text, pos);
+        const auto [token, length] = token_search.longest_at(text, pos);
         if (token < 0) {
           alive = false;
           break;
         }
-        matcher.fill_mask(words.data());
+        matcher.warm_mask(words.data());
         alive = matcher.accept_token(token);
         pos += length;
         ++tokens;
         if ((tokens & 63) == 0 && (budget.spent() || own.spent())) alive = false;
       }
       if (alive && part < writer.tokens().size()) {
-        matcher.fill_mask(words.data());
+        matcher.warm_mask(words.data());
         alive = matcher.accept_token(writer.tokens()[part]);
         ++tokens;
       }
     }
-    if (alive) matcher.fill_mask(words.data());
+    if (alive) matcher.warm_mask(words.data());
     ++stats.traffic_sentences;
   }
   stats.traffic_tokens += static_cast<uint32_t>(tokens);
@@ -3774,6 +3820,25 @@ std::pair<uint64_t, uint64_t> Matcher::depth_mask_key(uint32_t depth) const {
 void Matcher::fill_mask(uint32_t* words) const {
   FillKeys keys;
   if (!fill_mask_if_cached(words, &keys)) fill_mask_computed(words, &keys);
+}
+
+void Matcher::warm_mask(uint32_t* words) const {
+  // Most of a long traffic's fills are whole-stack hits, and their 16 KB copies (Llama 3) were
+  // a sixth of its time.
+  if (!terminated_ && !has_spent_threads()) {
+    GroupCache& cache = *runtime_->groups;
+    const MaskKey key = whole_mask_key();
+    bool held = local_masks().find(cache.id, key) != nullptr;
+    if (!held) {
+      std::lock_guard<std::mutex> lock(cache.mask_mutex);
+      held = static_cast<bool>(find_mask_locked(cache, cache.masks, key));
+    }
+    if (held) {
+      cache.hits_whole_stack.add_one();
+      return;
+    }
+  }
+  fill_mask(words);
 }
 
 bool Matcher::fill_mask_if_cached(uint32_t* words, FillKeys* keys) const {

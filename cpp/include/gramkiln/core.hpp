@@ -342,6 +342,10 @@ class Matcher {
   // Write the allowed-token bitmask (ceil(vocab_size / 32) words). Safe to call concurrently
   // on the same matcher: it does not modify it.
   void fill_mask(uint32_t* words) const;
+  // fill_mask for a caller that wants the caches a fill leaves behind, not its mask (the
+  // prewarm's synthetic traffic): where the whole-stack key already holds the mask, nothing is
+  // copied and `words` is left as it was; else as fill_mask.
+  void warm_mask(uint32_t* words) const;
   // The cheap part of fill_mask: write the mask and return true when it is in the mask caches
   // (or the matcher has terminated), else return false and leave `words` untouched. Callers
   // that must release a lock for real work (the Python bindings and the GIL) try this first.
