@@ -198,9 +198,11 @@ class CompiledGrammar:
         as its shortest string and as that string after a space, so that the kernels real
         text passes through are built; the local walks of every known completion at
         every kernel built (`kernels` counts them); and last, for at most a quarter of the
-        prewarm's budget (250 ms) and 40,000 tokens, synthetic traffic: random sentences of
-        the grammar (up to 1 KB each, nested to random depths, lexemes written mostly in
-        letters, digits and spaces) written in the vocabulary's tokens longest match first
+        prewarm's budget (250 ms) and 100,000 tokens, synthetic traffic: random sentences of
+        the grammar (up to 1 KB each, nested to random depths; each lexeme a walk through its
+        automaton that takes the way least taken from each state, so that every state is
+        visited, with bytes mostly letters, digits and spaces) written in the vocabulary's
+        tokens longest match first
         and decoded with a mask at every token
         (`traffic_sentences`, `traffic_tokens`), so that the configurations nested deeper
         than the exploration reaches (JSON: closers three to six containers deep) are
