@@ -1208,6 +1208,7 @@ class SentenceWriter {
   static constexpr uint32_t kNone = UINT32_MAX;
   static constexpr size_t kMaxBytes = 1024;
   static constexpr uint32_t kMaxExpansions = 20000;
+  static constexpr size_t kMaxKeptStates = 65536;
 
   uint64_t next() {
     // splitmix64: the same sentences on every platform (std distributions are not).
@@ -1355,22 +1356,29 @@ class SentenceWriter {
         return;  // stopping (or, not reached, a live state with no way on)
       }
       ++taken->taken;
-      const uint8_t byte = weighted
-                               ? ways.bytes[taken->begin + next() % (taken->end - taken->begin)]
-                               : taken->fallback;
+      const uint8_t byte = weighted ? weighted_byte(ways, *taken) : taken->fallback;
       out.push_back(static_cast<char>(byte));
       state = taken->target;
       if (out.size() >= kMaxBytes) return;
     }
   }
 
-  // A way on from a DFA state: the next state, the bytes that lead there repeated by their
-  // weight in text (letters and digits most, then spaces, then the rest of printable ASCII
-  // and newlines), the first byte that leads there where none of them has a weight, and how
+  // How often text uses a byte: letters and digits most, then spaces, then the rest of
+  // printable ASCII and newlines; 0 for the others.
+  static uint32_t text_weight(int byte) {
+    return std::isalnum(byte)                             ? 6
+           : byte == ' '                                  ? 3
+           : (byte > 0x20 && byte < 0x7f) || byte == '\n' ? 1
+                                                          : 0;
+  }
+
+  // A way on from a DFA state: the next state, the bytes of some weight that lead there and
+  // their total weight, the first byte that leads there where none has a weight, and how
   // often the writer took it.
   struct Way {
     int32_t target;
-    uint32_t begin, end;  // its weighted bytes in StateWays::bytes
+    uint32_t begin, end;  // its bytes of some weight in StateWays::bytes
+    uint32_t weight;
     uint8_t fallback;
     uint32_t taken = 0;
     bool weighted() const { return end > begin; }
@@ -1381,37 +1389,53 @@ class SentenceWriter {
     uint32_t stops = 0;  // times the walk stopped here (an accepting state)
   };
 
+  // One of a weighted way's bytes, by their weights.
+  uint8_t weighted_byte(const StateWays& ways, const Way& way) {
+    uint32_t pick = static_cast<uint32_t>(next() % way.weight);
+    for (uint32_t k = way.begin; k + 1 < way.end; ++k) {
+      const uint32_t weight = text_weight(ways.bytes[k]);
+      if (pick < weight) return ways.bytes[k];
+      pick -= weight;
+    }
+    return ways.bytes[way.end - 1];
+  }
+
   // The ways on from `state` to states that can still reach an end, computed at its first
   // visit (a walk visits few states many times; each visit scanned 256 bytes before, and the
-  // writer was a fifth of a long traffic's time).
+  // writer was a fifth of a long traffic's time). Kept for at most kMaxKeptStates states (at
+  // most 256 bytes each), so that lexemes of huge automata (long counted repetitions) cannot
+  // make the writer large; past that, a state's ways are computed again at each visit without
+  // their counts, so that its ways are taken at random.
   StateWays& ways_from(int32_t state) {
     if (ways_index_.empty()) ways_index_.assign(rt_.dfa_accepting.size(), kNone);
     uint32_t& index = ways_index_[static_cast<size_t>(state)];
     if (index != kNone) return ways_cache_[index];
-    index = static_cast<uint32_t>(ways_cache_.size());
-    StateWays& ways = ways_cache_.emplace_back();
+    StateWays* ways = &unkept_ways_;
+    if (ways_cache_.size() < kMaxKeptStates) {
+      index = static_cast<uint32_t>(ways_cache_.size());
+      ways = &ways_cache_.emplace_back();
+    }
+    ways->ways.clear();
+    ways->bytes.clear();
+    ways->stops = 0;
     const int32_t* row = rt_.dfa_row(state);
     for (int byte = 0; byte < 256; ++byte) {
       const int32_t target = row[rt_.dfa_byte_class[byte]];
       if (target < 0 || distance_[static_cast<size_t>(target)] == kNone) continue;
-      const bool known = std::any_of(ways.ways.begin(), ways.ways.end(),
+      const bool known = std::any_of(ways->ways.begin(), ways->ways.end(),
                                      [&](const Way& way) { return way.target == target; });
-      if (!known) ways.ways.push_back({target, 0, 0, static_cast<uint8_t>(byte)});
+      if (!known) ways->ways.push_back({target, 0, 0, 0, static_cast<uint8_t>(byte)});
     }
-    for (Way& way : ways.ways) {
-      way.begin = static_cast<uint32_t>(ways.bytes.size());
+    for (Way& way : ways->ways) {
+      way.begin = static_cast<uint32_t>(ways->bytes.size());
       for (int byte = 0; byte < 256; ++byte) {
-        if (row[rt_.dfa_byte_class[byte]] != way.target) continue;
-        const int weight = std::isalnum(byte)                             ? 6
-                           : byte == ' '                                  ? 3
-                           : (byte > 0x20 && byte < 0x7f) || byte == '\n' ? 1
-                                                                          : 0;
-        ways.bytes.insert(ways.bytes.end(), static_cast<size_t>(weight),
-                          static_cast<uint8_t>(byte));
+        if (row[rt_.dfa_byte_class[byte]] != way.target || text_weight(byte) == 0) continue;
+        ways->bytes.push_back(static_cast<uint8_t>(byte));
+        way.weight += text_weight(byte);
       }
-      way.end = static_cast<uint32_t>(ways.bytes.size());
+      way.end = static_cast<uint32_t>(ways->bytes.size());
     }
-    return ways;
+    return *ways;
   }
 
   const Runtime& rt_;
@@ -1420,6 +1444,7 @@ class SentenceWriter {
   std::vector<std::pair<uint32_t, uint32_t>> candidates_;
   std::vector<uint32_t> ways_index_;  // DFA state -> its entry in ways_cache_, kNone: unvisited
   std::deque<StateWays> ways_cache_;  // a deque: entries stay put while it grows
+  StateWays unkept_ways_;             // a state's ways past kMaxKeptStates
   std::vector<std::string> segments_;
   std::vector<int64_t> tokens_;
 };
