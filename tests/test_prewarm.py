@@ -405,18 +405,27 @@ def test_batch_fills_stay_exact_while_other_threads_clear_the_walk_tables(
         matcher.fill_next_token_bitmask(expected, row)
     monkeypatch.setenv("GRAMKILN_WALK_CACHE_BYTES", walk_bytes)  # read at load
     for prewarm in (False, True):
-        small = CompiledGrammar.load(data, vocab, prewarm=False)
-        if prewarm:
-            small.prewarm()
-        matchers = matchers_of(small)
-        for _ in range(2):  # the second round meets tables the first one filled and cleared
-            batch = allocate_token_bitmask(len(matchers), vocab.vocab_size)
-            fill_next_token_bitmask_batch(matchers, batch, threads=4)
-            assert (batch == expected).all()
-        stats = small.cache_stats()
-        assert stats["walk_clears"] > 0
-        if future_keys == "on" and not prewarm:
-            assert stats["descent_hits_future"] > 0
+        wants_future_hits = future_keys == "on" and not prewarm
+        # Which descents are found by future between two clears depends on how the four
+        # threads interleave: about one load in four found none (2 of ~8 full-suite runs
+        # failed here). Where such hits are wanted, a few fresh loads, until one has them.
+        loads = 0
+        while True:
+            loads += 1
+            small = CompiledGrammar.load(data, vocab, prewarm=False)
+            if prewarm:
+                small.prewarm()
+            matchers = matchers_of(small)
+            for _ in range(2):  # the second round meets tables the first one filled and cleared
+                batch = allocate_token_bitmask(len(matchers), vocab.vocab_size)
+                fill_next_token_bitmask_batch(matchers, batch, threads=4)
+                assert (batch == expected).all()
+            stats = small.cache_stats()
+            assert stats["walk_clears"] > 0
+            if not wants_future_hits or stats["descent_hits_future"] > 0 or loads == 5:
+                break
+        if wants_future_hits:
+            assert stats["descent_hits_future"] > 0, f"no descent found by future in {loads} loads"
 
 
 @pytest.mark.parametrize("name", ["json", "clike"])
