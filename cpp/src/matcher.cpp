@@ -1318,8 +1318,8 @@ class SentenceWriter {
   // uses it. Masks are kept per DFA state and context, and byte frequencies alone seldom reach
   // some states: with every byte weighted, a JSON number had a fraction in under 1% of the
   // traffic ('.' is one byte against ten digits and 'e'/'E'), and the decode met those states
-  // first (bench JSON: 21-27 computed fills over five random streams, 10-16 this way).
-  // Past a random length of 17-32 bytes, only bytes that bring the end closer.
+  // first (bench JSON: 21-27 computed fills over five random streams, 10-16 over three this
+  // way). Past a random length of 17-32 bytes, only bytes that bring the end closer.
   void write_lexeme(uint32_t lexeme) {
     std::string& out = segments_.back();
     int32_t state = static_cast<int32_t>(rt_.lexeme_start[lexeme]);
