@@ -972,9 +972,15 @@ def _version(engine: str) -> str:
 
     distribution = {"gramkiln-lazy": "gramkiln"}.get(engine, engine)
     try:
-        return metadata.version(distribution)
+        version = metadata.version(distribution)
     except metadata.PackageNotFoundError:
-        return "(version unknown)"
+        version = "(version unknown)"
+    if distribution == "gramkiln":
+        from gramkiln.runtime import _core
+
+        profile = getattr(_core, "core_build_profile", lambda: "")()
+        version += f" (core built with the {profile} profile)" if profile else " (no profile)"
+    return version
 
 
 if __name__ == "__main__":

@@ -593,6 +593,8 @@ PYBIND11_MODULE(_core, m) {
     PyErr_Clear();  // a broken numpy is reported by the first fill that needs it
   }
   m.def("core_version", &gramkiln::core_version, "Version string of the C++ core library.");
+  m.def("core_build_profile", &gramkiln::core_build_profile,
+        "The compiler whose build profile (cpp/pgo) the core was compiled with, or '' (none).");
   m.def("fill_trace_built", &gramkiln::fill_trace_built,
         "Whether this build records the stage times of computed fills (GRAMKILN_FILL_TRACE).");
   m.def(

@@ -46,9 +46,11 @@ namespace {
 // AVX-512, AVX2 and the baseline, picked at load time by the CPU (GCC/Clang function
 // multiversioning on x86-64 Linux). The baseline build's 16-byte loop was ~3/4 of the time
 // spent in fill_mask_uncached itself on MaskBench schemas. Not under the sanitizers: their
-// runtimes are not ready when the loader runs the resolver.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// runtimes are not ready when the loader runs the resolver; nor in the instrumented build that
+// trains the build profile (GRAMKILN_NO_CLONES, see CMakeLists.txt), for the same reason.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) &&  \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(GRAMKILN_NO_CLONES)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 __attribute__((noinline)) void or_words(uint32_t* __restrict out, const uint32_t* __restrict in,
@@ -60,8 +62,9 @@ __attribute__((noinline)) void or_words(uint32_t* __restrict out, const uint32_t
 // source's next lines asked for ahead. A new mask ORs a few 16 KB bitsets that are cold (a
 // computed fill's parts); one after another, each is a pass of its own waiting on its own
 // misses, where side by side their misses overlap.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) &&  \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(GRAMKILN_NO_CLONES)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 __attribute__((noinline)) void or_many(uint32_t* __restrict out,

@@ -22,6 +22,9 @@ namespace gramkiln {
 
 // Version of the core library; the bindings expose it so Python can check it matches.
 std::string core_version();
+// The compiler whose build profile (cpp/pgo) this core was compiled with, e.g. "GNU 12.2.0";
+// empty for a build without one (see CMakeLists.txt, GRAMKILN_PGO).
+std::string core_build_profile();
 
 // Stage times of computed fills (built with the CMake option GRAMKILN_FILL_TRACE; see
 // bench/fill_stages.py). Each stage's time runs from the previous stage border to its own.
