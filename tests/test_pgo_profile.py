@@ -1,18 +1,21 @@
 """The C++ core's build profile (cpp/pgo): current, complete, and trained apart from the bench.
 
-A profile made from older sources still builds (code changed since compiles as without a
-profile), so a stale one is a performance regression nobody would notice: the digest test
-fails instead, and `python cpp/pgo/train.py` refreshes it.
+A build uses the profile only with the sources it was trained on (cpp/pgo/digest.cmake), so a
+stale one builds without it: a performance regression nobody would notice, which the digest
+test turns into a failure; `python cpp/pgo/train.py` refreshes the profile.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from gramkiln.runtime import _core
 
 import gramkiln as gk
@@ -41,6 +44,17 @@ def test_the_build_profile_is_from_the_current_sources() -> None:
         "the C++ sources changed since cpp/pgo's build profile was trained: "
         "run `python cpp/pgo/train.py` and commit what it writes"
     )
+
+
+def test_cmake_and_python_compute_the_same_sources_digest() -> None:
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.skip("cmake is not on PATH")
+    script = PGO / "digest.cmake"
+    run = subprocess.run(
+        [cmake, f"-DROOT={ROOT}", "-P", str(script)], capture_output=True, text=True, check=True
+    )
+    assert run.stderr.strip() == _module("train").sources_digest(ROOT)
 
 
 def test_the_build_profile_holds_every_object() -> None:

@@ -5,11 +5,11 @@ instrumented copy of the package in a scratch directory, runs the training corpu
 (corpus.py) through it, and writes what the run counted to ``profile.tar.gz`` beside it, with
 the compiler that made it (``compiler.txt``) and a digest of the C++ sources it was made from
 (``sources.sha256``). A normal build (CMakeLists.txt, ``GRAMKILN_PGO=USE``) compiles with the
-profile when the compiler is the same; otherwise it builds without one.
+profile when the compiler and the sources are the ones it was made with; otherwise it builds
+without one.
 
-Run it after changing the C++ sources (``tests/test_pgo_profile.py`` fails while the digest is
-stale; a stale profile still builds, and functions whose code changed are compiled as
-without a profile)::
+Run it after changing the C++ sources (until then builds go without the profile, and
+``tests/test_pgo_profile.py`` fails)::
 
     python cpp/pgo/train.py
 
@@ -36,16 +36,16 @@ DIGEST = HERE / "sources.sha256"
 
 
 def sources_digest(root: Path = ROOT) -> str:
-    """sha256 over the C++ sources and the build file, by path and content."""
-    digest = hashlib.sha256()
-    paths = sorted(
-        [p for p in (root / "cpp").rglob("*") if p.suffix in {".cpp", ".hpp", ".h"}]
-        + [root / "CMakeLists.txt"]
+    """The digest of the C++ sources and the build file, as cpp/pgo/digest.cmake computes it.
+
+    sha256 over a listing with one line "<sha256 of the file>  <path>" per file, sorted by path.
+    """
+    paths = [p for p in (root / "cpp").rglob("*") if p.suffix in {".cpp", ".hpp", ".h"}]
+    names = sorted([p.relative_to(root).as_posix() for p in paths] + ["CMakeLists.txt"])
+    listing = "".join(
+        f"{hashlib.sha256((root / name).read_bytes()).hexdigest()}  {name}\n" for name in names
     )
-    for path in paths:
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return hashlib.sha256(listing.encode()).hexdigest()
 
 
 def build_instrumented(scratch: Path) -> tuple[Path, Path]:

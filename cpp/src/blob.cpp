@@ -2088,6 +2088,11 @@ std::shared_ptr<const Runtime> load_runtime(std::string_view blob) {
     }
     rt->exit_child_offsets[static_cast<size_t>(num_classes) * 256] = position;
   }
+  rt->state_has_exits.resize(c.num_states);
+  for (uint32_t s = 0; s < c.num_states; ++s) {
+    const size_t row = rt->exit_row(static_cast<int32_t>(s));
+    rt->state_has_exits[s] = rt->exit_child_offsets[row] != rt->exit_child_offsets[row + 256];
+  }
 
   // Derived tables.
   rt->groups->top = std::make_unique<std::atomic<ExitGroup*>[]>(c.num_states);

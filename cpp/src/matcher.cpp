@@ -4269,8 +4269,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   assign_inside_sets(rt, sc, threads_, words);
   for (size_t i = 0; i < threads_.size() && !items_done; ++i) {
     const Thread& th = threads_[i];
-    const size_t base = rt.exit_row(th.state);
-    if (rt.exit_child_offsets[base] != rt.exit_child_offsets[base + 256]) {
+    if (rt.state_has_exits[th.state]) {
       uint64_t result_id = 0;
       const int depth =
           walk_level(rt, view, sc, top_group(rt, th.state), rt.dfa_lexeme[th.state], th.origin,
@@ -4436,8 +4435,9 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   }
   for (size_t thread = 0; thread < threads_.size(); ++thread) {
     const Thread& th = threads_[thread];
+    if (!rt.state_has_exits[th.state]) continue;  // its group's children are empty
+    // Only its address, which the walks key by: its fields are a cold line of their own.
     const ExitGroup& top = top_group(rt, th.state);
-    if (top.child_nodes.empty()) continue;
     const bool at_last = joint_at_last && th.origin == last;
     if (at_last && joint_found) continue;
     // Tagged apart from the future key's other uses of the same part.
@@ -4462,38 +4462,40 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       }
     }
     const uint32_t stored = by_depth ? top.descent_depths.load(std::memory_order_relaxed) : 0u;
-    // Any depth that holds this neighbourhood's descent is an exact answer, so the depth at
-    // which this group's descents were last found or stored is asked first: a thread's kind
-    // tends to need the same reach, and each probe is a miss in a table of megabytes.
-    const uint32_t hint = top.descent_hint.load(std::memory_order_relaxed);
-    auto found_at = [&](uint32_t d) {
-      const GroupCache::PackedDescent* const* found =
-          cache.descents.find(walk_key(top, lexeme, d, chart_.depth_hash_of(th.origin, d)));
-      if (!found) return false;
-      add_descent(**found);
-      if (at_last) {
-        joint_parts.insert(joint_parts.end(), (*found)->parts(),
-                           (*found)->parts() + (*found)->num_parts);
-      }
-      if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(d));
-      if (d != hint) top.descent_hint.store(d, std::memory_order_relaxed);
-      // Kept by its future too, for neighbourhoods it has not been seen in (no copy: the
-      // tables share the block, and are cleared together).
-      if (thread_futures && !at_last && cache.future_descents.emplace(future_key, *found)) {
-        cache.walk_bytes += 32;
-      }
-      return true;
-    };
-    // Then outwards from it, one step deeper before one shallower: where a group's threads
-    // nest deeper than the prewarm's, its shallow depths hold descents of shallow nestings that
-    // never match, and the depth that does is next to the last one (JSON: a number's descent
-    // found at 7, 8 or 9 after a hint of 8, where ascending order probed 1-7 first, 6 probes a
-    // thread at the slowest fills that walked nothing).
     bool hit = false;
-    const uint32_t from = hint != 0 ? hint : 1;
-    for (uint32_t step = 0; step <= 2 * Chart::kDepthHashes && !hit; ++step) {
-      const uint32_t d = step % 2 == 0 ? from + step / 2 : from - (step + 1) / 2;
-      if (d >= 1 && d <= Chart::kDepthHashes && ((stored >> d) & 1u)) hit = found_at(d);
+    if (stored != 0) {
+      // Any depth that holds this neighbourhood's descent is an exact answer, so the depth at
+      // which this group's descents were last found or stored is asked first: a thread's kind
+      // tends to need the same reach, and each probe is a miss in a table of megabytes.
+      const uint32_t hint = top.descent_hint.load(std::memory_order_relaxed);
+      auto found_at = [&](uint32_t d) {
+        const GroupCache::PackedDescent* const* found =
+            cache.descents.find(walk_key(top, lexeme, d, chart_.depth_hash_of(th.origin, d)));
+        if (!found) return false;
+        add_descent(**found);
+        if (at_last) {
+          joint_parts.insert(joint_parts.end(), (*found)->parts(),
+                             (*found)->parts() + (*found)->num_parts);
+        }
+        if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(d));
+        if (d != hint) top.descent_hint.store(d, std::memory_order_relaxed);
+        // Kept by its future too, for neighbourhoods it has not been seen in (no copy: the
+        // tables share the block, and are cleared together).
+        if (thread_futures && !at_last && cache.future_descents.emplace(future_key, *found)) {
+          cache.walk_bytes += 32;
+        }
+        return true;
+      };
+      // Then outwards from it, one step deeper before one shallower: where a group's threads
+      // nest deeper than the prewarm's, its shallow depths hold descents of shallow nestings that
+      // never match, and the depth that does is next to the last one (JSON: a number's descent
+      // found at 7, 8 or 9 after a hint of 8, where ascending order probed 1-7 first, 6 probes a
+      // thread at the slowest fills that walked nothing).
+      const uint32_t from = hint != 0 ? hint : 1;
+      for (uint32_t step = 0; step <= 2 * Chart::kDepthHashes && !hit; ++step) {
+        const uint32_t d = step % 2 == 0 ? from + step / 2 : from - (step + 1) / 2;
+        if (d >= 1 && d <= Chart::kDepthHashes && ((stored >> d) & 1u)) hit = found_at(d);
+      }
     }
     if (hit) continue;
     // Walked below, together with the other threads that missed.

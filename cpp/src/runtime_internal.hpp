@@ -1003,6 +1003,10 @@ class Runtime {
   std::vector<uint32_t> exit_class, exit_child_offsets, exit_children;
   // Where state s's 257 exit offsets start in exit_child_offsets.
   size_t exit_row(int32_t state) const { return static_cast<size_t>(exit_class[state]) * 256; }
+  // Per DFA state, 1 where some token can leave its lexeme there (its exit row is not empty, so
+  // its top group has children): a dense byte a state, read where a computed fill would
+  // otherwise touch the group itself, a cold line per lexer thread, only to learn that.
+  std::vector<uint8_t> state_has_exits;
   // Per DFA state, what mask keys hash in its place: a mix of its lexeme and its class of
   // states that agree on every byte string up to the longest token (the blob's state classes,
   // which share inside sets and exit lists). A thread's share of the mask is a function of its
