@@ -31,19 +31,42 @@ namespace {
 
 // Calls running without the GIL, counted so that a fork can wait for them (prepare_fork): a
 // fork while one of them holds a runtime lock would leave that lock held forever in the child,
-// whose first fill of that grammar would then deadlock. The count goes up before the GIL is
-// let go and down before it is taken back, so a thread that holds the GIL and sees zero knows
-// that none is running and none can start.
+// whose first fill of that grammar would then deadlock. The count goes up before the GIL is let
+// go, so a thread that holds the GIL and sees zero knows that none is running. That alone does
+// not keep new ones from starting before the fork: Python itself lets the GIL go between the
+// at-fork hooks and fork() (e.g. while it waits for the import lock, or in another library's
+// hook), and a thread that took it then started a fill that held a runtime lock at the fork
+// (test_fork_while_other_threads_fill_does_not_deadlock_the_child, about one run in ten on a
+// loaded host). So preparing a fork also closes a gate, under the GIL: a call that would start
+// waits, without the GIL, until the after-fork hooks open it again (fork_done_*).
 std::atomic<int> calls_without_gil{0};
+std::atomic<bool> fork_pending{false};
+// The thread preparing a fork, whose own waits (joining prewarms) pass the gate.
+thread_local bool preparing_fork = false;
+
+// With the GIL held: returns once no fork is being prepared, letting the GIL go meanwhile.
+void wait_for_fork_gate() {
+  while (!preparing_fork && fork_pending.load(std::memory_order_seq_cst)) {
+    PyThreadState* state = PyEval_SaveThread();
+    while (fork_pending.load(std::memory_order_seq_cst)) std::this_thread::yield();
+    PyEval_RestoreThread(state);
+  }
+}
 
 class WithoutGil {
  public:
   WithoutGil() {
-    calls_without_gil.fetch_add(1, std::memory_order_acq_rel);
+    // The gate is looked at and the call counted with the GIL held, as prepare_fork closes
+    // the gate: either it sees this call and waits for it, or this call waits for the fork.
+    wait_for_fork_gate();
+    calls_without_gil.fetch_add(1, std::memory_order_seq_cst);
     state_ = PyEval_SaveThread();
   }
-  ~WithoutGil() {
-    calls_without_gil.fetch_sub(1, std::memory_order_acq_rel);
+  // May end the thread: a daemon thread that takes the GIL back while the interpreter is
+  // finalizing is ended there by pthread_exit, whose unwinding must pass through this
+  // destructor (a noexcept one made it std::terminate: the process aborted at exit).
+  ~WithoutGil() noexcept(false) {
+    calls_without_gil.fetch_sub(1, std::memory_order_seq_cst);
     PyEval_RestoreThread(state_);
   }
   WithoutGil(const WithoutGil&) = delete;
@@ -110,6 +133,10 @@ struct RuntimeHandle {
                            prewarm_registry.end());
     const size_t limit = std::max(2u, std::thread::hardware_concurrency());
     if (!always && prewarm_registry.size() >= limit) return nullptr;
+    // Not while a fork is being prepared: the fork would not wait for a prewarm started now.
+    // The grammar then builds its caches lazily, as past the limit. (wait_prewarm waits for
+    // the gate before it starts one on its caller.)
+    if (!on_caller && fork_pending.load(std::memory_order_seq_cst)) return nullptr;
     prewarm = std::make_shared<gramkiln::BackgroundPrewarm>(runtime, on_caller);
     prewarm_registry.push_back(prewarm);
     return prewarm;
@@ -128,11 +155,27 @@ void stop_all_prewarms() {
   for (const auto& p : running) join_prewarm(*p, /*stop=*/true);
 }
 
-// Before a fork (called with the GIL held): stop every prewarm, then wait until no call runs
-// without the GIL; none can start while this thread holds it.
+// Before a fork (called with the GIL held): close the gate to new calls without the GIL and
+// to new prewarms, stop every prewarm, then wait until no call runs without the GIL.
 void prepare_fork() {
-  stop_all_prewarms();
-  while (calls_without_gil.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  fork_pending.store(true, std::memory_order_seq_cst);
+  preparing_fork = true;
+  try {
+    stop_all_prewarms();
+  } catch (...) {
+    preparing_fork = false;
+    throw;
+  }
+  preparing_fork = false;
+  while (calls_without_gil.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+}
+
+// After a fork, in the parent and in the child (which has only the forking thread, so no call
+// of its own can be counted): the gate opens again.
+void fork_done_in_parent() { fork_pending.store(false, std::memory_order_seq_cst); }
+void fork_done_in_child() {
+  calls_without_gil.store(0, std::memory_order_seq_cst);
+  fork_pending.store(false, std::memory_order_seq_cst);
 }
 
 py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
@@ -624,7 +667,10 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "wait_prewarm",
           [](RuntimeHandle& h) {
-            // None started yet: run it on this thread, which would only wait for another.
+            // None started yet: run it on this thread, which would only wait for another. Not
+            // registered while a fork is being prepared (the child would inherit one that no
+            // thread of its own runs): the gate first, then the GIL is held until it runs.
+            wait_for_fork_gate();
             if (auto here = h.start_prewarm_on_caller()) {
               WithoutGil release;
               here->run_here();
@@ -645,7 +691,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("stop_all_prewarms", &stop_all_prewarms,
         "Stop and join every background prewarm (before exit).");
   m.def("prepare_fork", &prepare_fork,
-        "Stop every prewarm and wait for the calls running without the GIL (before fork).");
+        "Stop every prewarm and wait for the calls running without the GIL (before fork); "
+        "calls that would start wait until fork_done_in_parent / fork_done_in_child.");
+  m.def("fork_done_in_parent", &fork_done_in_parent, "After a fork, in the parent.");
+  m.def("fork_done_in_child", &fork_done_in_child, "After a fork, in the child.");
 
   m.def(
       "load_runtime",

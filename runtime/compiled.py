@@ -36,11 +36,15 @@ RUNTIME_SECTION = "runtime"
 RUNTIME_LAYOUT = 1
 
 # No thread may hold a runtime lock across fork() (the child would inherit it locked): before a
-# fork, prewarms are stopped and the calls running without the GIL are waited for. Prewarms are
-# also stopped before the interpreter tears down.
+# fork, prewarms are stopped, the calls running without the GIL are waited for, and new ones
+# wait until the fork is done. Prewarms are also stopped before the interpreter tears down.
 atexit.register(_core.stop_all_prewarms)
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_core.prepare_fork)
+    os.register_at_fork(
+        before=_core.prepare_fork,
+        after_in_parent=_core.fork_done_in_parent,
+        after_in_child=_core.fork_done_in_child,
+    )
 
 
 # The runtime's tuning variables, read at each load, and what each must hold. The C++ side

@@ -12,6 +12,8 @@ from __future__ import annotations
 import multiprocessing
 import random
 import re
+import subprocess
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -230,6 +232,62 @@ def test_fork_while_other_threads_fill_does_not_deadlock_the_child(
         stop.set()
         for thread in threads:
             thread.join()
+
+
+def test_calls_that_would_start_while_a_fork_is_prepared_wait_for_it() -> None:
+    """Python lets the GIL go between the before-fork hooks and fork() itself, so holding it
+    is not what keeps new calls out: prepare_fork closes a gate that a call without the GIL
+    waits at (without the GIL) until the after-fork hook opens it. Driven here by hand."""
+    from gramkiln.runtime import _core
+
+    compiled = Grammar.from_lark('start: ("a" | "b")+').compile(Vocab.byte_level())
+    matcher = compiled.matcher()
+    done = threading.Event()
+
+    def accept() -> None:
+        assert matcher.accept_token(ord("a"))  # runs without the GIL: waits at the gate
+        done.set()
+
+    _core.prepare_fork()
+    try:
+        thread = threading.Thread(target=accept)
+        thread.start()
+        assert not done.wait(0.3), "a call started while a fork was being prepared"
+    finally:
+        _core.fork_done_in_parent()
+    assert done.wait(30)
+    thread.join()
+    assert matcher.accept_token(ord("b")) and matcher.is_accepting()
+
+
+def test_daemon_threads_inside_calls_at_exit_do_not_abort_the_process(tmp_path: Path) -> None:
+    """Daemon threads still filling when the interpreter exits are ended by Python as they
+    take the GIL back; that unwinding once passed a noexcept destructor, and the process
+    aborted ("terminate called without an active exception", exit status 134) every time."""
+    script = tmp_path / "exit_with_daemons.py"
+    script.write_text(
+        "import threading, time\n"
+        "import gramkiln as gk\n"
+        'g = gk.Grammar.from_lark(\'start: ("a" | "b" | "(" start ")")+\')\n'
+        "v = gk.Vocab.byte_level()\n"
+        "c = gk.CompiledGrammar.load(g.compile(v).to_bytes(), vocab=v, prewarm=False)\n"
+        "def loop():\n"
+        "    b = gk.allocate_token_bitmask(1, v.vocab_size)\n"
+        "    while True:\n"
+        "        m = c.matcher()\n"
+        "        for ch in b'(a(b(a)))ab':\n"
+        "            m.fill_next_token_bitmask(b, 0)\n"
+        "            m.accept_token(ch)\n"
+        "for _ in range(4):\n"
+        "    threading.Thread(target=loop, daemon=True).start()\n"
+        "time.sleep(0.3)\n"
+    )
+    for _ in range(3):
+        run = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert "terminate called" not in run.stderr
 
 
 def _prewarm_into(compiled: CompiledGrammar, results: list[dict]) -> None:
