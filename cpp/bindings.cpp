@@ -240,7 +240,9 @@ class MaskBuffer {
   MaskBuffer(const MaskBuffer&) = delete;
   MaskBuffer& operator=(const MaskBuffer&) = delete;
   ~MaskBuffer() {
-    if (held_) PyBuffer_Release(&view_);
+    // Without the GIL only while a daemon thread is being ended at interpreter exit (see
+    // ~WithoutGil): the buffer is left to the dying interpreter rather than released unlocked.
+    if (held_ && PyGILState_Check()) PyBuffer_Release(&view_);
   }
   uint32_t* data = nullptr;
   size_t rows = 0;
