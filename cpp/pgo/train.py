@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -126,7 +127,7 @@ def main() -> None:
         count = pack_profile(profile)
     finally:
         if not args.keep:
-            subprocess.run(["rm", "-rf", str(scratch)], check=False)
+            shutil.rmtree(scratch, ignore_errors=True)
     size = PROFILE.stat().st_size
     print(
         f"{count} profile files, {size / 1024:.0f} KiB -> {PROFILE.relative_to(ROOT)} "

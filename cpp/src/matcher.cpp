@@ -483,8 +483,7 @@ const ExitGroup& top_group(const Runtime& rt, int32_t state) {
 template <typename F>
 void for_each_top_group(const Runtime& rt, F&& f) {
   for (uint32_t state = 0; state < rt.num_states; ++state) {
-    const size_t base = rt.exit_row(static_cast<int32_t>(state));
-    if (rt.exit_child_offsets[base] == rt.exit_child_offsets[base + 256]) continue;
+    if (!rt.state_has_exits[state]) continue;
     f(top_group(rt, static_cast<int32_t>(state)), rt.dfa_lexeme[state]);
   }
 }
