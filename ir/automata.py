@@ -23,6 +23,7 @@ from typing import Any
 from typing import Literal as Literal_
 
 import numpy as np
+from gramkiln.ir.memo import register as register_memo
 from gramkiln.ir.nodes import (
     Bytes,
     CharClass,
@@ -414,7 +415,7 @@ _ENCODERS = {
 }
 
 # Encodings of terminal bodies by id(body): (body, code, name slots). Bounded; cleared when full.
-_BODY_ENCODINGS: dict[int, tuple[Node, list[int], tuple[tuple[int, str], ...]]] = {}
+_BODY_ENCODINGS: dict[int, tuple[Node, list[int], tuple[tuple[int, str], ...]]] = register_memo({})
 _MAX_BODY_ENCODINGS = 8192
 
 

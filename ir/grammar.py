@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import weakref
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from gramkiln.ir.memo import register as register_memo
 from gramkiln.ir.nodes import (
     Bytes,
     CharClass,
@@ -161,8 +163,6 @@ class GrammarIR(Node):
                 raise IRError("invalid IR:\n  " + "\n  ".join(problems))
         # A grammar is immutable, so one check holds for its lifetime; front ends, Grammar and
         # compile all verify the same object, which costs seconds on big JSON Schemas.
-        if len(_VERIFIED) >= 256:
-            _VERIFIED.clear()
         _VERIFIED[id(self)] = self
         return self
 
@@ -244,8 +244,9 @@ class GrammarIR(Node):
             yield from sub.grammar.problems(f"{where}{sub.name}: ")
 
 
-# Grammars that passed verify(), by identity (kept alive so their ids are not reused).
-_VERIFIED: dict[int, GrammarIR] = {}
+# Grammars that passed verify(), by identity. The values are weak: an entry goes with its
+# grammar, so an id is never looked up for a later object, and no grammar is kept alive here.
+_VERIFIED: weakref.WeakValueDictionary[int, GrammarIR] = weakref.WeakValueDictionary()
 
 
 def _node_problems(
@@ -472,8 +473,8 @@ def _combined_facts(expr: Node, facts_of: Callable[[Node], ExprFacts]) -> ExprFa
     return ExprFacts(refs, embeds, token_elements, unnormalised, has_text, largest, has_repeat)
 
 
-_EXPR_FACTS: dict[int, tuple[Node, ExprFacts]] = {}
-_REF_FACTS: dict[str, ExprFacts] = {}  # a Ref's facts depend on its name only
+_EXPR_FACTS: dict[int, tuple[Node, ExprFacts]] = register_memo({})
+_REF_FACTS: dict[str, ExprFacts] = register_memo({})  # a Ref's facts depend on its name only
 _EXPR_FACTS_LIMIT = 1 << 19
 
 
@@ -574,7 +575,7 @@ def structural_key(expr: Node) -> bytes:
     return key
 
 
-_STRUCTURAL_KEYS: dict[int, tuple[Node, bytes]] = {}
+_STRUCTURAL_KEYS: dict[int, tuple[Node, bytes]] = register_memo({})
 _STRUCTURAL_KEY_LIMIT = 1 << 19
 
 

@@ -17,6 +17,7 @@ from gramkiln.ir import (
     copy_with,
     structural_key,
 )
+from gramkiln.ir.memo import register as register_memo
 from gramkiln.passes._common import (
     children_changed,
     is_empty_language,
@@ -92,7 +93,10 @@ def normalise_expr(expr: Expr, *, merge_literals: bool) -> Expr:
 # A normal node maps to itself (the rewrite is idempotent). The compile pipeline normalises
 # three times and most subtrees survive the passes between untouched, so later runs skip them;
 # and front ends share subtrees (hash-consing), so a shared subtree is normalised once.
-_NORMAL_FORMS: dict[bool, dict[int, tuple[Expr, Expr]]] = {False: {}, True: {}}
+_NORMAL_FORMS: dict[bool, dict[int, tuple[Expr, Expr]]] = {
+    False: register_memo({}),
+    True: register_memo({}),
+}
 _NORMAL_FORM_LIMIT = 1 << 19
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from gramkiln.frontend.json_schema.compiler import LANGUAGE, Compiler
 from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.ir import GrammarIR
+from gramkiln.ir.memo import in_operation
 
 from gramkiln.errors import GrammarError
 
@@ -88,6 +89,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+@in_operation
 def json_schema_grammar(
     schema: dict[str, Any] | bool | str, options: JsonSchemaOptions | dict[str, Any] | None = None
 ) -> GrammarIR:

@@ -27,6 +27,7 @@ from gramkiln.ir import (
     TokenSet,
     structural_key,
 )
+from gramkiln.ir.memo import register as register_memo
 from gramkiln.ir.nodes import normalise_ranges
 
 # A character class with no members: the expression that matches nothing. Used where a
@@ -41,7 +42,7 @@ QUICK_SEARCH_STEPS = 50_000
 # the node, and the node its children, alive, so those ids cannot be reused while the entry
 # exists. Bounded like the other identity memos (the 34 MaskBench bench schemas leave about
 # 20,000 entries; 65,536 nodes stay well under 100 MB); clearing only costs sharing.
-_INTERNED: dict[Hashable, Expr] = {}
+_INTERNED: dict[Hashable, Expr] = register_memo({})
 _INTERN_LIMIT = 1 << 16
 
 

@@ -1,0 +1,116 @@
+"""The identity memos of the front ends, IR checks and passes, and the scope of an operation.
+
+Building and compiling a grammar memoises per-node results by identity (facts, structural
+keys, normal forms, interned JSON Schema nodes): the passes keep the subtrees they do not
+change, so a result computed once holds for every later pass of the same operation. Each memo
+keeps its nodes alive, so that their ids stay unique while the entry exists.
+
+Two costs come with that, both measured on large JSON Schemas (Kubernetes ``kb_1161``:
+2.2 million objects left in the memos by one compile):
+
+- CPython's cyclic garbage collector walks every live container at each full collection.
+  Inside one large compile the collections were ~40% of the time (15.2 s -> 9.4 s without
+  them), and once the memos of earlier compiles were retained, a collection could land in any
+  later call and cost it 1-2 s, small schemas included.
+- Memory: 150 Kubernetes schemas compiled in one process retained ~850 MB.
+
+So every public operation (a front end, the pass pipeline, a compile) runs in
+:func:`operation`. While the outermost one runs, automatic collections are paused (the trees
+built here hold no reference cycles; whatever garbage the caller had is collected as usual
+afterwards); when it returns, the memos are cleared if they hold more than
+:data:`RETAINED_ENTRIES` entries, which keeps the sharing between small grammars compiled in
+turn and drops what a large one left. Clearing is always safe: every entry is recomputed from
+its node's content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any, TypeVar
+
+# Entries all memos together may keep once an operation returns. Small schemas leave a few
+# thousand entries each (the 34 MaskBench bench schemas ~20,000 together); a large one leaves
+# hundreds of thousands.
+RETAINED_ENTRIES = 1 << 16
+# Whether operations pause automatic garbage collection (see the module docstring).
+PAUSE_GC = True
+
+_MEMOS: list[MutableMapping[Any, Any]] = []
+_lock = threading.Lock()
+_depth = 0
+_resume_gc = False
+
+MemoT = TypeVar("MemoT", bound=MutableMapping[Any, Any])
+
+
+def register(memo: MemoT) -> MemoT:
+    """Put `memo` under the operations' size rule; returns it (for module-level definitions)."""
+    _MEMOS.append(memo)
+    return memo
+
+
+def retained_entries() -> int:
+    """How many entries the registered memos hold now."""
+    return sum(len(memo) for memo in _MEMOS)
+
+
+def clear_memos() -> None:
+    """Empty every registered memo (always safe: entries are recomputed on demand)."""
+    for memo in _MEMOS:
+        memo.clear()
+
+
+def _enter() -> None:
+    global _depth, _resume_gc
+    with _lock:
+        if _depth == 0:
+            _resume_gc = PAUSE_GC and gc.isenabled()
+            if _resume_gc:
+                gc.disable()
+        _depth += 1
+
+
+def _leave() -> None:
+    global _depth, _resume_gc
+    with _lock:
+        _depth -= 1
+        if _depth:
+            return
+        if retained_entries() > RETAINED_ENTRIES:
+            clear_memos()
+        if _resume_gc:
+            _resume_gc = False
+            gc.enable()
+
+
+@contextlib.contextmanager
+def operation() -> Iterator[None]:
+    """The scope of one public operation; nested and concurrent ones count as one.
+
+    Usable as a decorator. The outermost scope (across threads) pauses automatic garbage
+    collection where it was enabled and enables it again when it ends; it then trims the memos
+    to :data:`RETAINED_ENTRIES`.
+    """
+    _enter()
+    try:
+        yield
+    finally:
+        _leave()
+
+
+FuncT = TypeVar("FuncT", bound=Callable[..., Any])
+
+
+def in_operation(func: FuncT) -> FuncT:
+    """Decorate `func` to run inside :func:`operation` (keeps its signature for type checks)."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with operation():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
