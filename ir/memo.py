@@ -17,7 +17,8 @@ Two costs come with that, both measured on large JSON Schemas (Kubernetes ``kb_1
 So every public operation (a front end, the pass pipeline, a compile) runs in
 :func:`operation`. While the outermost one runs, automatic collections are paused (the trees
 built here hold no reference cycles; whatever garbage the caller had is collected as usual
-afterwards); when it returns, the memos are cleared if they hold more than
+afterwards), for at most :data:`MAX_PAUSE_SECONDS` where operations of several threads
+overlap; when the last one returns, the memos are cleared if they hold more than
 :data:`RETAINED_ENTRIES` entries, which keeps the sharing between small grammars compiled in
 turn and drops what a large one left. Clearing is always safe: every entry is recomputed from
 its node's content.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+import time
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, TypeVar
 
@@ -37,11 +39,16 @@ from typing import Any, TypeVar
 RETAINED_ENTRIES = 1 << 16
 # Whether operations pause automatic garbage collection (see the module docstring).
 PAUSE_GC = True
+# The longest a pause lasts: threads whose operations overlap without end would otherwise keep
+# collection off for good. An operation that ends later than this after the pause began
+# resumes collection, and none is paused again until every operation has ended.
+MAX_PAUSE_SECONDS = 5.0
 
 _MEMOS: list[MutableMapping[Any, Any]] = []
 _lock = threading.Lock()
 _depth = 0
 _resume_gc = False
+_paused_at = 0.0
 
 MemoT = TypeVar("MemoT", bound=MutableMapping[Any, Any])
 
@@ -64,12 +71,13 @@ def clear_memos() -> None:
 
 
 def _enter() -> None:
-    global _depth, _resume_gc
+    global _depth, _resume_gc, _paused_at
     with _lock:
         if _depth == 0:
             _resume_gc = PAUSE_GC and gc.isenabled()
             if _resume_gc:
                 gc.disable()
+                _paused_at = time.monotonic()
         _depth += 1
 
 
@@ -77,11 +85,9 @@ def _leave() -> None:
     global _depth, _resume_gc
     with _lock:
         _depth -= 1
-        if _depth:
-            return
-        if retained_entries() > RETAINED_ENTRIES:
+        if _depth == 0 and retained_entries() > RETAINED_ENTRIES:
             clear_memos()
-        if _resume_gc:
+        if _resume_gc and (_depth == 0 or time.monotonic() - _paused_at > MAX_PAUSE_SECONDS):
             _resume_gc = False
             gc.enable()
 
@@ -91,8 +97,9 @@ def operation() -> Iterator[None]:
     """The scope of one public operation; nested and concurrent ones count as one.
 
     Usable as a decorator. The outermost scope (across threads) pauses automatic garbage
-    collection where it was enabled and enables it again when it ends; it then trims the memos
-    to :data:`RETAINED_ENTRIES`.
+    collection where it was enabled and enables it again when it ends, or when any scope ends
+    more than :data:`MAX_PAUSE_SECONDS` after the pause began; the last scope to end trims the
+    memos to :data:`RETAINED_ENTRIES`.
     """
     _enter()
     try:

@@ -149,3 +149,21 @@ def test_concurrent_operations_resume_collection_once_all_have_ended() -> None:
     assert not errors
     assert gc.isenabled()
     assert memo._depth == 0
+
+
+def test_a_pause_ends_after_its_limit_while_operations_still_overlap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Threads whose operations overlap without end must not keep collection off for good.
+    monkeypatch.setattr(memo, "MAX_PAUSE_SECONDS", 0.0)
+    with memo.operation():
+        assert not gc.isenabled()
+        with memo.operation():
+            pass
+        assert gc.isenabled()  # the inner scope ended past the limit
+        with memo.operation():
+            assert gc.isenabled()  # not paused again until every scope has ended
+    assert gc.isenabled()
+    with memo.operation():
+        assert not gc.isenabled()
+    assert gc.isenabled()
