@@ -38,17 +38,19 @@ namespace {
 // hook), and a thread that took it then started a fill that held a runtime lock at the fork
 // (test_fork_while_other_threads_fill_does_not_deadlock_the_child, about one run in ten on a
 // loaded host). So preparing a fork also closes a gate, under the GIL: a call that would start
-// waits, without the GIL, until the after-fork hooks open it again (fork_done_*).
+// waits, without the GIL, until the after-fork hooks open it again (fork_done_*). The gate
+// counts the forks being prepared: two threads may fork at once, and the first one's
+// after-fork hook must not open the gate while the second is still between its hooks.
 std::atomic<int> calls_without_gil{0};
-std::atomic<bool> fork_pending{false};
+std::atomic<int> forks_pending{0};
 // The thread preparing a fork, whose own waits (joining prewarms) pass the gate.
 thread_local bool preparing_fork = false;
 
 // With the GIL held: returns once no fork is being prepared, letting the GIL go meanwhile.
 void wait_for_fork_gate() {
-  while (!preparing_fork && fork_pending.load(std::memory_order_seq_cst)) {
+  while (!preparing_fork && forks_pending.load(std::memory_order_seq_cst) > 0) {
     PyThreadState* state = PyEval_SaveThread();
-    while (fork_pending.load(std::memory_order_seq_cst)) std::this_thread::yield();
+    while (forks_pending.load(std::memory_order_seq_cst) > 0) std::this_thread::yield();
     PyEval_RestoreThread(state);
   }
 }
@@ -136,7 +138,7 @@ struct RuntimeHandle {
     // Not while a fork is being prepared: the fork would not wait for a prewarm started now.
     // The grammar then builds its caches lazily, as past the limit. (wait_prewarm waits for
     // the gate before it starts one on its caller.)
-    if (!on_caller && fork_pending.load(std::memory_order_seq_cst)) return nullptr;
+    if (!on_caller && forks_pending.load(std::memory_order_seq_cst) > 0) return nullptr;
     prewarm = std::make_shared<gramkiln::BackgroundPrewarm>(runtime, on_caller);
     prewarm_registry.push_back(prewarm);
     return prewarm;
@@ -158,7 +160,7 @@ void stop_all_prewarms() {
 // Before a fork (called with the GIL held): close the gate to new calls without the GIL and
 // to new prewarms, stop every prewarm, then wait until no call runs without the GIL.
 void prepare_fork() {
-  fork_pending.store(true, std::memory_order_seq_cst);
+  forks_pending.fetch_add(1, std::memory_order_seq_cst);
   preparing_fork = true;
   try {
     stop_all_prewarms();
@@ -170,12 +172,18 @@ void prepare_fork() {
   while (calls_without_gil.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
-// After a fork, in the parent and in the child (which has only the forking thread, so no call
-// of its own can be counted): the gate opens again.
-void fork_done_in_parent() { fork_pending.store(false, std::memory_order_seq_cst); }
+// After a fork, in the parent (the gate opens once no other fork is being prepared; never
+// below zero, should a hook be called without its pair) and in the child, which has only the
+// forking thread, so no call or fork of its own can be counted: the gate opens there.
+void fork_done_in_parent() {
+  int pending = forks_pending.load(std::memory_order_seq_cst);
+  while (pending > 0 &&
+         !forks_pending.compare_exchange_weak(pending, pending - 1, std::memory_order_seq_cst)) {
+  }
+}
 void fork_done_in_child() {
   calls_without_gil.store(0, std::memory_order_seq_cst);
-  fork_pending.store(false, std::memory_order_seq_cst);
+  forks_pending.store(0, std::memory_order_seq_cst);
 }
 
 py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {

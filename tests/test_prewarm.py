@@ -261,6 +261,50 @@ def test_calls_that_would_start_while_a_fork_is_prepared_wait_for_it() -> None:
     assert matcher.accept_token(ord("b")) and matcher.is_accepting()
 
 
+def test_the_gate_stays_closed_until_every_fork_being_prepared_is_done() -> None:
+    """Two threads may fork at once: the first fork's after-fork hook runs while the second is
+    still between its hooks (Python lets the GIL go there), so the gate counts them."""
+    from gramkiln.runtime import _core
+
+    compiled = Grammar.from_lark('start: ("a" | "b")+').compile(Vocab.byte_level())
+    matcher = compiled.matcher()
+    done = threading.Event()
+
+    def accept() -> None:
+        assert matcher.accept_token(ord("a"))
+        done.set()
+
+    _core.prepare_fork()
+    _core.prepare_fork()
+    thread = threading.Thread(target=accept)
+    try:
+        _core.fork_done_in_parent()  # the first fork is done, the second is not
+        thread.start()
+        assert not done.wait(0.3), "a call started while a second fork was being prepared"
+    finally:
+        _core.fork_done_in_parent()
+    assert done.wait(30)
+    thread.join()
+    # One hook too many leaves the count at zero, not below: the next fork still closes the gate.
+    _core.fork_done_in_parent()
+    again = threading.Event()
+
+    def accept_again() -> None:
+        assert matcher.accept_token(ord("b"))
+        again.set()
+
+    _core.prepare_fork()
+    late = threading.Thread(target=accept_again)
+    try:
+        late.start()
+        assert not again.wait(0.3), "a call started while a fork was being prepared"
+    finally:
+        _core.fork_done_in_parent()
+    assert again.wait(30)
+    late.join()
+    assert matcher.is_accepting()
+
+
 @pytest.mark.skipif(
     "libasan" in os.environ.get("LD_PRELOAD", ""),
     reason="under AddressSanitizer the unwinding that ends a daemon thread (pthread_exit) "
