@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, MutableMapping
@@ -46,9 +47,10 @@ MAX_PAUSE_SECONDS = 5.0
 
 _MEMOS: list[MutableMapping[Any, Any]] = []
 _lock = threading.Lock()
-_depth = 0
+_depth = 0  # operations running, in all threads
 _resume_gc = False
 _paused_at = 0.0
+_thread = threading.local()  # .depth: the operations this thread is in
 
 MemoT = TypeVar("MemoT", bound=MutableMapping[Any, Any])
 
@@ -79,17 +81,39 @@ def _enter() -> None:
                 gc.disable()
                 _paused_at = time.monotonic()
         _depth += 1
+        _thread.depth = getattr(_thread, "depth", 0) + 1
 
 
 def _leave() -> None:
     global _depth, _resume_gc
     with _lock:
         _depth -= 1
+        _thread.depth -= 1
         if _depth == 0 and retained_entries() > RETAINED_ENTRIES:
             clear_memos()
         if _resume_gc and (_depth == 0 or time.monotonic() - _paused_at > MAX_PAUSE_SECONDS):
             _resume_gc = False
             gc.enable()
+
+
+def _after_fork_in_child() -> None:
+    # The child has only the forking thread: the operations other threads were in at the fork
+    # will never end there, so they must not keep collection paused or the lock taken.
+    global _lock, _depth, _resume_gc
+    _lock = threading.Lock()
+    _depth = getattr(_thread, "depth", 0)
+    if _depth == 0 and _resume_gc:
+        _resume_gc = False
+        gc.enable()
+
+
+if hasattr(os, "register_at_fork"):
+    # The lock is taken across the fork, so that no other thread holds it in the child.
+    os.register_at_fork(
+        before=lambda: _lock.acquire(),
+        after_in_parent=lambda: _lock.release(),
+        after_in_child=_after_fork_in_child,
+    )
 
 
 @contextlib.contextmanager

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
+import warnings
 import weakref
 
 import pytest
@@ -166,4 +168,38 @@ def test_a_pause_ends_after_its_limit_while_operations_still_overlap(
     assert gc.isenabled()
     with memo.operation():
         assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_another_thread_compiles_has_collection_back() -> None:
+    # The other thread's operation never ends in the child (it has only the forking thread):
+    # the child must not inherit its pause, nor the scope's lock, should it have been taken.
+    inside = threading.Event()
+    release = threading.Event()
+
+    def compiling() -> None:
+        with memo.operation():
+            inside.set()
+            release.wait(timeout=60)
+
+    thread = threading.Thread(target=compiling)
+    thread.start()
+    try:
+        assert inside.wait(timeout=30)
+        assert not gc.isenabled()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running
+            pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through its exit status
+            ok = gc.isenabled() and memo._depth == 0
+            gramkiln.Grammar.from_lark('start: "a"+').compile()  # the lock is free
+            ok = ok and gc.isenabled()
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        assert not gc.isenabled()  # the parent's operation is still running
+    finally:
+        release.set()
+        thread.join(timeout=60)
     assert gc.isenabled()
