@@ -22,6 +22,10 @@ overlap; when the last one returns, the memos are cleared if they hold more than
 :data:`RETAINED_ENTRIES` entries, which keeps the sharing between small grammars compiled in
 turn and drops what a large one left. Clearing is always safe: every entry is recomputed from
 its node's content.
+
+The pause is process-wide, as the collector is: a ``gc.disable()`` that another thread makes
+while an operation runs is undone when the operation ends. A program that manages collection
+itself sets :data:`PAUSE_GC` to False.
 """
 
 from __future__ import annotations
