@@ -36,21 +36,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
+import conformance  # noqa: E402 - the MaskBench split names
 import run as bench  # noqa: E402 - the engines and vocabularies of bench/run.py
 
-SPLITS = (
-    "Github_trivial",
-    "Github_easy",
-    "Github_medium",
-    "Glaiveai2K",
-    "Kubernetes",
-    "BFCL",
-    "Handwritten",
-    "Synthesized",
-)
+SPLITS = conformance.SPLITS
 
 
 def sample_schemas(split: str, limit: int, seed: int) -> list[tuple[str, Any]]:
@@ -103,14 +97,8 @@ def run_worker(engine_name: str, splits: Sequence[str], args: argparse.Namespace
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0-100) of `values`, linear between the closest ranks."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    """The q-th percentile (0-100) of `values`, linear between the closest ranks; NaN if none."""
+    return float(np.percentile(values, q)) if len(values) else float("nan")
 
 
 def summarize(outcome: dict[str, Any]) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from gramkiln.ir import (
     TokenSet,
     walk,
 )
-from gramkiln.ir.memo import in_operation
+from gramkiln.ir.memo import operation
 from gramkiln.ir.nodes import (
     MAX_CODEPOINT,
     MAX_TOKEN_ID,
@@ -116,7 +116,7 @@ def _ir_names(names: set[str]) -> dict[str, str]:
     return renamed
 
 
-@in_operation
+@operation()
 def parse_ebnf(source: str, root: str = "root") -> GrammarIR:
     """Parse an EBNF/GBNF grammar whose entry rule is ``root`` into a verified IR grammar.
 

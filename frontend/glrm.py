@@ -43,7 +43,7 @@ from gramkiln.ir import (
     SpecialToken,
     Subgrammar,
 )
-from gramkiln.ir.memo import in_operation
+from gramkiln.ir.memo import operation
 
 from gramkiln.errors import GrammarError
 
@@ -96,7 +96,7 @@ class GlrmParse:
     externs: dict[str, str]
 
 
-@in_operation
+@operation()
 def parse_glrm(source: str) -> GlrmParse:
     """Parse GLRM source into IR; raises ``GrammarError`` with line, column and a caret."""
     if not isinstance(source, str):
@@ -852,7 +852,7 @@ def _lexeme_seq(items: list[Expr]) -> Expr:
 # binding externs
 
 
-@in_operation
+@operation()
 def bind_externs(
     ir: GrammarIR, externs: dict[str, str], pairs: list[tuple[str, object]]
 ) -> tuple[GrammarIR, dict[str, str]]:

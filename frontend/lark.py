@@ -47,7 +47,7 @@ from gramkiln.ir import (
     strip_spans,
 )
 from gramkiln.ir.grammar import CAPTURE_NAME, MAX_CHARS_LIMIT, MAX_TOKENS_LIMIT
-from gramkiln.ir.memo import in_operation
+from gramkiln.ir.memo import operation
 from gramkiln.ir.nodes import MAX_TOKEN_ID
 from pydantic import ValidationError
 
@@ -92,7 +92,7 @@ _LLGUIDANCE_ONLY_DIRECTIVES = {
 }
 
 
-@in_operation
+@operation()
 def parse_lark(
     source: str,
     named_grammars: Mapping[str, GrammarIR | str] | None = None,

@@ -38,7 +38,7 @@ from gramkiln.frontend._regex_unicode import (
     property_ranges,
 )
 from gramkiln.ir import Bytes, CharClass, Choice, Empty, Expr, GrammarIR, Literal, Repeat, Rule, Seq
-from gramkiln.ir.memo import in_operation
+from gramkiln.ir.memo import operation
 from gramkiln.ir.nodes import MAX_CODEPOINT, SURROGATES, complement_ranges, normalise_ranges
 
 from gramkiln.errors import GrammarError
@@ -231,7 +231,7 @@ def parse_regex(
     return _alternatives([branch.expr for branch in branches])
 
 
-@in_operation
+@operation()
 def regex_grammar(pattern: str, flags: str = "") -> GrammarIR:
     """A grammar with one rule ``start`` matching exactly the full matches of ``pattern``.
 

@@ -35,7 +35,7 @@ import gc
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping
 from typing import Any, TypeVar
 
 # Entries all memos together may keep once an operation returns. Small schemas leave a few
@@ -124,7 +124,7 @@ if hasattr(os, "register_at_fork"):
 def operation() -> Iterator[None]:
     """The scope of one public operation; nested and concurrent ones count as one.
 
-    Usable as a decorator. The outermost scope (across threads) pauses automatic garbage
+    Usable as a decorator, ``@operation()``. The outermost scope (across threads) pauses automatic garbage
     collection where it was enabled and enables it again when it ends, or when any scope ends
     more than :data:`MAX_PAUSE_SECONDS` after the pause began; the last scope to end trims the
     memos to :data:`RETAINED_ENTRIES`.
@@ -134,18 +134,3 @@ def operation() -> Iterator[None]:
         yield
     finally:
         _leave()
-
-
-FuncT = TypeVar("FuncT", bound=Callable[..., Any])
-
-
-def in_operation(func: FuncT) -> FuncT:
-    """Decorate `func` to run inside :func:`operation` (keeps its signature for type checks)."""
-    import functools
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with operation():
-            return func(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]

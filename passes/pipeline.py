@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from gramkiln.ir import GrammarIR, print_grammar
-from gramkiln.ir.memo import in_operation
+from gramkiln.ir.memo import operation
 from gramkiln.passes.eliminate_dead_rules import eliminate_dead_rules
 from gramkiln.passes.fuse_terminals import fuse_terminals
 from gramkiln.passes.inline_subgrammars import inline_subgrammars
@@ -100,7 +100,7 @@ COMPILE_PIPELINE: tuple[Pass, ...] = (
 )
 
 
-@in_operation
+@operation()
 def run_pipeline(
     grammar: GrammarIR,
     pipeline: Iterable[Pass | PassFunction | str],

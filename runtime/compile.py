@@ -36,7 +36,7 @@ from gramkiln.ir import (
     walk,
 )
 from gramkiln.ir.automata import build_dfa
-from gramkiln.ir.memo import in_operation
+from gramkiln.ir.memo import operation
 from gramkiln.passes._common import STOP_MARKER_PREFIX, SUFFIX_MARKER_PREFIX
 from gramkiln.passes.fuse_terminals import BLOCKS_FALLBACK_COUNT, FUSED_PREFIX, inline_plain_rules
 from gramkiln.runtime.rule_limits import (
@@ -63,7 +63,7 @@ MAX_DFA_STATES = 200_000
 MAX_TEXT_TOKEN_BYTES = 4096
 
 
-@in_operation
+@operation()
 def lower_for_runtime(ir: GrammarIR, fusion: str = "whole") -> GrammarIR:
     """The IR the flattener consumes: the compile pass pipeline's output.
 
@@ -1011,7 +1011,7 @@ def _limit_arrays(
     )
 
 
-@in_operation
+@operation()
 def compile_grammar(
     ir: GrammarIR,
     vocab: Any = None,

@@ -18,6 +18,7 @@ import sys
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gramkiln.frontend.lark import parse_lark
@@ -235,6 +236,27 @@ def test_fork_while_other_threads_fill_does_not_deadlock_the_child(
             thread.join()
 
 
+def _accept_waits_at_the_gate(matcher: Any, token: int) -> None:
+    """Accept `token` on another thread while the fork gate is closed: the call must wait
+    (without the GIL) until one more fork_done_in_parent, then go through."""
+    from gramkiln.runtime import _core
+
+    done = threading.Event()
+
+    def accept() -> None:
+        assert matcher.accept_token(token)  # runs without the GIL: waits at the gate
+        done.set()
+
+    thread = threading.Thread(target=accept)
+    try:
+        thread.start()
+        assert not done.wait(0.3), "a call started while a fork was being prepared"
+    finally:
+        _core.fork_done_in_parent()
+    assert done.wait(30)
+    thread.join()
+
+
 def test_calls_that_would_start_while_a_fork_is_prepared_wait_for_it() -> None:
     """Python lets the GIL go between the before-fork hooks and fork() itself, so holding it
     is not what keeps new calls out: prepare_fork closes a gate that a call without the GIL
@@ -243,21 +265,8 @@ def test_calls_that_would_start_while_a_fork_is_prepared_wait_for_it() -> None:
 
     compiled = Grammar.from_lark('start: ("a" | "b")+').compile(Vocab.byte_level())
     matcher = compiled.matcher()
-    done = threading.Event()
-
-    def accept() -> None:
-        assert matcher.accept_token(ord("a"))  # runs without the GIL: waits at the gate
-        done.set()
-
     _core.prepare_fork()
-    try:
-        thread = threading.Thread(target=accept)
-        thread.start()
-        assert not done.wait(0.3), "a call started while a fork was being prepared"
-    finally:
-        _core.fork_done_in_parent()
-    assert done.wait(30)
-    thread.join()
+    _accept_waits_at_the_gate(matcher, ord("a"))
     assert matcher.accept_token(ord("b")) and matcher.is_accepting()
 
 
@@ -268,40 +277,14 @@ def test_the_gate_stays_closed_until_every_fork_being_prepared_is_done() -> None
 
     compiled = Grammar.from_lark('start: ("a" | "b")+').compile(Vocab.byte_level())
     matcher = compiled.matcher()
-    done = threading.Event()
-
-    def accept() -> None:
-        assert matcher.accept_token(ord("a"))
-        done.set()
-
     _core.prepare_fork()
     _core.prepare_fork()
-    thread = threading.Thread(target=accept)
-    try:
-        _core.fork_done_in_parent()  # the first fork is done, the second is not
-        thread.start()
-        assert not done.wait(0.3), "a call started while a second fork was being prepared"
-    finally:
-        _core.fork_done_in_parent()
-    assert done.wait(30)
-    thread.join()
+    _core.fork_done_in_parent()  # the first fork is done, the second is not
+    _accept_waits_at_the_gate(matcher, ord("a"))
     # One hook too many leaves the count at zero, not below: the next fork still closes the gate.
     _core.fork_done_in_parent()
-    again = threading.Event()
-
-    def accept_again() -> None:
-        assert matcher.accept_token(ord("b"))
-        again.set()
-
     _core.prepare_fork()
-    late = threading.Thread(target=accept_again)
-    try:
-        late.start()
-        assert not again.wait(0.3), "a call started while a fork was being prepared"
-    finally:
-        _core.fork_done_in_parent()
-    assert again.wait(30)
-    late.join()
+    _accept_waits_at_the_gate(matcher, ord("b"))
     assert matcher.is_accepting()
 
 

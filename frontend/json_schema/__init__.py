@@ -17,7 +17,7 @@ from typing import Any
 from gramkiln.frontend.json_schema.compiler import LANGUAGE, Compiler
 from gramkiln.frontend.json_schema.options import JsonSchemaOptions
 from gramkiln.ir import GrammarIR
-from gramkiln.ir.memo import in_operation
+from gramkiln.ir.memo import operation
 
 from gramkiln.errors import GrammarError
 
@@ -89,7 +89,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-@in_operation
+@operation()
 def json_schema_grammar(
     schema: dict[str, Any] | bool | str, options: JsonSchemaOptions | dict[str, Any] | None = None
 ) -> GrammarIR:

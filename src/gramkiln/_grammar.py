@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from gramkiln.errors import CompileError, GrammarError
 from gramkiln.ir import GrammarIR, ir_from_msgpack, ir_to_msgpack, parse_grammar, print_grammar
-from gramkiln.ir.memo import in_operation
+from gramkiln.ir.memo import operation
 
 if TYPE_CHECKING:
     from gramkiln.runtime.compiled import CompiledGrammar
@@ -29,7 +29,7 @@ class Grammar:
 
     # -- constructors ----------------------------------------------------------------------
     @classmethod
-    @in_operation
+    @operation()
     def from_lark(
         cls,
         source: str,
@@ -45,7 +45,7 @@ class Grammar:
         return cls(parse_lark(source, named_grammars=named, vocab=vocab))
 
     @classmethod
-    @in_operation
+    @operation()
     def from_regex(cls, pattern: str, flags: str = "") -> Grammar:
         """A grammar whose language is the full match of a regular expression."""
         from gramkiln.frontend.regex import regex_grammar
@@ -53,7 +53,7 @@ class Grammar:
         return cls(regex_grammar(pattern, flags))
 
     @classmethod
-    @in_operation
+    @operation()
     def from_ebnf(cls, source: str, root: str = "root") -> Grammar:
         """Parse a `::=` EBNF/GBNF grammar whose entry rule is `root`."""
         from gramkiln.frontend.ebnf import parse_ebnf
@@ -61,7 +61,7 @@ class Grammar:
         return cls(parse_ebnf(source, root=root))
 
     @classmethod
-    @in_operation
+    @operation()
     def from_json_schema(cls, schema: Any, options: Any = None) -> Grammar:
         """A grammar for JSON documents valid against a JSON Schema (dict or JSON text)."""
         from gramkiln.frontend.json_schema import json_schema_grammar
@@ -69,7 +69,7 @@ class Grammar:
         return cls(json_schema_grammar(schema, options))
 
     @classmethod
-    @in_operation
+    @operation()
     def from_glrm(cls, source: str) -> Grammar:
         """Parse a grammar in GLRM, GLRMask's native format (``glrm 1; start NAME; ...``).
 
@@ -85,13 +85,13 @@ class Grammar:
         return grammar
 
     @classmethod
-    @in_operation
+    @operation()
     def from_ir_text(cls, text: str) -> Grammar:
         """Read the canonical IR text form (what `str(grammar)` prints)."""
         return cls(parse_grammar(text))
 
     @classmethod
-    @in_operation
+    @operation()
     def from_msgpack(cls, data: bytes) -> Grammar:
         """Read the msgpack IR form written by `to_msgpack`."""
         return cls(ir_from_msgpack(data))
@@ -107,7 +107,7 @@ class Grammar:
         """The externs still to bind, by name: ``"grammar"`` or ``"token"`` (GLRM)."""
         return dict(self._externs)
 
-    @in_operation
+    @operation()
     def bind(self, name: str | None = None, value: Any = None, /, **bindings: Any) -> Grammar:
         """A copy with externs bound: ``bind("payload", child)`` or ``bind(payload=child)``.
 
@@ -172,7 +172,7 @@ class Grammar:
         return bool(self._reference().is_prefix(text))
 
     # -- compilation ------------------------------------------------------------------------
-    @in_operation
+    @operation()
     def compile(
         self, vocab: Vocab | None = None, end_tokens: list[int] | None = None, **options: Any
     ) -> CompiledGrammar:
@@ -182,7 +182,7 @@ class Grammar:
         self._require_bound("compile", CompileError)
         return compile_grammar(self._ir, vocab, end_tokens=end_tokens, **options)
 
-    @in_operation
+    @operation()
     def compile_unlinked(
         self, vocab: Vocab | None = None, end_tokens: list[int] | None = None
     ) -> UnlinkedGrammar:
