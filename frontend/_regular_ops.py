@@ -116,8 +116,12 @@ def compute_operations(
             )
         known[name] = computed[name] = body
 
-    for name in operations:
-        compute(name)
+    try:
+        for name in operations:
+            compute(name)
+    finally:
+        # Both refer to themselves: cycles the collector would have to find.
+        del reached, compute
     return {name: computed[name] for name in operations}
 
 

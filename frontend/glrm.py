@@ -821,9 +821,12 @@ class _GrammarParser:
                     visit(target)
             state[name] = 2
 
-        for name in terminal_refs:
-            if name not in state:
-                visit(name)
+        try:
+            for name in terminal_refs:
+                if name not in state:
+                    visit(name)
+        finally:
+            del visit  # it refers to itself: a cycle the collector would have to find
 
 
 def _kind_words(kind: str) -> str:

@@ -1105,9 +1105,12 @@ class _Parser:
                 visit(target, path + [target])
             done.add(name)
 
-        for name in terminals:
-            if name not in done:
-                visit(name, [name])
+        try:
+            for name in terminals:
+                if name not in done:
+                    visit(name, [name])
+        finally:
+            del visit  # it refers to itself: a cycle the collector would have to find
 
 
 # ---------------------------------------------------------------------------------------------

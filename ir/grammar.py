@@ -284,9 +284,12 @@ def _terminal_cycles(grammar: GrammarIR, where: str) -> Iterator[str]:
                 yield from visit(nxt, path + [nxt])
         state[name] = 2
 
-    for name in edges:
-        if name not in state:
-            yield from visit(name, [name])
+    try:
+        for name in edges:
+            if name not in state:
+                yield from visit(name, [name])
+    finally:
+        del visit  # it refers to itself: a cycle the collector would have to find
 
 
 def _has_cycle(edges: dict[str, frozenset[str]]) -> bool:

@@ -203,3 +203,47 @@ def test_a_child_forked_while_another_thread_compiles_has_collection_back() -> N
         release.set()
         thread.join(timeout=60)
     assert gc.isenabled()
+
+
+# One grammar per front end, each reaching its recursive helpers: terminal cycle checks (Lark,
+# GLRM, the IR verifier), terminal set operations, JSON Schema automata written as rules.
+_CYCLE_FREE_BUILDS = {
+    "lark terminals and operations": lambda: gramkiln.Grammar.from_lark(
+        'start: WORD ("," WORD)*\nWORD: LETTER+ & /[^q]+/\nLETTER: /[a-z]/'
+    ),
+    "glrm": lambda: gramkiln.Grammar.from_glrm(
+        "glrm 1; start v; t D = /[0-9]/; t N = D+; nt v = N | \"x\";"
+    ),
+    "json schema patterns": lambda: gramkiln.Grammar.from_json_schema(
+        {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "pattern": "^(ab|cd)+x?$", "maxLength": 12},
+                "tag": {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$"},
+            },
+        }
+    ),
+    "ebnf": lambda: gramkiln.Grammar.from_ebnf('root ::= "a" [0-9]+'),
+    "regex": lambda: gramkiln.Grammar.from_regex(r"(\d{3}-){2}\d{4}"),
+}
+
+
+@pytest.mark.parametrize("front_end", sorted(_CYCLE_FREE_BUILDS))
+def test_building_and_compiling_leave_no_reference_cycles(front_end: str) -> None:
+    # Cyclic garbage (a recursive helper closing over the front end's state) keeps everything
+    # it reaches alive until a collection, which after an operation must then scan it all.
+    _CYCLE_FREE_BUILDS[front_end]().compile()  # first: imports leave garbage of their own
+    gc.collect()
+    gc.disable()
+    try:
+        _CYCLE_FREE_BUILDS[front_end]().compile()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            found = gc.collect()
+            garbage = [type(o).__qualname__ for o in gc.garbage]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+    finally:
+        gc.enable()
+    assert found == 0, f"cyclic garbage after {front_end}: {sorted(set(garbage))[:12]}"

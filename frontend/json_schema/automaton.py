@@ -509,3 +509,4 @@ def only_self_loops(dfa: Dfa) -> bool:
         return all(colour[s] != 0 or visit(s) for s in range(dfa.size))
     finally:
         sys.setrecursionlimit(limit)
+        del visit  # it refers to itself: a cycle the collector would have to find

@@ -443,7 +443,12 @@ class Compiler:
             return seq(repeat(edge(loop)), body) if loop is not None else body
 
         start_name = self.new_name(hint)
-        return self.add_rule(start_name, state_expr_body(dfa.start, 0), terminal=True)
+        try:
+            return self.add_rule(start_name, state_expr_body(dfa.start, 0), terminal=True)
+        finally:
+            # The two refer to each other (and to the compiler): a reference cycle that would
+            # keep the compiler's rules alive until a garbage collection.
+            del state_expr, state_expr_body
 
     # -- schemas ----------------------------------------------------------------------------
     def value_ref(self, schema: Any, pointer: str, base: str, depth: int) -> Expr:
