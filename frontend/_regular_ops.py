@@ -63,66 +63,79 @@ def compute_operations(
     so each operation is computed after the ones it reaches (terminal cycles must have been
     refused already). ``fail(message, offset)`` builds the front end's located error.
     """
-    from gramkiln.errors import CompileError
+    computer = _OperationComputer(operations, terminals, fail)
+    for name in operations:
+        computer.compute(name)
+    return {name: computer.computed[name] for name in operations}
 
-    known = dict(terminals)
-    computed: dict[str, Expr] = {}
 
-    def reached(expr: Expr, seen: set[str]) -> list[str]:
+class _OperationComputer:
+    """compute_operations' state: operations are computed depth first, each after those its
+    operands reach. Methods rather than nested functions: a nested function that calls itself
+    is a reference cycle, which would keep all of this alive until a garbage collection."""
+
+    def __init__(
+        self,
+        operations: Mapping[str, tuple[str, Expr | None, Expr, int]],
+        terminals: Mapping[str, Expr],
+        fail: Callable[[str, int], Exception],
+    ) -> None:
+        self.operations = operations
+        self.fail = fail
+        self.known = dict(terminals)
+        self.computed: dict[str, Expr] = {}
+        self.automata: dict[str, ByteDFA] = {}
+
+    def reached(self, expr: Expr, seen: set[str]) -> list[str]:
+        """The operations `expr` names, directly or through terminals."""
         found: list[str] = []
         for node in walk(expr):
             if not isinstance(node, Ref) or node.name in seen:
                 continue
             seen.add(node.name)
-            if node.name in operations:
+            if node.name in self.operations:
                 found.append(node.name)
-            elif node.name in known:
-                found.extend(reached(known[node.name], seen))
+            elif node.name in self.known:
+                found.extend(self.reached(self.known[node.name], seen))
         return found
 
-    automata: dict[str, ByteDFA] = {}
-
-    def operand_dfa(expr: Expr) -> ByteDFA:
-        # An operand that names an operation (directly or through terminals that only name
-        # one) reuses its automaton: its expression form can be far costlier to rebuild.
+    def operand_dfa(self, expr: Expr) -> ByteDFA:
+        """An operand's automaton; one that names an operation (directly or through terminals
+        that only name one) reuses its automaton: its expression form can be far costlier to
+        rebuild."""
         seen: set[str] = set()
         while isinstance(expr, Ref) and expr.name not in seen:
             seen.add(expr.name)
-            if expr.name in automata:
-                return automata[expr.name]
-            if expr.name not in known:
+            if expr.name in self.automata:
+                return self.automata[expr.name]
+            if expr.name not in self.known:
                 break
-            expr = known[expr.name]
-        return build_dfa(expr, known, max_states=MAX_OPERAND_STATES)
+            expr = self.known[expr.name]
+        return build_dfa(expr, self.known, max_states=MAX_OPERAND_STATES)
 
-    def compute(name: str) -> None:
-        if name in computed:
+    def compute(self, name: str) -> None:
+        """Compute operation `name` (after the operations its operands reach)."""
+        from gramkiln.errors import CompileError
+
+        if name in self.computed:
             return
-        operator, left, right, offset = operations[name]
+        operator, left, right, offset = self.operations[name]
         for operand in (left, right):
             if operand is not None:
-                for inner in reached(operand, set()):
-                    compute(inner)
+                for inner in self.reached(operand, set()):
+                    self.compute(inner)
         try:
-            left_dfa = None if left is None else operand_dfa(left)
-            automata[name] = combine(operator, left_dfa, operand_dfa(right))
+            left_dfa = None if left is None else self.operand_dfa(left)
+            self.automata[name] = combine(operator, left_dfa, self.operand_dfa(right))
         except CompileError as error:
-            raise fail(f"'{operator}': {error}", offset) from None
-        body = dfa_expression(automata[name])
+            raise self.fail(f"'{operator}': {error}", offset) from None
+        body = dfa_expression(self.automata[name])
         if body is None:
-            raise fail(
+            raise self.fail(
                 f"the result of '{operator}' is too large to write as one regular expression",
                 offset,
             )
-        known[name] = computed[name] = body
-
-    try:
-        for name in operations:
-            compute(name)
-    finally:
-        # Both refer to themselves: cycles the collector would have to find.
-        del reached, compute
-    return {name: computed[name] for name in operations}
+        self.known[name] = self.computed[name] = body
 
 
 def eliminate_states(

@@ -806,27 +806,29 @@ class _GrammarParser:
             for d in self.definitions.values()
             if d.kind == "t"
         }
-        state: dict[str, int] = {}
-
-        def visit(name: str) -> None:
-            state[name] = 1
-            for target, offset in terminal_refs.get(name, []):
-                if state.get(target) == 1:
-                    raise self.error(
-                        f"terminal '{target}' is defined in terms of itself (terminals are "
-                        "regular; use 'nt' for recursion)",
-                        offset,
-                    )
-                if target not in state:
-                    visit(target)
-            state[name] = 2
-
-        try:
-            for name in terminal_refs:
-                if name not in state:
-                    visit(name)
-        finally:
-            del visit  # it refers to itself: a cycle the collector would have to find
+        state: dict[str, int] = {}  # 1: on the current path, 2: finished
+        # Depth first without recursion (a chain of terminals can be long).
+        for root in terminal_refs:
+            if root in state:
+                continue
+            state[root] = 1
+            stack = [(root, iter(terminal_refs[root]))]
+            while stack:
+                name, refs = stack[-1]
+                for target, offset in refs:
+                    if state.get(target) == 1:
+                        raise self.error(
+                            f"terminal '{target}' is defined in terms of itself (terminals are "
+                            "regular; use 'nt' for recursion)",
+                            offset,
+                        )
+                    if target not in state:
+                        state[target] = 1
+                        stack.append((target, iter(terminal_refs.get(target, []))))
+                        break
+                else:
+                    state[name] = 2
+                    stack.pop()
 
 
 def _kind_words(kind: str) -> str:

@@ -1092,25 +1092,28 @@ class _Parser:
         """A terminal may not reference itself, directly or through other terminals."""
         terminals = {n: d for n, d in self.definitions.items() if d.terminal}
         done: set[str] = set()
-
-        def visit(name: str, path: list[str]) -> None:
-            for target, offset in terminals[name].refs:
-                if target not in terminals or target in done:
-                    continue
-                if target in path:
-                    chain = path[path.index(target) :] + [target]
-                    raise self.src.error(
-                        f"terminal '{target}' is recursive: {' -> '.join(chain)}", offset
-                    )
-                visit(target, path + [target])
-            done.add(name)
-
-        try:
-            for name in terminals:
-                if name not in done:
-                    visit(name, [name])
-        finally:
-            del visit  # it refers to itself: a cycle the collector would have to find
+        # Depth first without recursion (a chain of terminals can be long); `path` is the
+        # chain from the root to the terminal being visited.
+        for root in terminals:
+            if root in done:
+                continue
+            path = [root]
+            stack = [iter(terminals[root].refs)]
+            while stack:
+                for target, offset in stack[-1]:
+                    if target not in terminals or target in done:
+                        continue
+                    if target in path:
+                        chain = path[path.index(target) :] + [target]
+                        raise self.src.error(
+                            f"terminal '{target}' is recursive: {' -> '.join(chain)}", offset
+                        )
+                    path.append(target)
+                    stack.append(iter(terminals[target].refs))
+                    break
+                else:
+                    stack.pop()
+                    done.add(path.pop())
 
 
 # ---------------------------------------------------------------------------------------------

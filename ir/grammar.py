@@ -272,24 +272,29 @@ def _terminal_cycles(grammar: GrammarIR, where: str) -> Iterator[str]:
         name: sorted({n.name for n in walk(r.body) if isinstance(n, Ref) and n.name in terminals})
         for name, r in terminals.items()
     }
-    state: dict[str, int] = {}
-
-    def visit(name: str, path: list[str]) -> Iterator[str]:
-        state[name] = 1
-        for nxt in edges[name]:
-            if state.get(nxt) == 1:
-                cycle = path[path.index(nxt) :] + [nxt] if nxt in path else [name, nxt]
-                yield f"{where}terminal {nxt} is recursive: {' -> '.join(cycle)}"
-            elif nxt not in state:
-                yield from visit(nxt, path + [nxt])
-        state[name] = 2
-
-    try:
-        for name in edges:
-            if name not in state:
-                yield from visit(name, [name])
-    finally:
-        del visit  # it refers to itself: a cycle the collector would have to find
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    # Depth first without recursion (a chain of terminals can be long); `path` is the chain
+    # from the root to the terminal being visited.
+    for root in edges:
+        if root in state:
+            continue
+        state[root] = 1
+        path = [root]
+        stack = [iter(edges[root])]
+        while stack:
+            name = path[-1]
+            for nxt in stack[-1]:
+                if state.get(nxt) == 1:
+                    cycle = path[path.index(nxt) :] + [nxt] if nxt in path else [name, nxt]
+                    yield f"{where}terminal {nxt} is recursive: {' -> '.join(cycle)}"
+                elif nxt not in state:
+                    state[nxt] = 1
+                    path.append(nxt)
+                    stack.append(iter(edges[nxt]))
+                    break
+            else:
+                stack.pop()
+                state[path.pop()] = 2
 
 
 def _has_cycle(edges: dict[str, frozenset[str]]) -> bool:

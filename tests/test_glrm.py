@@ -754,3 +754,10 @@ def test_the_example_file_compiles_and_masks() -> None:
 
     source = (Path(__file__).resolve().parents[1] / "examples" / "value.glrm").read_text()
     check(source, accepted=["[1, [null], -3]", " [ ] ", "7"], rejected=["[1,]", "[[1]", "01"])
+
+
+def test_a_long_terminal_cycle_is_a_located_error() -> None:
+    # 3,000 terminals each naming the next, the last the first: a RecursionError before.
+    chain = " ".join(f"t T{i} = T{i + 1};" for i in range(3000))
+    with pytest.raises(GrammarError, match="terminal 'T0' is defined in terms of itself"):
+        Grammar.from_glrm(f"glrm 1; start v; {chain} t T3000 = T0; nt v = T0;")

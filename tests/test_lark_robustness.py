@@ -142,3 +142,14 @@ def test_long_named_grammar_chain_is_an_error_not_a_crash() -> None:
 def test_byte_order_mark_and_crlf_line_endings() -> None:
     grammar = parse_lark('\ufeffstart: "a"\r\n     | "b"\r\nx: "c"\r\n')
     assert [rule.name for rule in grammar.rules] == ["start", "x"]
+
+
+def test_a_long_terminal_cycle_is_reported_with_its_chain() -> None:
+    # 3,000 terminals each naming the next, the last naming the first: the cycle check walks
+    # the chain without recursion (it hit the recursion limit before, a bare "nested too
+    # deeply" with no location).
+    source = "start: T0\n" + "\n".join(f"T{i}: T{i + 1}" for i in range(3000)) + "\nT3000: T0\n"
+    with pytest.raises(
+        GrammarError, match=r"line 3002, column 8: terminal 'T0' is recursive: T0 -> T1 -> T2"
+    ):
+        parse_lark(source)

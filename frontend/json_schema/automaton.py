@@ -487,26 +487,25 @@ def group_edges(edges: list[tuple[int, int, int]]) -> dict[int, Ranges]:
 
 def only_self_loops(dfa: Dfa) -> bool:
     """True when the automaton has no cycle other than self-loops."""
-    colour = [0] * dfa.size
-
-    def visit(state: int) -> bool:
-        colour[state] = 1
-        for _, _, t in dfa.edges[state]:
-            if t == state:
-                continue
-            if colour[t] == 1:
-                return False
-            if colour[t] == 0 and not visit(t):
-                return False
-        colour[state] = 2
-        return True
-
-    import sys
-
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, dfa.size * 2 + 1000))
-    try:
-        return all(colour[s] != 0 or visit(s) for s in range(dfa.size))
-    finally:
-        sys.setrecursionlimit(limit)
-        del visit  # it refers to itself: a cycle the collector would have to find
+    # Depth first without recursion (automata have thousands of states).
+    colour = [0] * dfa.size  # 0 unseen, 1 on the current path, 2 finished
+    for root in range(dfa.size):
+        if colour[root]:
+            continue
+        colour[root] = 1
+        stack = [(root, iter(dfa.edges[root]))]
+        while stack:
+            state, edges = stack[-1]
+            for _, _, target in edges:
+                if target == state:
+                    continue
+                if colour[target] == 1:
+                    return False
+                if colour[target] == 0:
+                    colour[target] = 1
+                    stack.append((target, iter(dfa.edges[target])))
+                    break
+            else:
+                colour[state] = 2
+                stack.pop()
+    return True

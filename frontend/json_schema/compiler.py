@@ -418,37 +418,9 @@ class Compiler:
         # Acyclic apart from self-loops: a state reached from one place only is written inline
         # (keys that are "any string but these names" are tries: nearly every state is), the
         # others become terminal rules; inlining stops at a modest depth to keep nesting flat.
-        indegree = [0] * dfa.size
-        for state in range(dfa.size):
-            for _, _, target in dfa.edges[state]:
-                if target != state:
-                    indegree[target] += 1
-        rule_names: dict[int, str] = {}
-
-        def state_expr(state: int, nesting: int) -> Expr:
-            if state != dfa.start and (indegree[state] > 1 or nesting >= MAX_INLINE_NESTING):
-                if state not in rule_names:
-                    rule_names[state] = self.new_name(hint)
-                    self.add_rule(rule_names[state], state_expr_body(state, 0), terminal=True)
-                return rule_ref(rule_names[state])
-            return state_expr_body(state, nesting)
-
-        def state_expr_body(state: int, nesting: int) -> Expr:
-            grouped = group_edges(dfa.edges[state])
-            loop = grouped.pop(state, None)
-            alternatives: list[Expr] = [lit("")] if state in dfa.accepting else []
-            for target, ranges in grouped.items():
-                alternatives.append(seq(edge(ranges), state_expr(target, nesting + 1)))
-            body = choice(*alternatives)
-            return seq(repeat(edge(loop)), body) if loop is not None else body
-
+        writer = _AcyclicDfaWriter(self, dfa, hint, edge)
         start_name = self.new_name(hint)
-        try:
-            return self.add_rule(start_name, state_expr_body(dfa.start, 0), terminal=True)
-        finally:
-            # The two refer to each other (and to the compiler): a reference cycle that would
-            # keep the compiler's rules alive until a garbage collection.
-            del state_expr, state_expr_body
+        return self.add_rule(start_name, writer.state_body(dfa.start, 0), terminal=True)
 
     # -- schemas ----------------------------------------------------------------------------
     def value_ref(self, schema: Any, pointer: str, base: str, depth: int) -> Expr:
@@ -1711,3 +1683,48 @@ def _has_shape(value: Any, expected: str) -> bool:
     if expected == "a schema":
         return isinstance(value, (dict, bool))
     return True
+
+
+class _AcyclicDfaWriter:
+    """``Compiler.emit_dfa`` for an automaton without cycles other than self-loops: each
+    state inline where one edge reaches it (up to ``MAX_INLINE_NESTING`` deep), otherwise a
+    terminal rule of its own. A class rather than nested functions: two nested functions
+    that call each other are a reference cycle, which kept the compiler's rules alive until a
+    garbage collection."""
+
+    def __init__(
+        self,
+        compiler: Compiler,
+        dfa: Dfa,
+        hint: str,
+        edge: Callable[[tuple[tuple[int, int], ...]], Expr],
+    ) -> None:
+        self.compiler = compiler
+        self.dfa = dfa
+        self.hint = hint
+        self.edge = edge
+        self.indegree = [0] * dfa.size
+        for state in range(dfa.size):
+            for _, _, target in dfa.edges[state]:
+                if target != state:
+                    self.indegree[target] += 1
+        self.rule_names: dict[int, str] = {}
+
+    def state_expr(self, state: int, nesting: int) -> Expr:
+        """The language from `state`: inline, or a reference to its rule."""
+        if state != self.dfa.start and (self.indegree[state] > 1 or nesting >= MAX_INLINE_NESTING):
+            if state not in self.rule_names:
+                name = self.rule_names[state] = self.compiler.new_name(self.hint)
+                self.compiler.add_rule(name, self.state_body(state, 0), terminal=True)
+            return rule_ref(self.rule_names[state])
+        return self.state_body(state, nesting)
+
+    def state_body(self, state: int, nesting: int) -> Expr:
+        """The language from `state` written out: its self-loop, then a choice of its edges."""
+        grouped = group_edges(self.dfa.edges[state])
+        loop = grouped.pop(state, None)
+        alternatives: list[Expr] = [lit("")] if state in self.dfa.accepting else []
+        for target, ranges in grouped.items():
+            alternatives.append(seq(self.edge(ranges), self.state_expr(target, nesting + 1)))
+        body = choice(*alternatives)
+        return seq(repeat(self.edge(loop)), body) if loop is not None else body
