@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import warnings
 from typing import Any
 
 import pytest
@@ -1636,3 +1637,75 @@ def test_python_schemas_that_are_not_json_are_refused(schema: Any, message: str)
     with pytest.raises(GrammarError) as caught:
         json_schema_grammar(schema)
     assert f"JSON Schema error: {message}" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        # Multiples of 13 between the bounds that no small prime divides: the automaton takes
+        # the remainder modulo 13 * 2310 and passes its state limit.
+        {
+            "type": "integer",
+            "multipleOf": 13,
+            "not": {"anyOf": [{"multipleOf": k} for k in (2, 3, 5, 7, 11)]},
+            "exclusiveMinimum": 100,
+            "exclusiveMaximum": 1000,
+            "$ref": "#/$defs/not169",
+            "$defs": {"not169": {"not": {"const": 169}}},
+        },
+        # Integers that are multiples of 13.5 (so of 27), negative.
+        {
+            "type": "integer",
+            "multipleOf": 13.5,
+            "not": {"anyOf": [{"multipleOf": k} for k in (2, 13, 5, 7, 11, 37)]},
+            "exclusiveMinimum": -1000,
+            "exclusiveMaximum": -100,
+        },
+        # Decimal multiples.
+        {
+            "type": "number",
+            "multipleOf": 0.25,
+            "not": {"anyOf": [{"multipleOf": k} for k in (0.75, 1.25, 1.75, 2.75, 3.25)]},
+            "minimum": -40,
+            "maximum": 40,
+        },
+    ],
+)
+def test_bounded_multiples_too_many_for_an_automaton_are_written_out(
+    schema: dict[str, Any],
+) -> None:
+    """Several multipleOf / not-multipleOf take the automaton's remainder modulo their lcm
+    (past its state limit); between two bounds the numbers are written out one by one, each
+    in its usual spellings (was: unsupported). Agrees with jsonschema on every lattice point
+    nearby, in several spellings."""
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(schema)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no unsupported-keyword report
+        compiled = Grammar.from_json_schema(schema).compile()
+    step = 0.125 if schema["type"] == "number" else 1
+    accepted = 0
+    for k in range(-9000, 9001):
+        value = k * step
+        if abs(value) > 1100:
+            continue
+        spellings = [json.dumps(value)]
+        if value == int(value):
+            spellings += [json.dumps(int(value)), f"{int(value)}.0"]
+        for text in spellings:
+            matcher = compiled.matcher()
+            got = matcher.accept_string(text) and matcher.is_accepting()
+            assert got == validator.is_valid(json.loads(text)), text
+            accepted += got
+    assert accepted > 0
+
+
+def test_unbounded_multiples_too_many_for_an_automaton_stay_reported() -> None:
+    schema = {
+        "type": "integer",
+        "multipleOf": 13,
+        "not": {"anyOf": [{"multipleOf": k} for k in (2, 3, 5, 7, 11)]},
+        "minimum": 100,
+    }
+    with pytest.raises(GrammarError, match="unsupported keyword.*multipleOf"):
+        Grammar.from_json_schema(schema)

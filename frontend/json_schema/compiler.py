@@ -76,6 +76,7 @@ from gramkiln.frontend.json_schema.numbers import (
     Bound,
     NumberSpec,
     NumberSpecError,
+    enumerated_values,
     number_dfa,
     plain_number_expr,
     to_decimal,
@@ -85,7 +86,11 @@ from gramkiln.frontend.json_schema.refs import DEFAULT_BASE, RefError, RefIndex
 from gramkiln.frontend.json_schema.scope import DynamicScopes, in_scope, scope_of, unwrap
 from gramkiln.frontend.json_schema.strings import ALL_CHARS, encode_expr, encoded_char
 from gramkiln.frontend.json_schema.validate import flat_is_valid
-from gramkiln.frontend.json_schema.values import MAX_PERMUTED_KEYS, value_expr
+from gramkiln.frontend.json_schema.values import (
+    MAX_PERMUTED_KEYS,
+    number_spellings_expr,
+    value_expr,
+)
 from gramkiln.frontend.json_schema.vocabularies import UnknownVocabulary, switched_off
 from gramkiln.ir import CharClass, Expr, GrammarIR, Ref, Repeat, Rule, walk
 
@@ -1147,8 +1152,26 @@ class Compiler:
             try:
                 dfa = number_dfa(spec)
             except AutomatonTooLarge as exc:
-                self.unsupported(pointer, ["multipleOf"], str(exc))
-                return plain_number_expr(integer, zero_fraction)
+                # Several multiples take the remainder modulo their lcm; between two bounds the
+                # numbers may still be few enough to write out one by one.
+                values = enumerated_values(spec)
+                if values is None:
+                    self.unsupported(pointer, ["multipleOf"], str(exc))
+                    return plain_number_expr(integer, zero_fraction)
+                if not values:
+                    return self.unsatisfiable(
+                        pointer, f"no {kind} satisfies {_numeric_keywords(flat)}"
+                    )
+                integer_only = integer and not zero_fraction
+                return choice(
+                    *(
+                        number_spellings_expr(
+                            int(value) if value == value.to_integral_value() else value,
+                            integer_only,
+                        )
+                        for value in values
+                    )
+                )
             if not dfa.accepting:
                 return self.unsatisfiable(pointer, f"no {kind} satisfies {_numeric_keywords(flat)}")
             return self.emit_dfa(dfa, "num", char_class)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 from gramkiln.frontend.json_schema.automaton import Dfa, explore
 from gramkiln.frontend.json_schema.exprs import char_class, choice, lit, optional, repeat, seq
@@ -418,6 +419,62 @@ def number_dfa(spec: NumberSpec) -> Dfa:
 
     start = ("start", 0, (), 0, 0, None)
     return explore(start, step, ALPHABET, accepting)
+
+
+# Bounded numbers on a lattice (integers, or multiples of ``multipleOf``) whose automaton is too
+# large (several multiples and non-multiples: the remainder is taken modulo their lcm) are
+# written out value by value when there are at most this many lattice points in the bounds,
+# and at most MAX_ENUMERATED_VALUES of them satisfy every constraint.
+MAX_ENUMERATED_CANDIDATES = 20_000
+MAX_ENUMERATED_VALUES = 1_000
+
+
+def enumerated_values(spec: NumberSpec) -> list[Decimal] | None:
+    """Every number ``spec`` admits, ascending, when they are few: ``spec`` bounds them on both
+    sides and they lie on a lattice (integers, or multiples of ``multipleOf``) with at most
+    ``MAX_ENUMERATED_CANDIDATES`` points between the bounds, of which at most
+    ``MAX_ENUMERATED_VALUES`` satisfy it. None otherwise."""
+    lows = [b.value for b in spec.bounds if b.op in ("ge", "gt")]
+    highs = [b.value for b in spec.bounds if b.op in ("le", "lt")]
+    if not lows or not highs or spec.non_integer and spec.multiple_of is None:
+        return None
+    if spec.multiple_of is None and not spec.integer:
+        return None  # the reals between two bounds are not a finite set
+    step = Fraction(spec.multiple_of) if spec.multiple_of is not None else Fraction(1)
+    low, high = Fraction(max(lows)), Fraction(min(highs))
+    first, last = math.ceil(low / step), math.floor(high / step)
+    if last - first + 1 > MAX_ENUMERATED_CANDIDATES:
+        return None
+    non_multiples = [Fraction(d) for d in spec.non_multiples]
+    values: list[Decimal] = []
+    for k in range(first, last + 1):
+        value = k * step
+        if spec.integer and value.denominator != 1:
+            continue
+        if spec.non_integer and value.denominator == 1:
+            continue
+        if any(value % d == 0 for d in non_multiples):
+            continue
+        if not all(_bound_holds(bound, value) for bound in spec.bounds):
+            continue
+        exact = Decimal(value.numerator) / Decimal(value.denominator)
+        if Fraction(exact) != value:
+            return None  # past Decimal's precision: not written out
+        values.append(exact)
+        if len(values) > MAX_ENUMERATED_VALUES:
+            return None
+    return values
+
+
+def _bound_holds(bound: Bound, value: Fraction) -> bool:
+    limit = Fraction(bound.value)
+    return {
+        "ge": value >= limit,
+        "gt": value > limit,
+        "le": value <= limit,
+        "lt": value < limit,
+        "ne": value != limit,
+    }[bound.op]
 
 
 def _multiple_parts(multiple: Decimal | None) -> tuple[int | None, int]:

@@ -33,7 +33,7 @@ _SIGNS = char_class([(ord("+"), ord("+")), (ord("-"), ord("-"))])
 _DIGITS = char_class([(ord("0"), ord("9"))])
 
 
-def number_spellings_expr(value: int | float, integer_only: bool = False) -> Expr:
+def number_spellings_expr(value: int | float | Decimal, integer_only: bool = False) -> Expr:
     """Every usual spelling of a fixed number: the value, not one text, is what is fixed.
 
     Written out (``2.5``, ``2.50``, ``100``, ``100.0``) while the decimal exponent is within
