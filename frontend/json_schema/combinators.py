@@ -530,7 +530,8 @@ def negate(
 
     Supported: booleans, ``type``, ``const``/``enum`` (as ``__not`` value exclusions),
     ``required``, ``properties`` with ``required`` (presence tests and negatable
-    sub-schemas), numeric and length bounds, and conjunctions of these.
+    sub-schemas), ``dependentRequired`` and ``dependentSchemas`` (a trigger present and the
+    rule broken), numeric and length bounds, and conjunctions of these.
     ``prepare`` turns a raw nested sub-schema into a negatable flat one (resolving ``$ref``).
     ``active``: the raw sub-schemas being negated further up (by identity), see ``inner``.
     """
@@ -657,6 +658,27 @@ def negate(
             ]
         )
         handled.add("dependentRequired")
+    dependent_schemas = schema.get("dependentSchemas")
+    if isinstance(dependent_schemas, dict):
+        # Violated by an object that has a trigger and fails the trigger's schema. The failed
+        # schema evaluates nothing: "__shadow" keeps its property names visible to
+        # unevaluatedProperties, as for a negated property.
+        alternatives = []
+        for trigger, sub in dependent_schemas.items():
+            for negated in inner(sub):
+                if negated is False:
+                    continue
+                present = {"type": ["object"], "required": [trigger]}
+                try:
+                    merged = merge(present, negated if negated is not True else {})
+                except Unmergeable as exc:
+                    raise NotNegatable(exc.reason) from None
+                if merged.get("__false"):
+                    continue
+                shadow = list(merged.get("properties") or {})
+                alternatives.append({**merged, "__shadow": shadow} if shadow else merged)
+        pieces.append(alternatives or [False])
+        handled.add("dependentSchemas")
     member_keys = {"propertyNames", "patternProperties", "additionalProperties"} & keys
     if member_keys:
         # Some member breaks a member rule: a "witness" the object builder must find.
