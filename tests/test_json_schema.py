@@ -1782,3 +1782,70 @@ def test_negated_dependent_schemas_agree_with_jsonschema(schema: dict[str, Any])
         matcher = compiled.matcher()
         got = matcher.accept_string(text) and matcher.is_accepting()
         assert got == validator.is_valid(instance), text
+
+
+def _agrees_with_jsonschema(schema: dict[str, Any], instances: list[Any]) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(schema)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing reported unsupported
+        compiled = Grammar.from_json_schema(schema).compile()
+    for instance in instances:
+        text = json.dumps(instance)
+        matcher = compiled.matcher()
+        got = matcher.accept_string(text) and matcher.is_accepting()
+        assert got == validator.is_valid(instance), text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"not": {"properties": {"a": {"const": 1}, "b": {"const": "x"}}}},
+        {"not": {"properties": {"a": {"pattern": "^x"}, "b": {"pattern": "^y"}}}},
+        {"not": {"properties": {"a": {"multipleOf": 2}, "b": {"multipleOf": 3}}}},
+    ],
+)
+def test_negated_sibling_properties_keep_their_own_values(schema: dict[str, Any]) -> None:
+    """The negation writes each property's schema with internal keywords only (the values a
+    negated `const` excludes, the patterns a string must miss): two of them once shared one
+    rule, so `not {a: const 1, b: const "x"}` accepted {"a": 1, "b": "x"}."""
+    values: list[Any] = [1, 2, 3, 4, 9, "x", "x1", "y", "y1", "q", None]
+    instances: list[Any] = [{}, 1, "x"]
+    instances += [{"a": a} for a in values] + [{"b": b} for b in values]
+    instances += [{"a": a, "b": b} for a in values for b in values]
+    _agrees_with_jsonschema(schema, instances)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"not": {"const": {"a": 1}}},
+        {"type": "object", "not": {"enum": [{"a": 1}, {"a": 1, "b": "x"}, {}]}},
+        {"not": {"const": {"a": {"b": "y"}, "c": None}}},
+        {"not": {"enum": [{"a": {}}, {"b": {"a": 1}}, 1, "x"]}},
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "not": {"const": {"a": 2}},
+            "unevaluatedProperties": False,
+        },
+        {"not": {"const": [1, "x"]}},
+        {"not": {"enum": [[], [1], [[1], {"a": 1}]]}},
+        {"type": "array", "items": {"type": "integer"}, "not": {"const": [1, 2]}},
+        {"not": {"const": {"a": [1, {"b": "y"}]}}},
+    ],
+)
+def test_excluded_fixed_objects_and_arrays_agree_with_jsonschema(schema: dict[str, Any]) -> None:
+    """`not` of a `const` / `enum` object or array: a member missing, another present, or a
+    member other than its own, nested fixed values excluded in turn (was: unsupported)."""
+    import itertools
+
+    values: list[Any] = [None, 1, 2, "x", {}, [], [1], {"a": 1}, {"b": "y"}, {"b": "z"}]
+    instances: list[Any] = [1, "x", None, [[1], {"a": 1}], {"a": [1, {"b": "y"}]}]
+    instances += [{"a": [1, {"b": "z"}]}, {"a": [1]}, {"a": [1, {"b": "y"}, 2]}]
+    for size in range(3):
+        for keys in itertools.combinations(["a", "b", "c"], size):
+            for chosen in itertools.product(values, repeat=size):
+                instances.append(dict(zip(keys, chosen, strict=True)))
+        instances += [list(items) for items in itertools.product(values, repeat=size)]
+    _agrees_with_jsonschema(schema, instances)

@@ -35,6 +35,7 @@ from gramkiln.frontend.json_schema.automaton import (
     only_self_loops,
 )
 from gramkiln.frontend.json_schema.combinators import (
+    MAX_NEGATION_BRANCHES,
     NotNegatable,
     Unmergeable,
     canonical,
@@ -444,7 +445,15 @@ class Compiler:
         if id(schema) in self.index.bases:
             key: Hashable = ("schema", id(schema), base, depth_key)
         else:
-            key = ("synthetic", canonical(_strip_internal(schema)), base, depth_key)
+            # Schemas a negation writes differ in internal keywords only (`{"__exclude": [1]}`
+            # and `{"__exclude": ["x"]}` for two negated `const`s): those are part of the key.
+            key = (
+                "synthetic",
+                canonical(_strip_internal(schema)),
+                _internal_key(schema),
+                base,
+                depth_key,
+            )
         self.keepalive.append(schema)
         return self.shared_rule(
             key, pointer, lambda: self.nested_body(schema, pointer, base, depth_key)
@@ -1080,13 +1089,52 @@ class Compiler:
             return self.string(flat, pointer)
         if kind == "array":
             if any(isinstance(v, list) for v in excluded):
-                self.unsupported(pointer, ["not"], "excluding fixed arrays is not supported")
+                return self.excluding_fixed("array", flat, pointer, base, depth)
             return arrays.array_expr(self, flat, pointer, base, depth)
         if kind == "object":
             if any(isinstance(v, dict) for v in excluded):
-                self.unsupported(pointer, ["not"], "excluding fixed objects is not supported")
+                return self.excluding_fixed("object", flat, pointer, base, depth)
             return objects.object_expr(self, flat, pointer, base, depth)
         raise AssertionError(kind)
+
+    def excluding_fixed(
+        self, kind: str, flat: dict[str, Any], pointer: str, base: str, depth: int
+    ) -> Expr:
+        """Objects (arrays) of ``flat`` other than the fixed objects (arrays) among its excluded
+        values: a ``not`` of ``const`` / ``enum`` members. Each fixed value is the one value of
+        a schema (an object's keys required, each with its value as ``const``, no other key;
+        an array's items by position as ``const``, no more, no fewer); that schema's negation
+        (a key or item missing, another present, or a member other than its own, nested fixed
+        values excluded in turn) is merged into ``flat``, one branch per way."""
+        container = dict if kind == "object" else list
+        build = objects.object_expr if kind == "object" else arrays.array_expr
+        fixed = [v for v in flat["__exclude"] if isinstance(v, container)]
+        rest = dict(flat)
+        rest["__exclude"] = [v for v in flat["__exclude"] if not isinstance(v, container)]
+        if not rest["__exclude"]:
+            del rest["__exclude"]
+        branches = [rest]
+        try:
+            for value in fixed:
+                negations = [
+                    {} if n is True else n
+                    for n in negate(_schema_of_fixed(value))
+                    if n is not False and (type_set(n) is None or kind in type_set(n))
+                ]
+                branches = [
+                    merged
+                    for branch in branches
+                    for n in negations
+                    if not (merged := merge(branch, n)).get("__false")
+                ]
+                if len(branches) > MAX_NEGATION_BRANCHES:
+                    raise NotNegatable(
+                        f"excluding fixed {kind}s needs more than {MAX_NEGATION_BRANCHES} branches"
+                    )
+        except (NotNegatable, Unmergeable) as exc:
+            self.unsupported(pointer, ["not"], f"excluding fixed {kind}s: {exc}")
+            return build(self, rest, pointer, base, depth)
+        return choice(*(build(self, b, pointer, base, depth) for b in branches))
 
     def any_value(self, depth: int) -> Expr:
         """Any JSON value (shared rules)."""
@@ -1603,6 +1651,24 @@ def _evaluates_beyond(alternatives: list[Any], flat: dict[str, Any]) -> bool:
 def _as_schema(flat: dict[str, Any]) -> Any:
     """A flat schema for the disjointness test (a false schema as False)."""
     return False if flat.get("__false") else flat
+
+
+def _schema_of_fixed(value: dict[str, Any] | list[Any]) -> dict[str, Any]:
+    """The schema whose only value is the object or array ``value``."""
+    if isinstance(value, dict):
+        schema: dict[str, Any] = {"type": "object", "additionalProperties": False}
+        if value:
+            schema["required"] = list(value)
+            schema["properties"] = {key: {"const": member} for key, member in value.items()}
+        return schema
+    if not value:
+        return {"type": "array", "maxItems": 0}
+    return {
+        "type": "array",
+        "minItems": len(value),
+        "prefixItems": [{"const": item} for item in value],
+        "items": False,
+    }
 
 
 def _strip_internal(flat: dict[str, Any]) -> dict[str, Any]:
