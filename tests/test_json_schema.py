@@ -1849,3 +1849,30 @@ def test_excluded_fixed_objects_and_arrays_agree_with_jsonschema(schema: dict[st
                 instances.append(dict(zip(keys, chosen, strict=True)))
         instances += [list(items) for items in itertools.product(values, repeat=size)]
     _agrees_with_jsonschema(schema, instances)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"oneOf": [{"const": None}, {"oneOf": [{"not": {"pattern": "^a"}}, {"const": None}]}]},
+        {"not": {"oneOf": [{"not": {"pattern": "^a"}}, {"const": None}]}},
+        {"oneOf": [{"type": "null"}, {"oneOf": [{"not": {"pattern": "^a"}}, {"type": "null"}]}]},
+        {"oneOf": [{"const": 1}, {"oneOf": [{"not": {"pattern": "^a"}}, {"const": 1}]}]},
+        {
+            "not": {
+                "oneOf": [
+                    {"anyOf": [{"type": "string"}, {"not": {"minimum": 2}}]},
+                    {"type": "number"},
+                ]
+            }
+        },
+    ],
+)
+def test_two_matching_branches_of_a_negated_one_of_keep_their_nots_and_groups(
+    schema: dict[str, Any],
+) -> None:
+    """`not oneOf` holds where no branch matches or two do; the two-branch part merges the
+    branches in their negation form, which held their `not`s and anyOf / oneOf groups only as
+    negated keywords that merging drops: `not: {oneOf: [{not: {pattern: "^a"}}, {const:
+    null}]}` accepted null (found by a random-schema fuzz in session 49)."""
+    _agrees_with_jsonschema(schema, [None, "a", "b", "ab", 0, 1, 2, 2.5, [], {}, True])

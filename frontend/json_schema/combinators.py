@@ -824,6 +824,10 @@ def negate(
         "__negated_oneof",
         "__exclude",
         "__non_integer",
+        # A negation form keeps its positive `not`s and groups for merges (see
+        # Compiler.negation_form); their negations are the three "__negated_" keys above.
+        "__not",
+        "__groups",
     }
     rest = keys - handled
     if rest:

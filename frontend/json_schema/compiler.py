@@ -806,6 +806,13 @@ class Compiler:
             )
         if "__not" in flat:
             out["__negated_nots"] = [self.flatten(s, loc, b, 0) for s, loc, b in flat["__not"]]
+        # The positive forms stay beside them: `negate` reads only the negated forms, while a
+        # schema merged from negation forms (two oneOf branches that both match) keeps its
+        # `not`s and groups through `merge`, which drops the negated forms. Without them,
+        # `not: {oneOf: [{not: {pattern: "^a"}}, {const: null}]}` accepted null.
+        for key in ("__not", "__groups"):
+            if key in flat:
+                out[key] = flat[key]
         return out
 
     def negation(self, schema: Any, pointer: str, base: str) -> list[Any]:
