@@ -341,6 +341,7 @@ def _fixed_values_in(schema: Any) -> list[Any]:
     return []
 
 
+@pytest.mark.filterwarnings("ignore")  # random schemas are often empty or partly annotations
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.recursive(_negation_leaves, _negation_applicators, max_leaves=7),

@@ -212,7 +212,7 @@ _CYCLE_FREE_BUILDS = {
         'start: WORD ("," WORD)*\nWORD: LETTER+ & /[^q]+/\nLETTER: /[a-z]/'
     ),
     "glrm": lambda: gramkiln.Grammar.from_glrm(
-        "glrm 1; start v; t D = /[0-9]/; t N = D+; nt v = N | \"x\";"
+        'glrm 1; start v; t D = /[0-9]/; t N = D+; nt v = N | "x";'
     ),
     "json schema patterns": lambda: gramkiln.Grammar.from_json_schema(
         {
