@@ -43,6 +43,7 @@ from gramkiln.ir import (
     SpecialToken,
     Subgrammar,
 )
+from gramkiln.ir.grammar import reference_cycles
 from gramkiln.ir.memo import operation
 
 from gramkiln.errors import GrammarError
@@ -806,29 +807,15 @@ class _GrammarParser:
             for d in self.definitions.values()
             if d.kind == "t"
         }
-        state: dict[str, int] = {}  # 1: on the current path, 2: finished
-        # Depth first without recursion (a chain of terminals can be long).
-        for root in terminal_refs:
-            if root in state:
-                continue
-            state[root] = 1
-            stack = [(root, iter(terminal_refs[root]))]
-            while stack:
-                name, refs = stack[-1]
-                for target, offset in refs:
-                    if state.get(target) == 1:
-                        raise self.error(
-                            f"terminal '{target}' is defined in terms of itself (terminals are "
-                            "regular; use 'nt' for recursion)",
-                            offset,
-                        )
-                    if target not in state:
-                        state[target] = 1
-                        stack.append((target, iter(terminal_refs.get(target, []))))
-                        break
-                else:
-                    state[name] = 2
-                    stack.pop()
+        edges = {name: [t for t, _ in refs] for name, refs in terminal_refs.items()}
+        for cycle in reference_cycles(edges):
+            target = cycle[-1]
+            offset = next(o for t, o in terminal_refs[cycle[-2]] if t == target)
+            raise self.error(
+                f"terminal '{target}' is defined in terms of itself (terminals are "
+                "regular; use 'nt' for recursion)",
+                offset,
+            )
 
 
 def _kind_words(kind: str) -> str:

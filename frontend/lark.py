@@ -46,7 +46,12 @@ from gramkiln.ir import (
     TokenSet,
     strip_spans,
 )
-from gramkiln.ir.grammar import CAPTURE_NAME, MAX_CHARS_LIMIT, MAX_TOKENS_LIMIT
+from gramkiln.ir.grammar import (
+    CAPTURE_NAME,
+    MAX_CHARS_LIMIT,
+    MAX_TOKENS_LIMIT,
+    reference_cycles,
+)
 from gramkiln.ir.memo import operation
 from gramkiln.ir.nodes import MAX_TOKEN_ID
 from pydantic import ValidationError
@@ -1091,29 +1096,11 @@ class _Parser:
     def check_terminal_cycles(self) -> None:
         """A terminal may not reference itself, directly or through other terminals."""
         terminals = {n: d for n, d in self.definitions.items() if d.terminal}
-        done: set[str] = set()
-        # Depth first without recursion (a chain of terminals can be long); `path` is the
-        # chain from the root to the terminal being visited.
-        for root in terminals:
-            if root in done:
-                continue
-            path = [root]
-            stack = [iter(terminals[root].refs)]
-            while stack:
-                for target, offset in stack[-1]:
-                    if target not in terminals or target in done:
-                        continue
-                    if target in path:
-                        chain = path[path.index(target) :] + [target]
-                        raise self.src.error(
-                            f"terminal '{target}' is recursive: {' -> '.join(chain)}", offset
-                        )
-                    path.append(target)
-                    stack.append(iter(terminals[target].refs))
-                    break
-                else:
-                    stack.pop()
-                    done.add(path.pop())
+        edges = {name: [t for t, _ in d.refs if t in terminals] for name, d in terminals.items()}
+        for cycle in reference_cycles(edges):
+            target = cycle[-1]
+            offset = next(o for t, o in terminals[cycle[-2]].refs if t == target)
+            raise self.src.error(f"terminal '{target}' is recursive: {' -> '.join(cycle)}", offset)
 
 
 # ---------------------------------------------------------------------------------------------

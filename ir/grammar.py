@@ -6,7 +6,7 @@ import hashlib
 import math
 import re
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from gramkiln.ir.memo import register as register_memo
@@ -272,53 +272,40 @@ def _terminal_cycles(grammar: GrammarIR, where: str) -> Iterator[str]:
         name: sorted({n.name for n in walk(r.body) if isinstance(n, Ref) and n.name in terminals})
         for name, r in terminals.items()
     }
+    for cycle in reference_cycles(edges):
+        yield f"{where}terminal {cycle[-1]} is recursive: {' -> '.join(cycle)}"
+
+
+def reference_cycles(edges: Mapping[str, Iterable[str]]) -> Iterator[list[str]]:
+    """The cycles a depth-first walk of ``edges`` (each name's targets, in order; a target
+    without an entry is a leaf) closes, in walk order: each as the names from the target of
+    its closing edge round to that target again (``[a, b, a]``). Without recursion: chains of
+    references can be thousands long."""
     state: dict[str, int] = {}  # 1: on the current path, 2: finished
-    # Depth first without recursion (a chain of terminals can be long); `path` is the chain
-    # from the root to the terminal being visited.
     for root in edges:
         if root in state:
             continue
         state[root] = 1
-        path = [root]
+        path = [root]  # the names from the root to the one being visited
         stack = [iter(edges[root])]
         while stack:
-            name = path[-1]
-            for nxt in stack[-1]:
-                if state.get(nxt) == 1:
-                    cycle = path[path.index(nxt) :] + [nxt] if nxt in path else [name, nxt]
-                    yield f"{where}terminal {nxt} is recursive: {' -> '.join(cycle)}"
-                elif nxt not in state:
-                    state[nxt] = 1
-                    path.append(nxt)
-                    stack.append(iter(edges[nxt]))
+            for target in stack[-1]:
+                seen = state.get(target)
+                if seen == 1:
+                    yield path[path.index(target) :] + [target]
+                elif seen is None and target in edges:
+                    state[target] = 1
+                    path.append(target)
+                    stack.append(iter(edges[target]))
                     break
             else:
                 stack.pop()
                 state[path.pop()] = 2
 
 
-def _has_cycle(edges: dict[str, frozenset[str]]) -> bool:
-    """Whether the graph ``edges`` (every target is a key) has a cycle (iterative DFS)."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: finished
-    for root in edges:
-        if root in state:
-            continue
-        state[root] = 1
-        stack = [(root, iter(edges[root]))]
-        while stack:
-            name, targets = stack[-1]
-            for target in targets:
-                seen = state.get(target)
-                if seen == 1:
-                    return True
-                if seen is None:
-                    state[target] = 1
-                    stack.append((target, iter(edges[target])))
-                    break
-            else:
-                state[name] = 2
-                stack.pop()
-    return False
+def _has_cycle(edges: Mapping[str, Iterable[str]]) -> bool:
+    """Whether the graph ``edges`` has a cycle."""
+    return next(reference_cycles(edges), None) is not None
 
 
 class ExprFacts(NamedTuple):

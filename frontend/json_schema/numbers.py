@@ -436,7 +436,7 @@ def enumerated_values(spec: NumberSpec) -> list[Decimal] | None:
     ``MAX_ENUMERATED_VALUES`` satisfy it. None otherwise."""
     lows = [b.value for b in spec.bounds if b.op in ("ge", "gt")]
     highs = [b.value for b in spec.bounds if b.op in ("le", "lt")]
-    if not lows or not highs or spec.non_integer and spec.multiple_of is None:
+    if not lows or not highs:
         return None
     if spec.multiple_of is None and not spec.integer:
         return None  # the reals between two bounds are not a finite set
@@ -446,6 +446,7 @@ def enumerated_values(spec: NumberSpec) -> list[Decimal] | None:
     if last - first + 1 > MAX_ENUMERATED_CANDIDATES:
         return None
     non_multiples = [Fraction(d) for d in spec.non_multiples]
+    bounds = [(bound.op, Fraction(bound.value)) for bound in spec.bounds]
     values: list[Decimal] = []
     for k in range(first, last + 1):
         value = k * step
@@ -455,7 +456,7 @@ def enumerated_values(spec: NumberSpec) -> list[Decimal] | None:
             continue
         if any(value % d == 0 for d in non_multiples):
             continue
-        if not all(_bound_holds(bound, value) for bound in spec.bounds):
+        if not all(_holds(op, (value > limit) - (value < limit)) for op, limit in bounds):
             continue
         exact = Decimal(value.numerator) / Decimal(value.denominator)
         if Fraction(exact) != value:
@@ -464,17 +465,6 @@ def enumerated_values(spec: NumberSpec) -> list[Decimal] | None:
         if len(values) > MAX_ENUMERATED_VALUES:
             return None
     return values
-
-
-def _bound_holds(bound: Bound, value: Fraction) -> bool:
-    limit = Fraction(bound.value)
-    return {
-        "ge": value >= limit,
-        "gt": value > limit,
-        "le": value <= limit,
-        "lt": value < limit,
-        "ne": value != limit,
-    }[bound.op]
 
 
 def _multiple_parts(multiple: Decimal | None) -> tuple[int | None, int]:
