@@ -1,15 +1,21 @@
-"""Unicode tables for the regex front end: general categories, case folding, white space.
+"""Unicode tables for the regex front end: properties, case folding, white space.
 
-Every table is built lazily on first use from :mod:`unicodedata` and cached for the life of
-the process, so importing the regex front end stays cheap and a pattern that never uses
-``\\p{..}`` or the ``i`` flag never pays for the scan.
+Every table is built lazily on first use and cached for the life of the process, so importing
+the regex front end stays cheap and a pattern that never uses ``\\p{..}`` or the ``i`` flag
+never pays for it. General categories come from :mod:`unicodedata`; scripts, script
+extensions and binary properties, which :mod:`unicodedata` lacks, from the table
+``_unicode_properties.json.zlib`` next to this module (written by
+``tools/gen_unicode_properties.py`` from the ``regex`` package's Unicode data).
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import unicodedata
+import zlib
 from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any
 
 from gramkiln.ir.nodes import MAX_CODEPOINT, complement_ranges, normalise_ranges
@@ -121,9 +127,34 @@ def property_ranges(name: str) -> tuple[tuple[int, int], ...] | None:
     """Code point ranges of the Unicode property ``name`` (the text inside ``\\p{...}``).
 
     Accepts general categories by short or long name, optionally written
-    ``General_Category=X`` or ``gc=X``, plus ``Any``, ``ASCII`` and ``Assigned``. Returns None
-    for a name it does not know.
+    ``General_Category=X`` or ``gc=X``; ``Any``, ``ASCII`` and ``Assigned``; scripts as
+    ``Script=X`` / ``sc=X`` and script extensions as ``Script_Extensions=X`` / ``scx=X``
+    (ECMA-262), or a script alone (``Greek``, ``Grek``: Rust's regex and the ``regex``
+    package); and ECMA-262's binary properties (``Alphabetic``, ``Emoji``, ``White_Space``,
+    ``ID_Start``, ...) by name or alias. Exact names are read first; otherwise names compare
+    without regard to case, spaces, hyphens and underscores, a general category before a
+    binary property before a script. Returns None for a name it does not know.
     """
+    ranges = _exact_property(name)
+    if ranges is not None:
+        return ranges
+    key, equals, value = name.partition("=")
+    if equals:
+        kind = _VALUED_PROPERTIES.get(_loose(key))
+        if kind == "gc":
+            return _category_ranges(_loose_categories().get(_loose(value)))
+        return _table_ranges(f"{kind}:{_loose(value)}") if kind else None
+    loose = _loose(name)
+    if loose in _loose_categories():
+        return _category_ranges(_loose_categories()[loose])
+    for kind in ("bin", "sc"):
+        ranges = _table_ranges(f"{kind}:{loose}")
+        if ranges is not None:
+            return ranges
+    return None
+
+
+def _exact_property(name: str) -> tuple[tuple[int, int], ...] | None:
     for prefix in ("General_Category=", "gc="):
         if name.startswith(prefix):
             name = name[len(prefix) :]
@@ -135,7 +166,10 @@ def property_ranges(name: str) -> tuple[tuple[int, int], ...] | None:
             return ((0, 0x7F),)
         if name == "Assigned":
             return complement_ranges(_category_table()["Cn"])
-    short = _LONG_NAMES.get(name, name)
+    return _category_ranges(_LONG_NAMES.get(name, name))
+
+
+def _category_ranges(short: str | None) -> tuple[tuple[int, int], ...] | None:
     if short in _CATEGORY_GROUPS:
         members = _CATEGORY_GROUPS[short]
     elif short in _TWO_LETTER:
@@ -144,6 +178,59 @@ def property_ranges(name: str) -> tuple[tuple[int, int], ...] | None:
         return None
     table = _category_table()
     return tuple(normalise_ranges([r for member in members for r in table[member]]))
+
+
+# Property names before '=' that take a value, compared loosely (see _loose).
+_VALUED_PROPERTIES = {
+    "GENERALCATEGORY": "gc",
+    "GC": "gc",
+    "SCRIPT": "sc",
+    "SC": "sc",
+    "SCRIPTEXTENSIONS": "scx",
+    "SCX": "scx",
+}
+
+
+def _loose(name: str) -> str:
+    """``name`` as loose matching compares it (Unicode's UAX44-LM3, as Rust's regex does)."""
+    return "".join(c for c in name if c not in " _-").upper()
+
+
+@lru_cache(maxsize=1)
+def _loose_categories() -> dict[str, str]:
+    """Every general-category name, short or long, by its loose form."""
+    names = {_loose(long): short for long, short in _LONG_NAMES.items()}
+    names.update({_loose(short): short for short in (*_CATEGORY_GROUPS, *_TWO_LETTER)})
+    return names
+
+
+@lru_cache(maxsize=1)
+def _property_table() -> dict[str, Any]:
+    """The scripts and binary properties table (see tools/gen_unicode_properties.py)."""
+    path = Path(__file__).with_name("_unicode_properties.json.zlib")
+    table: dict[str, Any] = json.loads(zlib.decompress(path.read_bytes()))
+    return table
+
+
+def unicode_properties_version() -> str:
+    """The Unicode version of the scripts and binary properties ``\\p{..}`` reads."""
+    return str(_property_table()["unicode"])
+
+
+@cache
+def _table_ranges(key: str) -> tuple[tuple[int, int], ...] | None:
+    table = _property_table()
+    index = table["names"].get(key)
+    if index is None:
+        return None
+    flat = table["sets"][index]
+    ranges: list[tuple[int, int]] = []
+    end = -1
+    for at in range(0, len(flat), 2):
+        start = end + flat[at]
+        end = start + flat[at + 1]
+        ranges.append((start, end))
+    return tuple(ranges)
 
 
 def _python_case_tables() -> tuple[Any, dict[int, tuple[int, ...]]]:

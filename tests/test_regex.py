@@ -347,7 +347,10 @@ ERRORS = [
     (r"a\ud800", "", "ecma", "surrogate code point U+D800 cannot be matched", 1),
     (r"\N{NO SUCH NAME}", "", "python", "unknown Unicode character name 'NO SUCH NAME'", 0),
     (r"\p{Foo}", "", "ecma", r"unknown Unicode property '\p{Foo}'", 0),
-    (r"[a\P{Script=Greek}]", "", "ecma", r"unknown Unicode property '\P{Script=Greek}'", 2),
+    (r"[a\P{Script=Grekk}]", "", "ecma", r"unknown Unicode property '\P{Script=Grekk}'", 2),
+    (r"\p{Script=Foo}", "", "ecma", r"unknown Unicode property '\p{Script=Foo}'", 0),
+    (r"\p{Block=Greek}", "", "python", r"unknown Unicode property '\p{Block=Greek}'", 0),
+    (r"\p{Alphabetic=Yes}", "", "ecma", r"unknown Unicode property '\p{Alphabetic=Yes}'", 0),
     (r"\pL", "", "ecma", r"invalid escape '\p': expected '{Property}'", 0),
     ("(?m)a", "", "python", "unsupported inline flag 'm' (supported: i, s)", 2),
     ("(?i:a)(?x:b)", "", "python", "unsupported inline flag 'x' (supported: i, s)", 8),
@@ -368,6 +371,109 @@ def test_error_messages(pattern: str, flags: str, dialect: str, message: str, of
     assert error.offset == offset
     assert error.language == "Regex"
     assert error.line == 1 and error.column == offset + 1
+
+
+# (property, a member, a code point outside it): scripts, script extensions and binary
+# properties, each written the ways ECMA-262, Rust's regex and the regex package write them.
+SCRIPT_AND_BINARY_PROPERTIES = [
+    ("Script=Greek", "α", "a"),
+    ("sc=Grek", "Ω", "ω̃"[1]),
+    ("Greek", "λ", "l"),
+    ("Script=Han", "中", "あ"),
+    ("Han", "字", "a"),
+    ("sc=Hira", "あ", "ア"),
+    ("Katakana", "ア", "あ"),
+    ("Script=Cyrillic", "ж", "x"),
+    ("Arabic", "ب", "b"),
+    ("Script=Latin", "é", "1"),
+    ("Common", "1", "a"),
+    ("Script_Extensions=Greek", "\u0342", "a"),
+    ("scx=Hira", "ー", "a"),
+    ("Alphabetic", "ß", "1"),
+    ("Alpha", "中", "!"),
+    ("White_Space", "\u3000", "a"),
+    ("space", "\u2028", "_"),
+    ("Emoji", "😀", "a"),
+    ("Extended_Pictographic", "😀", "a"),
+    ("Emoji_Presentation", "😀", "#"),
+    ("ID_Start", "a", "1"),
+    ("ID_Continue", "1", "-"),
+    ("XID_Start", "é", "0"),
+    ("Uppercase", "Ⅳ", "a"),
+    ("Lowercase", "ª", "A"),
+    ("Hex_Digit", "F", "G"),
+    ("ASCII_Hex_Digit", "f", "Ｆ"),
+    ("Regional_Indicator", "\U0001f1e6", "A"),
+    ("Ideographic", "〇", "a"),
+    ("Math", "+", "a"),
+    ("Dash", "—", "_"),
+    ("Noncharacter_Code_Point", "\ufdd0", "a"),
+]
+
+
+@pytest.mark.parametrize(("name", "member", "outsider"), SCRIPT_AND_BINARY_PROPERTIES)
+def test_scripts_and_binary_properties(name: str, member: str, outsider: str) -> None:
+    for dialect in ("ecma", "python"):
+        inside = parse_regex(f"\\p{{{name}}}", dialect=dialect)
+        outside = parse_regex(f"\\P{{{name}}}", dialect=dialect)
+        assert contains(inside, member) and not contains(inside, outsider), (name, dialect)
+        assert contains(outside, outsider) and not contains(outside, member), (name, dialect)
+
+
+def test_property_names_compare_loosely_after_the_exact_ones() -> None:
+    greek = parse_regex(r"\p{Script=Greek}", dialect="ecma")
+    for spelling in ("sc=Grek", "script=greek", "SC=GREEK", "Greek", "grek", "Script = Greek"):
+        assert parse_regex(f"\\p{{{spelling}}}", dialect="ecma") == greek, spelling
+    letters = parse_regex(r"\p{L}", dialect="ecma")
+    for spelling in ("letter", "LETTER", "gc=letter", "General-Category=L"):
+        assert parse_regex(f"\\p{{{spelling}}}", dialect="ecma") == letters, spelling
+    white = parse_regex(r"\p{White_Space}", dialect="ecma")
+    assert parse_regex(r"\p{whitespace}", dialect="ecma") == white
+    assert parse_regex(r"\p{WSpace}", dialect="ecma") == white
+    # A script and its extensions differ: U+0342 (a combining Greek accent) is Inherited.
+    assert not contains(greek, "\u0342")
+
+
+def test_scripts_in_json_schema_patterns_and_lark_terminals() -> None:
+    schema = {"type": "string", "pattern": "^\\p{Script=Greek}+( \\p{sc=Grek}+)*$"}
+    grammar = Grammar.from_json_schema(schema)
+    assert grammar.accepts('"αβγ δε"')
+    assert not grammar.accepts('"abc"') and not grammar.accepts('"αβ de"')
+    lark = Grammar.from_lark('start: WORD ("," WORD)*\nWORD: /[\\p{Han}\\p{Hiragana}]+/')
+    assert lark.accepts("漢字,ひらがな") and not lark.accepts("漢字,kanji")
+
+
+def test_scripts_and_binary_properties_agree_with_the_regex_package() -> None:
+    regex = pytest.importorskip("regex", reason="the regex package reads the same Unicode data")
+    # Code points unassigned in the shipped table (script Unknown) may be assigned in a newer
+    # regex package: left out, so that the test holds for later Unicode versions too.
+    unknown = parse_regex(r"\p{Script=Unknown}", dialect="ecma")
+    rng = random.Random(50)
+    points = [rng.randrange(0x110000) for _ in range(3000)] + list(range(0x30A0))
+    points = [cp for cp in points if not contains(unknown, chr(cp))]
+    for name in (
+        "Greek",
+        "Han",
+        "Latin",
+        "Common",
+        "Inherited",
+        "Arabic",
+        "Devanagari",
+        "scx=Deva",
+        "scx=Hani",
+        "Alphabetic",
+        "Emoji",
+        "White_Space",
+        "ID_Continue",
+        "Cased",
+        "Diacritic",
+        "Extended_Pictographic",
+        "Unified_Ideograph",
+    ):
+        ours = parse_regex(f"\\p{{{name}}}", dialect="ecma")
+        theirs = regex.compile(f"\\p{{{name}}}")
+        for cp in points:
+            assert contains(ours, chr(cp)) == bool(theirs.fullmatch(chr(cp))), (name, hex(cp))
 
 
 def test_error_rendering_matches_the_house_format() -> None:
