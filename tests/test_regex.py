@@ -444,13 +444,18 @@ def test_scripts_in_json_schema_patterns_and_lark_terminals() -> None:
 
 
 def test_scripts_and_binary_properties_agree_with_the_regex_package() -> None:
-    regex = pytest.importorskip("regex", reason="the regex package reads the same Unicode data")
-    # Code points unassigned in the shipped table (script Unknown) may be assigned in a newer
-    # regex package: left out, so that the test holds for later Unicode versions too.
-    unknown = parse_regex(r"\p{Script=Unknown}", dialect="ecma")
+    regex = pytest.importorskip("regex", reason="the table is generated from the regex package")
+    from gramkiln.frontend._regex_unicode import _property_table
+
+    generated_from = _property_table()["regex"]
+    if regex.__version__ != generated_from:
+        # Releases revise their Unicode data (regex 2026.12.2 moved U+1CF5 out of scx=Deva).
+        pytest.skip(
+            f"the table was generated from regex {generated_from}, this is {regex.__version__}"
+        )
     rng = random.Random(50)
     points = [rng.randrange(0x110000) for _ in range(3000)] + list(range(0x30A0))
-    points = [cp for cp in points if not contains(unknown, chr(cp))]
+    points = [cp for cp in points if not 0xD800 <= cp <= 0xDFFF]
     for name in (
         "Greek",
         "Han",
