@@ -212,11 +212,6 @@ def _property_table() -> dict[str, Any]:
     return table
 
 
-def unicode_properties_version() -> str:
-    """The Unicode version of the scripts and binary properties ``\\p{..}`` reads."""
-    return str(_property_table()["unicode"])
-
-
 @cache
 def _table_ranges(key: str) -> tuple[tuple[int, int], ...] | None:
     table = _property_table()
