@@ -759,7 +759,9 @@ class _Parser:
             if flags.ignore_case and not _is_shorthand(atom):
                 # A property under `i` matches the case partners of its members (as in
                 # Rust's regex, the regex package and ECMA's `iu`): `(?i)\p{Ll}` matches "A".
-                return _class(fold_ranges(atom.positive()))
+                # Folded before it is negated, as there: `(?i)\P{Ll}` matches neither "a" nor
+                # "A" (folding the complement matched nearly every letter).
+                return _class(fold_ranges(atom.ranges), negated=atom.negated)
             return _class(atom.ranges, negated=atom.negated)
         return self._literal(atom.single, flags, start)
 
@@ -928,7 +930,15 @@ class _Parser:
                     )
                 ranges.append((low.single, high.single))
             elif low.single is None:
-                (shorthand_ranges if _is_shorthand(low) else ranges).extend(low.positive())
+                if _is_shorthand(low):
+                    shorthand_ranges.extend(low.positive())
+                elif flags.ignore_case and low.negated:
+                    # A negated property under `i` is folded before its negation, as outside a
+                    # class; the result holds whole groups of case partners, so the class's own
+                    # folding below leaves it as it is.
+                    ranges.extend(complement_ranges(fold_ranges(low.ranges)))
+                else:
+                    ranges.extend(low.positive())
             else:
                 ranges.append((low.single, low.single))
         for lo, hi in ranges:

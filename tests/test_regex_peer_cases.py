@@ -339,6 +339,19 @@ def test_anchored_random_patterns_agree_with_python(pattern: str, texts: list[st
         (r"(?i)\p{Ll}", "A", True),
         (r"(?i)[\p{Ll}]", "A", True),
         (r"\p{Ll}", "A", False),
+        # A negated property is folded before its negation, as in Rust's regex and the regex
+        # package (until session 50 the complement was folded, so nearly every letter matched).
+        (r"(?i)\P{Ll}", "a", False),
+        (r"(?i)\P{Ll}", "A", False),
+        (r"(?i)\P{Ll}", "1", True),
+        (r"(?i)\P{Lu}", "a", False),
+        (r"(?i)\P{Greek}", "\u03c3", False),
+        (r"(?i)\P{Greek}", "s", True),
+        (r"(?i)[\P{Ll}]", "A", False),
+        (r"(?i)[x\P{Ll}]", "X", True),
+        (r"(?i)[x\P{Ll}]", "a", False),
+        (r"(?i)[^\P{Ll}]", "A", True),
+        (r"(?i)[^\P{Ll}]", "1", False),
     ],
 )
 def test_case_insensitive_classes(pattern: str, text: str, expected: bool) -> None:
