@@ -196,6 +196,7 @@ py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
   out["kernels"] = stats.kernels;
   out["traffic_sentences"] = stats.traffic_sentences;
   out["traffic_tokens"] = stats.traffic_tokens;
+  out["huge_page_extents"] = stats.huge_page_extents;
   out["bytes"] = stats.bytes;
   out["complete"] = stats.complete;
   return out;

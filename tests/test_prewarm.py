@@ -9,6 +9,7 @@ grammar while it prewarms, and forking a process while a prewarm runs.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
@@ -77,6 +78,7 @@ def test_prewarmed_masks_equal_brute_force_on_random_grammars(data: st.DataObjec
         "kernels",
         "traffic_sentences",
         "traffic_tokens",
+        "huge_page_extents",
         "bytes",
         "complete",
     }
@@ -846,6 +848,7 @@ def test_the_prewarm_keeps_future_keys_where_they_pay(
         ("GRAMKILN_MERGE_AFTER", "many"),
         ("GRAMKILN_FUTURE_KEYS", "yes"),
         ("GRAMKILN_PREWARM_TRAFFIC", "no"),
+        ("GRAMKILN_HUGE_PAGES", "never"),
     ],
 )
 def test_unreadable_tuning_variables_warn_at_load(
@@ -872,6 +875,7 @@ def test_readable_tuning_variables_load_quietly(monkeypatch: pytest.MonkeyPatch)
         ("GRAMKILN_PREWARM_TRAFFIC", "0"),
         ("GRAMKILN_ITEM_WALKS", "on"),
         ("GRAMKILN_FUTURE_KEYS", "auto"),
+        ("GRAMKILN_HUGE_PAGES", "off"),
     ]:
         monkeypatch.setenv(name, value)
     with warnings.catch_warnings():
@@ -879,3 +883,79 @@ def test_readable_tuning_variables_load_quietly(monkeypatch: pytest.MonkeyPatch)
         loaded = CompiledGrammar.load(compiled.to_bytes(), prewarm=False)
         loaded.prewarm()
     assert loaded.matcher().accept_string("aaa")
+
+
+def _kernel_collapses_into_huge_pages() -> bool:
+    """Whether this kernel backs an anonymous 2 MB extent with a huge page on request
+    (MADV_COLLAPSE, Linux 6.1 and later, transparent huge pages not switched off)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import mmap
+
+    try:
+        size = int(Path("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size").read_text())
+    except (OSError, ValueError):
+        return False
+    region = mmap.mmap(-1, 2 * size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+        start = (base + size - 1) // size * size
+        region[start - base : start - base + size] = b"\x01" * size
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        madv_collapse = 25
+        return bool(libc.madvise(start, size, madv_collapse) == 0)
+    finally:
+        del base
+        region.close()
+
+
+HUGE_PAGE_SCRIPT = """
+import json, sys
+from pathlib import Path
+from gramkiln import Grammar
+from gramkiln.runtime.compiled import CompiledGrammar, allocate_token_bitmask
+from gramkiln.runtime.vocab import Vocab
+from gramkiln.testing.vocabularies import greedy_tokens, substring_vocab
+
+grammar = Path(sys.argv[1]).read_text(encoding="utf-8")
+instances = [Path(p).read_bytes().removesuffix(b"\\n") for p in sys.argv[2:]]
+vocab = substring_vocab(instances)
+loaded = CompiledGrammar.load(Grammar.from_lark(grammar).compile(vocab).to_bytes(), vocab,
+                              prewarm=False)
+stats = loaded.prewarm()
+masks = []
+for text in instances:
+    matcher = loaded.matcher()
+    for token in greedy_tokens(vocab, text):
+        bitmask = allocate_token_bitmask(1, vocab.vocab_size)
+        matcher.fill_next_token_bitmask(bitmask)
+        masks.append(bitmask.tobytes().hex())
+        assert matcher.accept_token(token)
+print(json.dumps({"extents": stats["huge_page_extents"], "masks": masks}))
+"""
+
+
+def test_huge_pages_for_the_caches_leave_masks_unchanged() -> None:
+    # The prewarm asks the kernel to back its caches with huge pages (a separate process for
+    # each setting: the runtime reads GRAMKILN_HUGE_PAGES once). Masks are the same either way,
+    # and where this kernel collapses an extent on request, the prewarm backed some.
+    paths = sorted((BENCH / "instances" / "clike").glob("*.txt"))[:2]
+    outputs = {}
+    for setting in ("on", "off"):
+        env = dict(os.environ, GRAMKILN_HUGE_PAGES=setting, GRAMKILN_PREWARM_MS="60000")
+        done = subprocess.run(
+            [sys.executable, "-c", HUGE_PAGE_SCRIPT, str(BENCH / "grammars" / "clike.lark")]
+            + [str(p) for p in paths],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        outputs[setting] = json.loads(done.stdout)
+    assert outputs["off"]["extents"] == 0
+    assert outputs["on"]["masks"] == outputs["off"]["masks"] and len(outputs["on"]["masks"]) > 50
+    if _kernel_collapses_into_huge_pages():
+        assert outputs["on"]["extents"] > 0

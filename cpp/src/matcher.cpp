@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "fill_trace.hpp"
+#include "huge_pages.hpp"
 #include "runtime_internal.hpp"
 
 namespace gramkiln {
@@ -1692,6 +1693,9 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   }
   // Decoding judges the share over its own fills from here on.
   futures.set_baseline(*runtime->groups);
+  // Last: what the decode's computed fills read is now built (and the tables are at the size
+  // leave_table_headroom gave them).
+  stats.huge_page_extents = static_cast<uint32_t>(back_caches_with_huge_pages(*runtime, stop));
   return stats;
 }
 

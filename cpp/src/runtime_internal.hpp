@@ -170,6 +170,16 @@ class KeyMap {
     size_ = 0;
   }
   size_t size() const { return size_; }
+  // Call `visit(address, bytes)` on each block of memory the table holds, and `visit_value`
+  // on each stored value (see back_caches_with_huge_pages).
+  template <typename Visit, typename VisitValue>
+  void for_each_block(Visit&& visit, VisitValue&& visit_value) const {
+    visit(slots_.data(), slots_.size() * sizeof(Slot));
+    visit(filter_.data(), filter_.size() * sizeof(uint64_t));
+    for (const Slot& slot : slots_) {
+      if (slot.used) visit_value(slot.value);
+    }
+  }
 
  private:
   struct Slot {
@@ -217,6 +227,10 @@ class IdMap {
   void emplace(uint64_t key, uint32_t id) { map_.emplace(slot_key(key), id); }
   void reserve(size_t entries) { map_.reserve(entries); }
   size_t size() const { return map_.size(); }
+  template <typename Visit>
+  void for_each_block(Visit&& visit) const {
+    map_.for_each_block(visit, [](uint32_t) {});
+  }
 
  private:
   // mix64 is a bijection, so the first word alone names the key; both are well mixed, as
@@ -451,6 +465,12 @@ struct GroupCache {
     // a mask's four pages made those fills 2x slower (JSON, C-like decodes after the prewarm).
     // Called off the fill path, by the prewarm.
     void keep_free(uint32_t count, size_t slots);
+    // Call `visit(address, bytes)` on each slab.
+    template <typename Visit>
+    void for_each_block(Visit&& visit) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& slab : slabs_) visit(slab.get(), 4 * size_t{slot_words_} * kSlotsPerSlab);
+    }
 
    private:
     void add_slab(uint32_t count, bool touch);  // with mutex_ held
@@ -619,6 +639,12 @@ struct GroupCache {
       chunks_.clear();
       used_ = capacity_ = 0;
     }
+    template <typename Visit>
+    void for_each_block(Visit&& visit) const {
+      for (size_t i = 0; i < chunks_.size(); ++i) {
+        visit(chunks_[i].get(), 8 * (i + 1 == chunks_.size() ? capacity_ : kChunkWords));
+      }
+    }
 
    private:
     static constexpr size_t kChunkWords = 8192;
@@ -698,6 +724,13 @@ struct GroupCache {
       size_ = 0;
     }
     size_t size() const { return size_; }
+    template <typename Visit>
+    void for_each_block(Visit&& visit) const {
+      visit(slots_.data(), slots_.size() * sizeof(Slot));
+      for (const Slot& slot : slots_) {
+        if (slot.num_parts != kUnused && slot.block) visit(slot.block, sizeof(*slot.block));
+      }
+    }
 
    private:
     static constexpr uint32_t kUnused = 0xffffffffu;

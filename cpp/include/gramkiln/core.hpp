@@ -201,6 +201,9 @@ struct PrewarmStats {
   // Random sentences decoded as synthetic traffic, and their tokens (see prewarm_traffic).
   uint32_t traffic_sentences = 0;
   uint32_t traffic_tokens = 0;
+  // Huge-page-sized extents of the caches the kernel backed with huge pages at the end (see
+  // back_caches_with_huge_pages).
+  uint32_t huge_page_extents = 0;
   size_t bytes = 0;
   bool complete = false;
 };
