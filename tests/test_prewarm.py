@@ -938,8 +938,8 @@ print(json.dumps({"extents": stats["huge_page_extents"], "masks": masks}))
 
 
 def test_huge_pages_for_the_caches_leave_masks_unchanged() -> None:
-    # The prewarm asks the kernel to back its caches with huge pages (a separate process for
-    # each setting: the runtime reads GRAMKILN_HUGE_PAGES once). Masks are the same either way,
+    # The prewarm asks the kernel to back its caches with huge pages (a fresh process for each
+    # setting, so that neither inherits the other's huge pages). Masks are the same either way,
     # and where this kernel collapses an extent on request, the prewarm backed some.
     paths = sorted((BENCH / "instances" / "clike").glob("*.txt"))[:2]
     outputs = {}

@@ -7,8 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <vector>
@@ -255,19 +253,10 @@ void collect_extents(const Runtime& rt, Extents& extents) {
 
 }  // namespace
 
-bool huge_pages_wanted() {
-  // GRAMKILN_HUGE_PAGES=off (or 0) leaves the caches in the pages the allocator gave them.
-  static const bool wanted = [] {
-    const char* env = std::getenv("GRAMKILN_HUGE_PAGES");
-    return !(env && (std::strcmp(env, "off") == 0 || std::strcmp(env, "0") == 0));
-  }();
-  return wanted;
-}
-
 size_t back_caches_with_huge_pages(const Runtime& rt, const std::atomic<bool>* stop) {
 #if defined(__linux__)
   const size_t bytes = huge_page_bytes();
-  if (bytes == 0 || !huge_pages_wanted()) return 0;
+  if (bytes == 0 || !rt.groups->huge_pages) return 0;
   Extents extents(bytes);
   collect_extents(rt, extents);
   size_t collapsed = 0;

@@ -13,11 +13,9 @@ class Runtime;
 // huge-page-sized extents they lie in. The caches are thousands of small blocks scattered over
 // the heap, and a computed fill's TLB misses on them were a fifth of its time on a 2-vCPU
 // Intel VM (docs/design/runtime.md, "Session 51"). Returns the extents now in huge pages; 0
-// where the kernel cannot, where GRAMKILN_HUGE_PAGES is "off" or "0", or off Linux. Never
-// changes what any memory holds. Stops between extents once `stop` (if given) is set.
+// where the kernel cannot, where GRAMKILN_HUGE_PAGES was "off" or "0" at load
+// (GroupCache::huge_pages), or off Linux. Never changes what any memory holds. Stops between
+// extents once `stop` (if given) is set.
 size_t back_caches_with_huge_pages(const Runtime& rt, const std::atomic<bool>* stop = nullptr);
-
-// Whether GRAMKILN_HUGE_PAGES leaves huge pages on (the default).
-bool huge_pages_wanted();
 
 }  // namespace gramkiln

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -314,7 +315,16 @@ struct GroupCache {
     walks.reserve(8192);
     future_walks.reserve(1024);
     walk_contents.reserve(8192);
+    // GRAMKILN_HUGE_PAGES=off (or 0) leaves the caches in the pages the allocator gave them.
+    // Read here, on the loading thread: the prewarm that reads `huge_pages` may run on another
+    // thread, where getenv would race with a Python thread changing os.environ.
+    if (const char* pages = std::getenv("GRAMKILN_HUGE_PAGES")) {
+      huge_pages = std::strcmp(pages, "off") != 0 && std::strcmp(pages, "0") != 0;
+    }
   }
+  // Whether the prewarm backs the caches with huge pages at its end (see
+  // back_caches_with_huge_pages in huge_pages.hpp).
+  bool huge_pages = true;
   // Whether computed fills follow exits by pending items (see compute_item_walk in
   // matcher.cpp; the default) or by hypothetical sets (walk_level; also for one fill when a
   // group or level built for one use is met). Measured in session 21 (bench decodes after the
@@ -498,7 +508,7 @@ struct GroupCache {
   struct MaskTable {
     explicit MaskTable(uint8_t table_index) : index(table_index) {}
     KeyMap<StoredMask> current, previous;
-    size_t bytes = 0;  // of `current`: 64 per entry plus each distinct content once
+    size_t bytes = 0;         // of `current`: 64 per entry plus each distinct content once
     const uint8_t index;      // into MaskWords::counted_in, below MaskWords::kTables
     uint64_t generation = 1;  // of `current`; a content counted in it has this in counted_in
   };
@@ -770,7 +780,7 @@ struct GroupCache {
   };
   std::mutex kernel_mutex;
   std::deque<KernelSnapshot> kernel_snapshots;  // appended only: references stay valid
-  KeyMap<uint32_t> kernel_index;  // signature -> position in kernel_snapshots
+  KeyMap<uint32_t> kernel_index;                // signature -> position in kernel_snapshots
   static constexpr size_t kMaxKernelSnapshots = 4096;
   // What a completion does among the items predicted from one nonterminal (see
   // compute_closure_walk in matcher.cpp): by (group, symbol, nonterminal Y), the tokens of the
@@ -802,9 +812,9 @@ struct GroupCache {
   std::atomic<size_t> fills_by_items{0};  // computed fills that walked by items
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<const WalkResult>>> walk_contents;
   size_t walk_bytes = 0;
-  size_t walk_clears = 0;  // times the walk tables were cleared at their budget
-  uint64_t next_walk_id = 1;                                           // guarded by walk_mutex
-  std::mutex node_mutex;                                               // guards `node_walks`
+  size_t walk_clears = 0;     // times the walk tables were cleared at their budget
+  uint64_t next_walk_id = 1;  // guarded by walk_mutex
+  std::mutex node_mutex;      // guards `node_walks`
   std::unordered_map<uint64_t, std::unique_ptr<NodeWalk>> node_walks;  // by NodeWalk::key
   std::mutex follow_mutex;                                             // guards `follows`
   std::map<std::vector<uint32_t>, std::unique_ptr<FollowTable>> follows;
