@@ -225,8 +225,8 @@ class CompiledGrammar:
         is missing themselves. Without `wait` it returns at once (a started prewarm is not started
         again); with `wait` it blocks until done and returns ``{"levels", "masks",
         "explored", "item_walks", "local_walks", "kernels", "traffic_sentences",
-        "traffic_tokens", "huge_page_extents", "bytes", "complete"}``. Masks never depend on it. Running prewarms are
-        stopped before the process forks or exits.
+        "traffic_tokens", "huge_page_extents", "bytes", "complete"}``. Masks never depend on
+        it. Running prewarms are stopped before the process forks or exits.
         """
         if not wait:
             self._runtime.start_prewarm()

@@ -907,7 +907,6 @@ def _kernel_collapses_into_huge_pages() -> bool:
         madv_collapse = 25
         return bool(libc.madvise(start, size, madv_collapse) == 0)
     finally:
-        del base
         region.close()
 
 

@@ -167,10 +167,10 @@ void collect_extents(const Runtime& rt, Extents& extents) {
   extents.add_vector(rt.state_key);
   extents.add_vector(rt.symbol_nullable);
   extents.add_vector(rt.dotted_accepts);
-  extents.add(rt.trie_byte.data(), rt.trie_byte.size());
-  extents.add(rt.trie_end.data(), 4 * rt.trie_end.size());
-  extents.add(rt.trie_tok_offsets.data(), 4 * rt.trie_tok_offsets.size());
-  extents.add(rt.trie_tokens.data(), 4 * rt.trie_tokens.size());
+  extents.add_vector(rt.trie_byte);
+  extents.add_vector(rt.trie_end);
+  extents.add_vector(rt.trie_tok_offsets);
+  extents.add_vector(rt.trie_tokens);
 
   GroupCache& cache = *rt.groups;
   std::vector<const ExitGroup*> top_groups;
