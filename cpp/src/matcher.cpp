@@ -3115,9 +3115,10 @@ bool copy_composed_mask(const Runtime& rt, Scratch& sc, uint32_t* words) {
   std::lock_guard<std::mutex> lock(cache.mask_mutex);
   const auto* found = cache.composed_masks.find(parts);
   if (!found) return false;
-  const GroupCache::StoredMask mask = found->lock();
+  GroupCache::StoredMask mask = found->lock();
   if (!mask) return false;
   mask->copy_to(words);
+  sc.composed_found = std::move(mask);
   return true;
 }
 
@@ -4176,6 +4177,11 @@ void Matcher::compute_mask(uint32_t* words, const FillKeys* keys) const {
   }
   // The stored copy of `words`, found by the fill's composition where it is known.
   auto intern_composed = [&](bool with_end_tokens) {
+    // The mask the fill copied is the stored one (its words are these, end tokens aside).
+    if (!with_end_tokens && sc.composed_found) {
+      cache.interned_by_parts.fetch_add(1, std::memory_order_relaxed);
+      return sc.composed_found;
+    }
     if (!sc.composition_known) return intern_mask(cache, words, rt.words);
     const MaskKey parts = composition_key(sc, with_end_tokens);
     return intern_mask(cache, words, rt.words, &parts);
@@ -4198,6 +4204,7 @@ void Matcher::compute_mask(uint32_t* words, const FillKeys* keys) const {
   if (uses_futures()) {
     store_mask(cache, cache.future_masks, known ? keys->future : future_mask_key(), stored);
   }
+  sc.composed_found.reset();
   GRAMKILN_TRACE_STAGE(kFutureStore);
 }
 
@@ -4209,6 +4216,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
   sc.composition.clear();
   sc.composition_known = true;
   sc.composition_hashed = false;
+  sc.composed_found.reset();
   start_walk_budget(*rt.groups, sc);
   int dependency = 0;
   const bool by_items = rt.groups->item_walks_mode == GroupCache::ItemWalks::kOn;
@@ -4221,10 +4229,16 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
       // The mask is the inside union, the parts and the frontier's token sets: when that
       // composition was stored before, one copy replaces the union and every OR.
       collect_thread_states(sc, threads_);
+      // The parts are distinct already (collected by address, and a result's id is its own),
+      // and the composition's hash does not depend on their order: only token sets, which
+      // several items may wait for, can repeat.
+      const size_t parts_end = sc.composition.size();
       append_frontier_token_sets(rt, sc);
-      std::sort(sc.composition.begin(), sc.composition.end());
-      sc.composition.erase(std::unique(sc.composition.begin(), sc.composition.end()),
-                           sc.composition.end());
+      if (sc.composition.size() != parts_end) {
+        std::sort(sc.composition.begin(), sc.composition.end());
+        sc.composition.erase(std::unique(sc.composition.begin(), sc.composition.end()),
+                             sc.composition.end());
+      }
       if (copy_composed_mask(rt, sc, words)) return dependency;
       assign_inside_sets(rt, sc, threads_, words);
       bool parts_alive;
@@ -4302,7 +4316,7 @@ int Matcher::fill_mask_uncached(uint32_t* words, const MaskKey* thread_futures) 
 }
 
 void Matcher::append_frontier_token_sets(const Runtime& rt, Scratch& sc) const {
-  if (!frontier_) return;
+  if (!frontier_ || rt.num_tokensets == 0) return;
   const uint32_t last = chart_.num_sets() - 1;
   for (uint32_t j = chart_.set_begin[last]; j < chart_.set_begin[last + 1]; ++j) {
     const uint32_t next = rt.dotted_next[chart_.items[j].dotted];
@@ -4313,8 +4327,8 @@ void Matcher::append_frontier_token_sets(const Runtime& rt, Scratch& sc) const {
 }
 
 void Matcher::or_frontier_token_sets(uint32_t* words) const {
-  if (!frontier_) return;
   const Runtime& rt = *runtime_;
+  if (!frontier_ || rt.num_tokensets == 0) return;
   const uint32_t last = chart_.num_sets() - 1;
   for (uint32_t j = chart_.set_begin[last]; j < chart_.set_begin[last + 1]; ++j) {
     const uint32_t next = rt.dotted_next[chart_.items[j].dotted];
@@ -4390,6 +4404,10 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     bool reads_known;
     // A node whose set was read at its first turn, its local walk asked for (local_key).
     bool pending;
+    // Its local walk read (at the second turn) and its packed block asked for, to be read at
+    // the third turn.
+    bool viewed;
+    GroupCache::LocalWalkView view;
     std::tuple<const ExitGroup*, uint32_t, uint32_t, uint32_t> node;
     std::pair<uint64_t, uint64_t> local_key;
     uint32_t depth;  // the smallest that covers `reads`, 0 for none (see depth_needed)
@@ -4513,6 +4531,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     joint_walked = joint_walked || at_last;
     walker.path_hops = 0;
     walker.pending = false;
+    walker.viewed = false;
     walker.parts.clear();
     walker.reads.clear();
     walker.work.assign(1, {&top, lexeme, th.origin, 0});
@@ -4536,19 +4555,29 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
       if (w.finished()) continue;
       const uint32_t owner = static_cast<uint32_t>(k);
       if (w.pending) {
-        w.pending = false;
         const auto [group, symbol, set, hops] = w.node;
         // Everything the completion does at `set` in one lookup (see compute_local_walk), then
-        // where it goes on: at the origins of the kernel items it completes.
-        GroupCache::LocalWalkView local;
-        if (!cache.local_walks.find(w.local_key, &local)) {
-          lock.unlock();
-          const bool computed =
-              compute_local_walk(rt, sc, chart_, *group, symbol, set, w.local_key, &local);
-          lock.lock();
-          if (cache.walk_generation != generation) return false;
-          if (!computed) return !sc.item_walk_unkept;
+        // where it goes on: at the origins of the kernel items it completes. A walk too large
+        // for its slot is a block of its own, another cold miss: asked for here, read at the
+        // walker's next turn.
+        GroupCache::LocalWalkView& local = w.view;
+        if (!w.viewed) {
+          if (!cache.local_walks.find(w.local_key, &local)) {
+            lock.unlock();
+            const bool computed =
+                compute_local_walk(rt, sc, chart_, *group, symbol, set, w.local_key, &local);
+            lock.lock();
+            if (cache.walk_generation != generation) return false;
+            if (!computed) return !sc.item_walk_unkept;
+          } else if (local.block) {
+            __builtin_prefetch(local.block);
+            __builtin_prefetch(reinterpret_cast<const char*>(local.block) + 64);
+            w.viewed = true;
+            continue;
+          }
         }
+        w.viewed = false;
+        w.pending = false;
         w.parts.insert(w.parts.end(), local.parts(), local.parts() + local.num_parts);
         const GroupCache::Continuation* below = local.below();
         for (uint32_t b = 0; b < local.num_below; ++b) {

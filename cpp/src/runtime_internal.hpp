@@ -1231,6 +1231,10 @@ struct Scratch {
   // composition_key), so that the fill hashes it once however many tables it asks.
   bool composition_hashed = false;
   std::pair<uint64_t, uint64_t> composition_hash{0, 0};
+  // The stored mask the current fill copied, found by its composition without end tokens
+  // (see copy_composed_mask); released when the fill ends, so that no thread keeps a freed
+  // runtime's mask alive.
+  GroupCache::StoredMask composed_found;
   // Exit walks a computed fill may still compute (cache hits are free). Walks follow one
   // lexeme segmentation of the token bytes at a time, so a token that can be cut into lexemes
   // in exponentially many ways (a run of 80 '=' under `s: "=" s "=" | "==" s "==" |`) costs
