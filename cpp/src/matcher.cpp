@@ -4364,6 +4364,50 @@ const GroupCache::PackedDescent* pack_descent(GroupCache::WalkArena& arena,
   return packed;
 }
 
+// A thread whose descent no table holds, walked by fill_exits_by_items with the others (see
+// there).
+struct DescentWalker {
+  uint32_t thread;
+  const ExitGroup* top;
+  uint32_t lexeme;
+  MaskKey future_key;
+  // (group, symbol, set, origin hops from the thread's origin to the set)
+  std::vector<std::tuple<const ExitGroup*, uint32_t, uint32_t, uint32_t>> work;
+  std::vector<PartRef> parts;
+  std::vector<uint32_t> reads;  // the sets its completions read (see depth_needed)
+  uint32_t path_hops;           // the most hops of a path to any of them
+  bool reads_known;
+  // A node whose set was read at its first turn, its local walk asked for (local_key).
+  bool pending;
+  // Its local walk read (at the second turn) and its packed block asked for, to be read at
+  // the third turn.
+  bool viewed;
+  GroupCache::LocalWalkView view;
+  std::tuple<const ExitGroup*, uint32_t, uint32_t, uint32_t> node;
+  std::pair<uint64_t, uint64_t> local_key;
+  uint32_t depth;  // the smallest that covers `reads`, 0 for none (see depth_needed)
+  MaskKey depth_key;
+  bool at_last;  // starts at the last set, whose threads' descents are kept as one
+  bool finished() const { return !pending && work.empty(); }
+};
+
+// fill_exits_by_items' buffers, kept between fills (a thread's). Behind one out-of-line
+// accessor, called once a fill: every use of a thread_local by name is a call to
+// __tls_get_addr in a shared library, which GCC repeats rather than keep the address (~130
+// calls a computed C-like fill under callgrind when these were thread_locals of their own).
+struct DescentBuffers {
+  StepSet collected;   // results among the fill's parts, by address
+  StepSet joint_seen;  // the last set's threads' parts, by address
+  std::vector<DescentWalker> walkers;
+  std::vector<PartRef> joint_parts;
+  std::vector<uint32_t> active;  // the walkers still walking
+};
+
+__attribute__((noinline)) DescentBuffers& descent_buffers() {
+  thread_local DescentBuffers buffers;
+  return buffers;
+}
+
 }  // namespace
 
 bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures) const {
@@ -4374,7 +4418,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   *dependency = 0;
   const ChartView chart_view{&chart_, &sc.overlay, chart_.num_sets()};
   StepSet& done = step_set();    // completions one thread's descent has followed
-  thread_local StepSet collected;  // results among sc.item_parts, by address
+  DescentBuffers& buffers = descent_buffers();
+  StepSet& collected = buffers.collected;  // results among sc.item_parts, by address
   collected.clear();
   auto add_part = [&](const PartRef& part) {
     if (collected.insert(part.result, 0, 0)) {
@@ -4390,32 +4435,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     const PartRef* parts = descent.parts();
     for (uint32_t p = 0; p < descent.num_parts; ++p) add_part(parts[p]);
   };
-  // A thread whose descent no table holds, walked below with the others (see there).
-  struct DescentWalker {
-    uint32_t thread;
-    const ExitGroup* top;
-    uint32_t lexeme;
-    MaskKey future_key;
-    // (group, symbol, set, origin hops from the thread's origin to the set)
-    std::vector<std::tuple<const ExitGroup*, uint32_t, uint32_t, uint32_t>> work;
-    std::vector<PartRef> parts;
-    std::vector<uint32_t> reads;  // the sets its completions read (see depth_needed)
-    uint32_t path_hops;           // the most hops of a path to any of them
-    bool reads_known;
-    // A node whose set was read at its first turn, its local walk asked for (local_key).
-    bool pending;
-    // Its local walk read (at the second turn) and its packed block asked for, to be read at
-    // the third turn.
-    bool viewed;
-    GroupCache::LocalWalkView view;
-    std::tuple<const ExitGroup*, uint32_t, uint32_t, uint32_t> node;
-    std::pair<uint64_t, uint64_t> local_key;
-    uint32_t depth;  // the smallest that covers `reads`, 0 for none (see depth_needed)
-    MaskKey depth_key;
-    bool at_last;  // starts at the last set, whose threads' descents are kept as one
-    bool finished() const { return !pending && work.empty(); }
-  };
-  thread_local std::vector<DescentWalker> walkers;  // kept between fills for their buffers
+  std::vector<DescentWalker>& walkers = buffers.walkers;
   size_t num_walkers = 0;
   // Where a decode keys descents by their threads' futures, it neither probes nor stores them
   // by depth: the probes (one per depth some descent of the group was stored at) and the
@@ -4424,7 +4444,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   // 0.91x, with 2.5x the descents walked). A walked descent's depth is still found, for the
   // mask's own depth key. The prewarm still stores descents by depth, since the runtime may
   // turn future keys off.
-  const bool by_depth = !thread_futures || FutureWork::prewarming;
+  const bool prewarming = FutureWork::prewarming;  // a thread_local: read once
+  const bool by_depth = !thread_futures || prewarming;
   // Whether anything reads a walked descent's depth: the descents' own depth keys, or the
   // mask's (see GroupCache::depth_keys_idle).
   const bool depths_needed = by_depth || uses_depth_keys();
@@ -4442,11 +4463,12 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
                     : MaskKey{0, 0};
   bool joint_found = false;
   bool joint_walked = false;                      // some thread at the last set missed its descent
-  thread_local std::vector<PartRef> joint_parts;  // their descents' parts, found or walked
+  // Their descents' parts, found or walked.
+  std::vector<PartRef>& joint_parts = buffers.joint_parts;
   joint_parts.clear();
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   const uint64_t generation = cache.walk_generation;
-  if (joint_at_last && !FutureWork::prewarming) {
+  if (joint_at_last && !prewarming) {
     if (const GroupCache::PackedDescent* const* found = cache.future_descents.find(joint_key)) {
       add_descent(**found);
       *dependency = -1;
@@ -4473,7 +4495,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     // By its future first: one probe, where the depths take one each. Not in the prewarm,
     // whose descents collect the completions it then walks at every kernel it built (one
     // skipped there left the C-like decode two local walks to compute).
-    if (thread_futures && !FutureWork::prewarming && !at_last) {
+    if (thread_futures && !prewarming && !at_last) {
       if (const GroupCache::PackedDescent* const* found = cache.future_descents.find(future_key)) {
         add_descent(**found);
         // Which of this chart's sets the descent would read is not known: no depth key.
@@ -4546,14 +4568,25 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   // on at); taking the threads in turn, with each step's next lines asked for ahead, lets the
   // misses of several chains overlap instead of following one another. A node takes two
   // turns: the first reads its set's lines and asks for its local walk's slot, the second
-  // reads the slot and asks for the lines of the sets it goes on at.
+  // reads the slot and asks for the lines of the sets it goes on at (three where the local
+  // walk is a block of its own, asked for at the second and read at the third).
   done.clear();
   size_t nodes_walked = 0;
-  for (size_t left = num_walkers; left > 0;) {
-    for (size_t k = 0; k < num_walkers; ++k) {
+  // Each round takes a turn of every walker still walking; those that finished are dropped at
+  // the round's start, so a long descent's later rounds do not pass over the short ones.
+  std::vector<uint32_t>& active = buffers.active;
+  active.resize(num_walkers);
+  for (size_t k = 0; k < num_walkers; ++k) active[k] = static_cast<uint32_t>(k);
+  for (;;) {
+    size_t still = 0;
+    for (const uint32_t k : active) {
+      if (!walkers[k].finished()) active[still++] = k;
+    }
+    active.resize(still);
+    if (still == 0) break;
+    for (const uint32_t k : active) {
       DescentWalker& w = walkers[k];
-      if (w.finished()) continue;
-      const uint32_t owner = static_cast<uint32_t>(k);
+      const uint32_t owner = k;
       if (w.pending) {
         const auto [group, symbol, set, hops] = w.node;
         // Everything the completion does at `set` in one lookup (see compute_local_walk), then
@@ -4594,7 +4627,6 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
             }
           });
         }
-        if (w.work.empty()) --left;
         continue;
       }
       while (!w.work.empty()) {
@@ -4616,6 +4648,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         w.reads.push_back(set);
         w.path_hops = std::max(w.path_hops, hops);
         __builtin_prefetch(chart_.waits.data() + chart_.wait_begin[set]);
+        __builtin_prefetch(chart_.items.data() + chart_.set_begin[set]);
         w.node = {group, symbol, set, hops};
         ++nodes_walked;
         w.local_key = local_walk_key(*group, symbol, kernel_signature(chart_, set));
@@ -4623,7 +4656,6 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         w.pending = true;
         break;
       }
-      if (!w.pending) --left;
     }
   }
   GRAMKILN_TRACE_STAGE(kWalks);
@@ -4697,11 +4729,22 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   }
   // The descents of the threads at the last set, as one (a hit above took all of them).
   if (joint_walked) {
+    // Distinct by address, in the order met (a block's parts need no order): a sort of the
+    // union, up to a hundred parts, was a sixth of the stores of a computed C-like fill.
+    StepSet& joint_seen = buffers.joint_seen;
+    joint_seen.clear();
+    size_t kept = 0;
+    for (const PartRef& part : joint_parts) {
+      if (joint_seen.insert(part.result, 0, 0)) joint_parts[kept++] = part;
+    }
+    joint_parts.resize(kept);
     for (size_t k = 0; k < num_walkers; ++k) {
       const DescentWalker& w = walkers[k];
-      if (w.at_last) joint_parts.insert(joint_parts.end(), w.parts.begin(), w.parts.end());
+      if (!w.at_last) continue;
+      for (const PartRef& part : w.parts) {
+        if (joint_seen.insert(part.result, 0, 0)) joint_parts.push_back(part);
+      }
     }
-    sort_distinct_parts(joint_parts);
     const size_t bytes = packed_descent_bytes(joint_parts);
     make_walk_room_locked(cache, 64 + bytes);
     if (cache.walk_generation != generation) return false;

@@ -700,7 +700,10 @@ struct GroupCache {
     }
     // Ask for the line `find(key)` reads first.
     void prefetch(const Key& key) const {
-      if (!slots_.empty()) __builtin_prefetch(&slots_[key.first & (slots_.size() - 1)]);
+      if (slots_.empty()) return;
+      const size_t mask = slots_.size() - 1;
+      __builtin_prefetch(&slots_[key.first & mask]);
+      __builtin_prefetch(&slots_[(key.first + 1) & mask]);
     }
     bool contains(const Key& key) const {
       LocalWalkView unused;
