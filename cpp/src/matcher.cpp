@@ -4611,7 +4611,10 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         }
         w.viewed = false;
         w.pending = false;
-        w.parts.insert(w.parts.end(), local.parts(), local.parts() + local.num_parts);
+        // One at a time: most local walks have one part or none, where a range insert's set-up
+        // costs more than the copy.
+        const PartRef* local_parts = local.parts();
+        for (uint32_t p = 0; p < local.num_parts; ++p) w.parts.push_back(local_parts[p]);
         const GroupCache::Continuation* below = local.below();
         for (uint32_t b = 0; b < local.num_below; ++b) {
           const GroupCache::Continuation& next = below[b];
@@ -4645,8 +4648,10 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
             continue;
           }
         }
-        w.reads.push_back(set);
-        w.path_hops = std::max(w.path_hops, hops);
+        if (depths_needed) {
+          w.reads.push_back(set);
+          w.path_hops = std::max(w.path_hops, hops);
+        }
         __builtin_prefetch(chart_.waits.data() + chart_.wait_begin[set]);
         __builtin_prefetch(chart_.items.data() + chart_.set_begin[set]);
         w.node = {group, symbol, set, hops};
