@@ -2250,12 +2250,6 @@ class StepSet {
   size_t size_ = 0;
 };
 
-// Out of line: inlined, every use would look the thread-local up again (__tls_get_addr).
-__attribute__((noinline)) StepSet& step_set() {
-  thread_local StepSet steps;
-  return steps;
-}
-
 std::pair<uint64_t, uint64_t> item_walk_key(const ExitGroup& group, uint32_t dotted) {
   const uint64_t id = reinterpret_cast<uintptr_t>(&group);
   return {mix64(id ^ mix64(dotted + 0x5be0cd19137e2179ull)),
@@ -4396,6 +4390,7 @@ struct DescentWalker {
 // __tls_get_addr in a shared library, which GCC repeats rather than keep the address (~130
 // calls a computed C-like fill under callgrind when these were thread_locals of their own).
 struct DescentBuffers {
+  StepSet done;        // completions one thread's descent has followed
   StepSet collected;   // results among the fill's parts, by address
   StepSet joint_seen;  // the last set's threads' parts, by address
   std::vector<DescentWalker> walkers;
@@ -4417,8 +4412,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   sc.item_walk_unkept = false;
   *dependency = 0;
   const ChartView chart_view{&chart_, &sc.overlay, chart_.num_sets()};
-  StepSet& done = step_set();    // completions one thread's descent has followed
   DescentBuffers& buffers = descent_buffers();
+  StepSet& done = buffers.done;            // completions one thread's descent has followed
   StepSet& collected = buffers.collected;  // results among sc.item_parts, by address
   collected.clear();
   auto add_part = [&](const PartRef& part) {
