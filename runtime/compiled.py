@@ -61,6 +61,7 @@ _ENVIRONMENT_FORMATS: dict[str, tuple[str, frozenset[str] | None]] = {
     "GRAMKILN_FUTURE_KEYS": ("on, off or auto", frozenset({"on", "off", "auto"})),
     "GRAMKILN_PREWARM_TRAFFIC": ("on, off, 1 or 0", frozenset({"on", "off", "1", "0"})),
     "GRAMKILN_HUGE_PAGES": ("on, off, 1 or 0", frozenset({"on", "off", "1", "0"})),
+    "GRAMKILN_DESCENT_ADMISSION": ("first or second", frozenset({"first", "second"})),
 }
 _environment_warned: set[tuple[str, str]] = set()
 

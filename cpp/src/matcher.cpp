@@ -4701,15 +4701,19 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     if (depth == 0) *dependency = -1;
     if (*dependency >= 0) *dependency = std::max<int>(*dependency, static_cast<int>(depth));
     // Kept by depth, and by the thread's future where it is not one of the last set's (those
-    // are kept as one, below).
-    if (!(depth && by_depth) && !(thread_futures && !w.at_last)) continue;
+    // are kept as one, below); in a decode, only where it was walked before (see
+    // DescentDoorkeeper).
+    const bool store_by_future = thread_futures && !w.at_last &&
+                                 (prewarming || cache.descent_doorkeeper.admit(w.future_key));
+    const bool store_by_depth =
+        depth && by_depth && (prewarming || cache.descent_doorkeeper.admit(w.depth_key));
+    if (!store_by_depth && !store_by_future) continue;
     std::vector<PartRef>& thread_parts = w.parts;
     sort_distinct_parts(thread_parts);
     const size_t bytes = packed_descent_bytes(thread_parts);
     // A clear here would free what the parts point to: the fill goes back to walks by sets.
     make_walk_room_locked(cache, 64 + bytes);
     if (cache.walk_generation != generation) return false;
-    const bool store_by_depth = depth && by_depth;
     const MaskKey key = store_by_depth ? w.depth_key : MaskKey{0, 0};
     const GroupCache::PackedDescent* const* stored_by_depth =
         store_by_depth ? cache.descents.find(key) : nullptr;
@@ -4723,12 +4727,12 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         w.top->descent_hint.store(depth, std::memory_order_relaxed);
       }
     }
-    if (thread_futures && !w.at_last && cache.future_descents.emplace(w.future_key, descent)) {
+    if (store_by_future && cache.future_descents.emplace(w.future_key, descent)) {
       cache.walk_bytes += 32;
     }
   }
   // The descents of the threads at the last set, as one (a hit above took all of them).
-  if (joint_walked) {
+  if (joint_walked && (prewarming || cache.descent_doorkeeper.admit(joint_key))) {
     // Distinct by address, in the order met (a block's parts need no order): a sort of the
     // union, up to a hundred parts, was a sixth of the stores of a computed C-like fill.
     StepSet& joint_seen = buffers.joint_seen;

@@ -1,6 +1,7 @@
 // Internal layout of a loaded runtime, shared by the builder, the loader and the matcher.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -311,6 +312,11 @@ struct GroupCache {
       const std::string text(mode);
       if (text == "on" || text == "1") item_walks_mode = ItemWalks::kOn;
       if (text == "off" || text == "0") item_walks_mode = ItemWalks::kOff;
+    }
+    // GRAMKILN_DESCENT_ADMISSION=first stores every descent a decode walks (see
+    // DescentDoorkeeper); the default stores one walked before.
+    if (const char* admission = std::getenv("GRAMKILN_DESCENT_ADMISSION")) {
+      descent_doorkeeper.admit_first = std::strcmp(admission, "first") == 0;
     }
     walks.reserve(8192);
     future_walks.reserve(1024);
@@ -805,6 +811,40 @@ struct GroupCache {
   // function: a neighbourhood new to `descents` often has a future seen before.
   KeyMap<const PackedDescent*> future_descents;
   std::atomic<size_t> hits_future_descents{0};
+  // Admission of a decode's walked descents (the prewarm stores every one): a descent is
+  // stored the second time a decode walks it, so that a first visit, which most of a decode's
+  // walked descents are, does not pay for a store nobody reads. C-like: 228 descents walked
+  // and stored in a decode, 13 found again, 7 of them ones the prewarm stored; without the
+  // decode's stores its slow positions took 0.88x (docs/design/runtime.md, "Session 53").
+  // One bit a key hash (a collision admits, as every descent was before); the bits are
+  // cleared once a quarter of them are set, so a long-running process goes on admitting what
+  // recurs. GRAMKILN_DESCENT_ADMISSION=first (read at load) admits every walked descent.
+  class DescentDoorkeeper {
+   public:
+    // Whether the descent under `key` is to be stored: walked before since the last clear, or
+    // every one where `admit_first`. Records the walk.
+    bool admit(const std::pair<uint64_t, uint64_t>& key) {
+      if (admit_first) return true;
+      const uint64_t bit = ((key.first ^ key.second) * 0x9e3779b97f4a7c15ull) >> (64 - kLogBits);
+      uint64_t& word = bits_[bit / 64];
+      const uint64_t mask = uint64_t{1} << (bit % 64);
+      if (word & mask) return true;
+      word |= mask;
+      if (++set_ == kBits / 4) {
+        bits_.fill(0);
+        set_ = 0;
+      }
+      return false;
+    }
+    bool admit_first = false;
+
+   private:
+    static constexpr unsigned kLogBits = 16;
+    static constexpr size_t kBits = size_t{1} << kLogBits;
+    std::array<uint64_t, kBits / 64> bits_{};
+    size_t set_ = 0;
+  };
+  DescentDoorkeeper descent_doorkeeper;  // guarded by walk_mutex
   // Descents walked by computed fills (no table held them), and the nodes they walked.
   std::atomic<size_t> descents_walked{0};
   std::atomic<size_t> descent_nodes_walked{0};
