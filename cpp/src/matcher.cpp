@@ -4193,9 +4193,16 @@ void Matcher::compute_mask(uint32_t* words, const FillKeys* keys) const {
   // Without end tokens to add, the whole-stack entry shares the bounded-depth one's copy.
   const GroupCache::StoredMask stored =
       without_ends && !accepting ? without_ends : intern_composed(accepting);
-  store_mask(cache, cache.masks, key, stored);
+  // Where the future key stores it, a decode's computed mask is not also stored under the
+  // whole-stack key: a configuration met again misses that key, finds the mask by its future
+  // key, and that hit stores it under the whole-stack key (lookup_cached_mask). A first visit,
+  // which most computed fills are, does not pay for two stores (C-like: slow positions 0.93x
+  // paired; one more computed fill in its decode, docs/design/runtime.md, "Session 53"). The
+  // prewarm stores both, so that its configurations are whole-stack hits.
+  const bool by_future = uses_futures();
+  if (!by_future || FutureWork::prewarming) store_mask(cache, cache.masks, key, stored);
   GRAMKILN_TRACE_STAGE(kWholeStore);
-  if (uses_futures()) {
+  if (by_future) {
     store_mask(cache, cache.future_masks, known ? keys->future : future_mask_key(), stored);
   }
   sc.composed_found.reset();
