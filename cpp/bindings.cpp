@@ -214,6 +214,7 @@ py::dict cache_stats_dict(const gramkiln::CacheStats& stats) {
   out["fills_searched"] = stats.fills_searched;
   out["walk_hits_future"] = stats.walk_hits_future;
   out["descent_hits_future"] = stats.descent_hits_future;
+  out["future_descents_idle"] = stats.future_descents_idle;
   out["descents_walked"] = stats.descents_walked;
   out["descent_nodes_walked"] = stats.descent_nodes_walked;
   out["interned_by_parts"] = stats.interned_by_parts;

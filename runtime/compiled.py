@@ -62,6 +62,7 @@ _ENVIRONMENT_FORMATS: dict[str, tuple[str, frozenset[str] | None]] = {
     "GRAMKILN_PREWARM_TRAFFIC": ("on, off, 1 or 0", frozenset({"on", "off", "1", "0"})),
     "GRAMKILN_HUGE_PAGES": ("on, off, 1 or 0", frozenset({"on", "off", "1", "0"})),
     "GRAMKILN_DESCENT_ADMISSION": ("first or second", frozenset({"first", "second"})),
+    "GRAMKILN_FUTURE_DESCENTS": ("on, off or auto", frozenset({"on", "off", "auto"})),
 }
 _environment_warned: set[tuple[str, str]] = set()
 
@@ -268,7 +269,9 @@ class CompiledGrammar:
         recipe kept for the shape of its anchor list (``future_recipe_hits``);
         ``depth_keys_idle`` is 1 once the prewarm has left the
         bounded-depth mask keys out while the future key is in use, its synthetic traffic
-        having found almost no mask under them. For
+        having found almost no mask under them, and ``future_descents_idle`` 1 once a decode's
+        first probes of descents by their thread's future found too few for the probes to pay
+        (``GRAMKILN_FUTURE_DESCENTS``). For
         monitoring; masks never depend on it."""
         return {key: int(value) for key, value in self._runtime.cache_stats().items()}
 

@@ -479,9 +479,12 @@ def test_batch_fills_stay_exact_while_other_threads_clear_the_walk_tables(
     clears, two to five such hits; at 128 KB, since the threads that start at the last set
     keep their descents as one, the clears often left none), where the decode stores every
     descent it walks (GRAMKILN_DESCENT_ADMISSION=first); by default it stores those it walks
-    a second time, whose hits between clears are too few to count on."""
+    a second time, whose hits between clears are too few to count on. Descents by future are
+    forced on (GRAMKILN_FUTURE_DESCENTS=on): a decode would otherwise judge them by its first
+    probes."""
     monkeypatch.setenv("GRAMKILN_FUTURE_KEYS", future_keys)  # read at load
     monkeypatch.setenv("GRAMKILN_DESCENT_ADMISSION", admission)
+    monkeypatch.setenv("GRAMKILN_FUTURE_DESCENTS", "on")  # not judged by the decode
     data, vocab, token_lists = bench_artifact("clike")
     matchers_at: list[tuple[int, int]] = [
         (list_index, length)
@@ -731,6 +734,7 @@ def test_future_keys_on_off_and_decided_by_the_prewarm_give_the_same_masks(
     data, vocab, token_lists = bench_artifact(name)
     monkeypatch.setenv("GRAMKILN_PREWARM_TRAFFIC", "off")
     monkeypatch.setenv("GRAMKILN_DESCENT_ADMISSION", "first")
+    monkeypatch.setenv("GRAMKILN_FUTURE_DESCENTS", "on")
     results = {}
     for mode, item_walks in (("on", "auto"), ("on", "off"), ("off", "auto"), ("auto", "auto")):
         monkeypatch.setenv("GRAMKILN_FUTURE_KEYS", mode)  # read when a grammar is loaded
@@ -763,6 +767,7 @@ def test_a_decode_stores_the_descents_it_walks_a_second_time(
     data, vocab, token_lists = bench_artifact(name)
     monkeypatch.setenv("GRAMKILN_PREWARM_TRAFFIC", "off")
     monkeypatch.setenv("GRAMKILN_FUTURE_KEYS", "on")
+    monkeypatch.setenv("GRAMKILN_FUTURE_DESCENTS", "on")
     results = {}
     for admission in ("first", "second"):
         monkeypatch.setenv("GRAMKILN_DESCENT_ADMISSION", admission)  # read at load
@@ -781,6 +786,38 @@ def test_a_decode_stores_the_descents_it_walks_a_second_time(
     assert 0 < second[1] < first[1]  # found again, after a second walk
     assert second[2] < first[2]
     assert second[3] > first[3]  # the descents found under `first` are walked again
+
+
+@pytest.mark.parametrize("name", ["json", "clike"])
+def test_descents_by_future_on_off_and_judged_by_the_decode_give_the_same_masks(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decode looks descents up by their thread's future always (GRAMKILN_FUTURE_DESCENTS=on),
+    never (off), or until its first 64 probes of a table that holds some have found too few
+    (auto, the default): the same masks either way, no descent found by future with off, and
+    with auto the judgement made (idle) once a decode without a prewarm found almost none."""
+    data, vocab, token_lists = bench_artifact(name)
+    monkeypatch.setenv("GRAMKILN_PREWARM_TRAFFIC", "off")
+    monkeypatch.setenv("GRAMKILN_FUTURE_KEYS", "on")
+    results = {}
+    for mode in ("on", "off", "auto"):
+        monkeypatch.setenv("GRAMKILN_FUTURE_DESCENTS", mode)  # read at load
+        for prewarm in (False, True):
+            compiled = CompiledGrammar.load(data, vocab, prewarm=False)
+            if prewarm:
+                compiled.prewarm()
+            results[mode, prewarm] = masks_along(compiled, token_lists)
+            stats = compiled.cache_stats()
+            if mode == "off":
+                assert stats["descent_hits_future"] == 0
+            if mode == "on":
+                assert stats["future_descents_idle"] == 0
+                if not prewarm:
+                    assert stats["descent_hits_future"] > 0
+            if mode == "auto" and not prewarm:
+                assert stats["future_descents_idle"] == 1
+    first = next(iter(results.values()))
+    assert all(masks == first for masks in results.values())
 
 
 @pytest.mark.parametrize("name", ["json", "clike", "toolcall"])

@@ -3765,6 +3765,7 @@ CacheStats runtime_cache_stats(const Runtime& runtime) {
   out.fills_searched = cache.fills_searched.load(std::memory_order_relaxed);
   out.walk_hits_future = cache.hits_future_walks.load(std::memory_order_relaxed);
   out.descent_hits_future = cache.hits_future_descents.load(std::memory_order_relaxed);
+  out.future_descents_idle = cache.future_descents_idle.load(std::memory_order_relaxed) ? 1 : 0;
   out.descents_walked = cache.descents_walked.load(std::memory_order_relaxed);
   out.descent_nodes_walked = cache.descent_nodes_walked.load(std::memory_order_relaxed);
   out.fills_by_items = cache.fills_by_items.load(std::memory_order_relaxed);
@@ -4470,7 +4471,16 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   joint_parts.clear();
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   const uint64_t generation = cache.walk_generation;
-  if (joint_at_last && !prewarming) {
+  // A decode's descents by future, where they pay (see GroupCache::future_descents_mode): the
+  // prewarm stores them, a decode probes them and stores those it walks a second time.
+  const bool by_future_descents =
+      thread_futures && (prewarming || cache.decode_uses_future_descents());
+  // Probes of a table with nothing in it yet (a decode without a prewarm, whose first walks
+  // are not stored) judge nothing.
+  const bool judging = !prewarming && cache.future_descents.size() > 0;
+  size_t future_probes = 0;
+  if (joint_at_last && !prewarming && by_future_descents) {
+    ++future_probes;
     if (const GroupCache::PackedDescent* const* found = cache.future_descents.find(joint_key)) {
       add_descent(**found);
       *dependency = -1;
@@ -4497,7 +4507,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     // By its future first: one probe, where the depths take one each. Not in the prewarm,
     // whose descents collect the completions it then walks at every kernel it built (one
     // skipped there left the C-like decode two local walks to compute).
-    if (thread_futures && !prewarming && !at_last) {
+    if (by_future_descents && !prewarming && !at_last) {
+      ++future_probes;
       if (const GroupCache::PackedDescent* const* found = cache.future_descents.find(future_key)) {
         add_descent(**found);
         // Which of this chart's sets the descent would read is not known: no depth key.
@@ -4526,7 +4537,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
         if (d != hint) top.descent_hint.store(d, std::memory_order_relaxed);
         // Kept by its future too, for neighbourhoods it has not been seen in (no copy: the
         // tables share the block, and are cleared together).
-        if (thread_futures && !at_last && cache.future_descents.emplace(future_key, *found)) {
+        if (by_future_descents && !at_last && cache.future_descents.emplace(future_key, *found)) {
           cache.walk_bytes += 32;
         }
         return true;
@@ -4563,6 +4574,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     __builtin_prefetch(chart_.depth_hash_of(th.origin, 1));
     __builtin_prefetch(&chart_.wait_begin[th.origin]);
   }
+  if (judging) cache.judge_future_descents(future_probes);
   GRAMKILN_TRACE_STAGE(kDescentProbes);
   GRAMKILN_TRACE_COUNT(kThreads, threads_.size());
   // The walking threads' descents, one node of each in turn. A descent is a chain of dependent
@@ -4710,7 +4722,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     // Kept by depth, and by the thread's future where it is not one of the last set's (those
     // are kept as one, below); in a decode, only where it was walked before (see
     // DescentDoorkeeper).
-    const bool store_by_future = thread_futures && !w.at_last &&
+    const bool store_by_future = by_future_descents && !w.at_last &&
                                  (prewarming || cache.descent_doorkeeper.admit(w.future_key));
     const bool store_by_depth =
         depth && by_depth && (prewarming || cache.descent_doorkeeper.admit(w.depth_key));
@@ -4739,7 +4751,8 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     }
   }
   // The descents of the threads at the last set, as one (a hit above took all of them).
-  if (joint_walked && (prewarming || cache.descent_doorkeeper.admit(joint_key))) {
+  if (joint_walked && by_future_descents &&
+      (prewarming || cache.descent_doorkeeper.admit(joint_key))) {
     // Distinct by address, in the order met (a block's parts need no order): a sort of the
     // union, up to a hundred parts, was a sixth of the stores of a computed C-like fill.
     StepSet& joint_seen = buffers.joint_seen;

@@ -313,6 +313,13 @@ struct GroupCache {
       if (text == "on" || text == "1") item_walks_mode = ItemWalks::kOn;
       if (text == "off" || text == "0") item_walks_mode = ItemWalks::kOff;
     }
+    // GRAMKILN_FUTURE_DESCENTS=on|off overrides the decode's judgement (see
+    // future_descents_mode).
+    if (const char* mode = std::getenv("GRAMKILN_FUTURE_DESCENTS")) {
+      const std::string text(mode);
+      if (text == "on") future_descents_mode = FutureDescents::kOn;
+      if (text == "off") future_descents_mode = FutureDescents::kOff;
+    }
     // GRAMKILN_DESCENT_ADMISSION=first stores every descent a decode walks (see
     // DescentDoorkeeper); the default stores one walked before.
     if (const char* admission = std::getenv("GRAMKILN_DESCENT_ADMISSION")) {
@@ -811,6 +818,35 @@ struct GroupCache {
   // function: a neighbourhood new to `descents` often has a future seen before.
   KeyMap<const PackedDescent*> future_descents;
   std::atomic<size_t> hits_future_descents{0};
+  // Whether a decode looks descents up by their thread's future (and stores them so). Each
+  // probe is a miss in a table of megabytes, and a found descent is read part by part, where a
+  // walk of the same descent is a few local-walk lookups the prewarm has made: where few probes
+  // find one, the probes cost more than the walks they save (C-like: 8 found of ~300 probed
+  // in a decode; its slow positions 0.94x without the probes, docs/design/runtime.md,
+  // "Session 53"). Judged on a decode's first kJudgeFutureDescents probes of a table that
+  // holds some: kept where at least one in kFutureDescentHitShare found a descent.
+  // GRAMKILN_FUTURE_DESCENTS=on|off, read at load, decides instead.
+  enum class FutureDescents { kAuto, kOn, kOff };
+  FutureDescents future_descents_mode = FutureDescents::kAuto;
+  static constexpr size_t kJudgeFutureDescents = 64, kFutureDescentHitShare = 8;
+  std::atomic<size_t> future_descent_probes{0};  // a decode's, until judged
+  std::atomic<bool> future_descents_idle{false};
+  // Whether a decode probes (and stores) descents by future now.
+  bool decode_uses_future_descents() const {
+    return future_descents_mode == FutureDescents::kOn ||
+           (future_descents_mode == FutureDescents::kAuto &&
+            !future_descents_idle.load(std::memory_order_relaxed));
+  }
+  // Count one fill's `probes` towards the judgement, and judge once there are enough.
+  void judge_future_descents(size_t probes) {
+    if (future_descents_mode != FutureDescents::kAuto || probes == 0) return;
+    const size_t before = future_descent_probes.fetch_add(probes, std::memory_order_relaxed);
+    if (before >= kJudgeFutureDescents || before + probes < kJudgeFutureDescents) return;
+    const size_t hits = hits_future_descents.load(std::memory_order_relaxed);
+    if (hits * kFutureDescentHitShare < before + probes) {
+      future_descents_idle.store(true, std::memory_order_relaxed);
+    }
+  }
   // Admission of a decode's walked descents (the prewarm stores every one): a descent is
   // stored the second time a decode walks it, so that a first visit, which most of a decode's
   // walked descents are, does not pay for a store nobody reads. C-like: 228 descents walked

@@ -164,6 +164,7 @@ struct CacheStats {
   size_t walk_hits_future = 0;
   // Descents by items (inside computed fills) answered by their thread's future, since load.
   size_t descent_hits_future = 0;
+  size_t future_descents_idle = 0;  // 1 once a decode has judged descents by future not to pay
   // Descents walked node by node in computed fills (no table held them), and their nodes.
   size_t descents_walked = 0;
   size_t descent_nodes_walked = 0;
