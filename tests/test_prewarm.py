@@ -793,7 +793,7 @@ def test_descents_by_future_on_off_and_judged_by_the_decode_give_the_same_masks(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A decode looks descents up by their thread's future always (GRAMKILN_FUTURE_DESCENTS=on),
-    never (off), or until its first 64 probes of a table that holds some have found too few
+    never (off), or until its first 16 probes of a table that holds some have found too few
     (auto, the default): the same masks either way, no descent found by future with off, and
     with auto the judgement made (idle) once a decode without a prewarm found almost none."""
     data, vocab, token_lists = bench_artifact(name)

@@ -824,11 +824,13 @@ struct GroupCache {
   // find one, the probes cost more than the walks they save (C-like: 8 found of ~300 probed
   // in a decode; its slow positions 0.94x without the probes, docs/design/runtime.md,
   // "Session 53"). Judged on a decode's first kJudgeFutureDescents probes of a table that
-  // holds some: kept where at least one in kFutureDescentHitShare found a descent.
+  // holds some: kept where at least one in kFutureDescentHitShare found a descent. Early, so
+  // that the slow first visits of a decode do not pay for the judgement (C-like: 64 probes
+  // were reached only in its third text; with 16 its second text's slow positions 0.93x).
   // GRAMKILN_FUTURE_DESCENTS=on|off, read at load, decides instead.
   enum class FutureDescents { kAuto, kOn, kOff };
   FutureDescents future_descents_mode = FutureDescents::kAuto;
-  static constexpr size_t kJudgeFutureDescents = 64, kFutureDescentHitShare = 8;
+  static constexpr size_t kJudgeFutureDescents = 16, kFutureDescentHitShare = 8;
   std::atomic<size_t> future_descent_probes{0};  // a decode's, until judged
   std::atomic<bool> future_descents_idle{false};
   // Whether a decode probes (and stores) descents by future now.
