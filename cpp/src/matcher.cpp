@@ -4458,8 +4458,12 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   // its anchors: kept as one, under one key, so that they take one probe and one store, not
   // one a lexeme (their keys would recur together anyway). Past the set's end, which threads
   // are left there, and in which states, depends on the bytes read since.
+  // A decode's descents by future, where they pay (see GroupCache::future_descents_mode): the
+  // prewarm stores them, a decode probes them and stores those it walks a second time.
+  const bool by_future_descents =
+      thread_futures && (prewarming || cache.decode_uses_future_descents());
   const uint32_t last = chart_.num_sets() - 1;
-  const bool joint_at_last = thread_futures && frontier_ && rt.futures->frontier_by_anchors();
+  const bool joint_at_last = by_future_descents && frontier_ && rt.futures->frontier_by_anchors();
   const MaskKey joint_key =
       joint_at_last ? MaskKey{mix64(chart_.anchors_hash[2 * last] ^ 0x3c6ef372fe94f82bull),
                               chart_.anchors_hash[2 * last + 1] + 0xa54ff53a5f1d36f1ull}
@@ -4471,15 +4475,11 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   joint_parts.clear();
   std::unique_lock<std::mutex> lock(cache.walk_mutex);
   const uint64_t generation = cache.walk_generation;
-  // A decode's descents by future, where they pay (see GroupCache::future_descents_mode): the
-  // prewarm stores them, a decode probes them and stores those it walks a second time.
-  const bool by_future_descents =
-      thread_futures && (prewarming || cache.decode_uses_future_descents());
   // Probes of a table with nothing in it yet (a decode without a prewarm, whose first walks
   // are not stored) judge nothing.
   const bool judging = !prewarming && cache.future_descents.size() > 0;
   size_t future_probes = 0;
-  if (joint_at_last && !prewarming && by_future_descents) {
+  if (joint_at_last && !prewarming) {
     ++future_probes;
     if (const GroupCache::PackedDescent* const* found = cache.future_descents.find(joint_key)) {
       add_descent(**found);
@@ -4751,8 +4751,7 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
     }
   }
   // The descents of the threads at the last set, as one (a hit above took all of them).
-  if (joint_walked && by_future_descents &&
-      (prewarming || cache.descent_doorkeeper.admit(joint_key))) {
+  if (joint_walked && (prewarming || cache.descent_doorkeeper.admit(joint_key))) {
     // Distinct by address, in the order met (a block's parts need no order): a sort of the
     // union, up to a hundred parts, was a sixth of the stores of a computed C-like fill.
     StepSet& joint_seen = buffers.joint_seen;
