@@ -197,6 +197,7 @@ py::dict prewarm_stats_dict(const gramkiln::PrewarmStats& stats) {
   out["traffic_sentences"] = stats.traffic_sentences;
   out["traffic_tokens"] = stats.traffic_tokens;
   out["huge_page_extents"] = stats.huge_page_extents;
+  out["read_back_bytes"] = stats.read_back_bytes;
   out["bytes"] = stats.bytes;
   out["complete"] = stats.complete;
   return out;

@@ -61,6 +61,7 @@ _ENVIRONMENT_FORMATS: dict[str, tuple[str, frozenset[str] | None]] = {
     "GRAMKILN_FUTURE_KEYS": ("on, off or auto", frozenset({"on", "off", "auto"})),
     "GRAMKILN_PREWARM_TRAFFIC": ("on, off, 1 or 0", frozenset({"on", "off", "1", "0"})),
     "GRAMKILN_HUGE_PAGES": ("on, off, 1 or 0", frozenset({"on", "off", "1", "0"})),
+    "GRAMKILN_PREWARM_READBACK": ("on, off, 1 or 0", frozenset({"on", "off", "1", "0"})),
     "GRAMKILN_DESCENT_ADMISSION": ("first or second", frozenset({"first", "second"})),
     "GRAMKILN_FUTURE_DESCENTS": ("on, off or auto", frozenset({"on", "off", "auto"})),
 }
@@ -219,7 +220,11 @@ class CompiledGrammar:
         transparent huge pages (``MADV_COLLAPSE``, by the 2 MB extents that hold them;
         `huge_page_extents` counts those it backed), since a fill that misses the caches
         otherwise waits on TLB misses for a fifth of its time; ``GRAMKILN_HUGE_PAGES=off``
-        leaves that out.
+        leaves that out. Very last, the memory a computed fill's walks read (the local walk
+        table and the walk arena, up to 32 MB; `read_back_bytes`) is read once more, so that a
+        decode that starts right after the prewarm finds it in the last-level cache rather
+        than in DRAM (the earlier steps touch several times what that cache holds); it helps
+        only such a decode, and ``GRAMKILN_PREWARM_READBACK=off`` leaves it out.
         The whole prewarm stops after about a second of wall time (typical grammars take
         50-600 ms; fills on highly ambiguous grammars grow with the text); the environment
         variable ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a
@@ -227,7 +232,7 @@ class CompiledGrammar:
         is missing themselves. Without `wait` it returns at once (a started prewarm is not started
         again); with `wait` it blocks until done and returns ``{"levels", "masks",
         "explored", "item_walks", "local_walks", "kernels", "traffic_sentences",
-        "traffic_tokens", "huge_page_extents", "bytes", "complete"}``. Masks never depend on
+        "traffic_tokens", "huge_page_extents", "read_back_bytes", "bytes", "complete"}``. Masks never depend on
         it. Running prewarms are stopped before the process forks or exits.
         """
         if not wait:

@@ -1617,6 +1617,82 @@ void leave_table_headroom(const Runtime& rt) {
   fl.reserve_headroom(headroom);
 }
 
+// The prewarm's last step: the memory a computed fill reads most, read back line by line so
+// that a decode that starts right after the prewarm finds it in the last-level cache. The
+// prewarm's earlier steps touch several times what that cache holds (C-like: ~45 MB of tables),
+// and the huge-page step before this one copies every extent it backs, so the decode used to
+// find these tables in DRAM, where a computed fill's descents are chains of dependent misses
+// (C-like: ~25 nodes, a local walk slot and sometimes a block each; ~150 ns a miss on this host
+// against ~40 in its last-level cache). Read in order of use, the last read most likely to
+// stay: the future-key tables where future keys are on (memos, recipes, keys by anchors,
+// ids), then the walk arena
+// (descents and local walks too large for a slot), then the slots of the stored local walks
+// (only those: the table keeps headroom, and its empty slots would push the rest out). At most
+// kReadBackBytes; the mask tables are left out, which would push these out (C-like: ~15 MB;
+// docs/design/runtime.md, "Session 54"). A piece at a time under its mutex, so that a decode
+// running beside a background prewarm waits at most for one piece. Returns the bytes read.
+size_t read_back_fill_tables(const Runtime& rt, const std::atomic<bool>* stop) {
+  GroupCache& cache = *rt.groups;
+  if (!cache.read_back) return 0;
+  constexpr size_t kReadBackBytes = size_t{24} << 20;
+  constexpr size_t kPiece = 4096;  // slots or stored walks a lock: ~20-60 us
+  uint64_t sum = 0;
+  size_t bytes = 0;
+  auto read_lines = [&](const void* address, size_t size) {
+    const char* at = static_cast<const char*>(address);
+    for (size_t offset = 0; offset < size; offset += 64) {
+      sum += *reinterpret_cast<const volatile char*>(at + offset);
+    }
+    // The last line too, where `size` ends past the last 64-byte step.
+    sum += *reinterpret_cast<const volatile char*>(at + size - 1);
+    bytes += size;
+  };
+  auto stopped = [&] {
+    return bytes >= kReadBackBytes || (stop && stop->load(std::memory_order_relaxed));
+  };
+  // Calls read(begin, end) for consecutive pieces under `mutex` while `more(begin)`.
+  auto in_pieces = [&](std::mutex& mutex, auto&& more, auto&& read) {
+    for (size_t begin = 0; !stopped(); begin += kPiece) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!more(begin)) break;
+      read(begin, begin + kPiece);
+    }
+  };
+  FutureLanguages& futures = *rt.futures;
+  auto read_table = [&](const auto& table) {
+    in_pieces(
+        futures.mutex, [&](size_t begin) { return begin < table.num_slots(); },
+        [&](size_t begin, size_t end) { table.visit_slots(begin, end, read_lines); });
+  };
+  // Where the future key is off (JSON: no configuration found masks by it), its tables only
+  // took room.
+  if (futures.state.load(std::memory_order_relaxed) == FutureLanguages::kOn) {
+    read_table(futures.futures);
+    read_table(futures.recipes);
+    read_table(futures.keys_by_anchors);
+    read_table(futures.ids);
+    read_table(futures.concatenations);
+    read_table(futures.unions);
+    std::lock_guard<std::mutex> lock(futures.mutex);
+    if (!futures.recipe_entries.empty()) {
+      read_lines(futures.recipe_entries.data(),
+                 futures.recipe_entries.size() * sizeof(futures.recipe_entries[0]));
+    }
+  }
+  for (size_t chunk = 0; !stopped(); ++chunk) {  // 64 KB a lock
+    std::lock_guard<std::mutex> lock(cache.walk_mutex);
+    if (chunk >= cache.walk_arena.num_chunks()) break;
+    cache.walk_arena.visit_chunk(chunk, read_lines);
+  }
+  in_pieces(
+      cache.walk_mutex, [&](size_t begin) { return begin < cache.local_walks.size(); },
+      [&](size_t begin, size_t end) { cache.local_walks.visit_stored(begin, end, read_lines); });
+  // Kept, so that the reads are not optimized away.
+  static std::atomic<uint64_t> read_back_sum{0};
+  read_back_sum.fetch_add(sum, std::memory_order_relaxed);
+  return bytes;
+}
+
 }  // namespace
 
 PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
@@ -1696,6 +1772,7 @@ PrewarmStats prewarm_runtime(const std::shared_ptr<const Runtime>& runtime,
   // Last: what the decode's computed fills read is now built (and the tables are at the size
   // leave_table_headroom gave them).
   stats.huge_page_extents = static_cast<uint32_t>(back_caches_with_huge_pages(*runtime, stop));
+  stats.read_back_bytes = read_back_fill_tables(*runtime, stop);
   return stats;
 }
 

@@ -182,6 +182,17 @@ class KeyMap {
       if (slot.used) visit_value(slot.value);
     }
   }
+  size_t num_slots() const { return slots_.size(); }
+  // Call `visit(address, bytes)` on the slots in [begin, end) (clamped to the table) and on
+  // the filter words that cover them.
+  template <typename Visit>
+  void visit_slots(size_t begin, size_t end, Visit&& visit) const {
+    end = std::min(end, slots_.size());
+    if (begin >= end) return;
+    visit(&slots_[begin], (end - begin) * sizeof(Slot));
+    const size_t first_word = begin / 16, end_word = (end + 15) / 16;
+    visit(&filter_[first_word], (end_word - first_word) * sizeof(uint64_t));
+  }
 
  private:
   struct Slot {
@@ -232,6 +243,11 @@ class IdMap {
   template <typename Visit>
   void for_each_block(Visit&& visit) const {
     map_.for_each_block(visit, [](uint32_t) {});
+  }
+  size_t num_slots() const { return map_.num_slots(); }
+  template <typename Visit>
+  void visit_slots(size_t begin, size_t end, Visit&& visit) const {
+    map_.visit_slots(begin, end, visit);
   }
 
  private:
@@ -334,10 +350,17 @@ struct GroupCache {
     if (const char* pages = std::getenv("GRAMKILN_HUGE_PAGES")) {
       huge_pages = std::strcmp(pages, "off") != 0 && std::strcmp(pages, "0") != 0;
     }
+    // GRAMKILN_PREWARM_READBACK=off (or 0) leaves the prewarm's last step out.
+    if (const char* back = std::getenv("GRAMKILN_PREWARM_READBACK")) {
+      read_back = std::strcmp(back, "off") != 0 && std::strcmp(back, "0") != 0;
+    }
   }
   // Whether the prewarm backs the caches with huge pages at its end (see
   // back_caches_with_huge_pages in huge_pages.hpp).
   bool huge_pages = true;
+  // Whether the prewarm reads the tables computed fills read back at its very end (see
+  // read_back_fill_tables in matcher.cpp).
+  bool read_back = true;
   // Whether computed fills follow exits by pending items (see compute_item_walk in
   // matcher.cpp; the default) or by hypothetical sets (walk_level; also for one fill when a
   // group or level built for one use is met). Measured in session 21 (bench decodes after the
@@ -636,6 +659,9 @@ struct GroupCache {
     const Continuation* below() const {
       return reinterpret_cast<const Continuation*>(parts() + num_parts);
     }
+    size_t bytes() const {
+      return sizeof(*this) + num_parts * sizeof(PartRef) + num_below * sizeof(Continuation);
+    }
   };
   struct PackedDescent {
     uint32_t num_parts, unused;
@@ -664,9 +690,13 @@ struct GroupCache {
     }
     template <typename Visit>
     void for_each_block(Visit&& visit) const {
-      for (size_t i = 0; i < chunks_.size(); ++i) {
-        visit(chunks_[i].get(), 8 * (i + 1 == chunks_.size() ? capacity_ : kChunkWords));
-      }
+      for (size_t i = 0; i < chunks_.size(); ++i) visit_chunk(i, visit);
+    }
+    size_t num_chunks() const { return chunks_.size(); }
+    // Visit (address, bytes) of chunk `i` (< num_chunks()).
+    template <typename Visit>
+    void visit_chunk(size_t i, Visit&& visit) const {
+      visit(chunks_[i].get(), 8 * (i + 1 == chunks_.size() ? capacity_ : kChunkWords));
     }
 
    private:
@@ -738,6 +768,7 @@ struct GroupCache {
       slot.num_below = block ? 0 : num_below;
       slot.part = block || num_parts == 0 ? PartRef{nullptr, 0} : part;
       slot.below = block || num_below == 0 ? Continuation{nullptr, 0, 0} : below;
+      used_.push_back(static_cast<uint32_t>(&slot - slots_.data()));
       ++size_;
     }
     void reserve(size_t entries) {
@@ -747,6 +778,7 @@ struct GroupCache {
     }
     void clear() {
       for (Slot& slot : slots_) slot = Slot{};
+      used_.clear();
       size_ = 0;
     }
     size_t size() const { return size_; }
@@ -755,6 +787,18 @@ struct GroupCache {
       visit(slots_.data(), slots_.size() * sizeof(Slot));
       for (const Slot& slot : slots_) {
         if (slot.num_parts != kUnused && slot.block) visit(slot.block, sizeof(*slot.block));
+      }
+    }
+    // Visit (address, bytes) of the slots of the walks stored [begin, end) in the order of
+    // `used_` (clamped to size()), and of the blocks they point to; the empty slots, most of
+    // a table with headroom, are not read.
+    template <typename Visit>
+    void visit_stored(size_t begin, size_t end, Visit&& visit) const {
+      end = std::min(end, used_.size());
+      for (size_t i = begin; i < end; ++i) {
+        const Slot& slot = slots_[used_[i]];
+        visit(&slot, sizeof(Slot));
+        if (slot.block) visit(slot.block, slot.block->bytes());
       }
     }
 
@@ -777,11 +821,17 @@ struct GroupCache {
     void rehash(size_t capacity) {
       std::vector<Slot> old(capacity);
       old.swap(slots_);
+      used_.clear();
       for (const Slot& slot : old) {
-        if (slot.num_parts != kUnused) free_slot(slot.key) = slot;
+        if (slot.num_parts == kUnused) continue;
+        Slot& moved = free_slot(slot.key);
+        moved = slot;
+        used_.push_back(static_cast<uint32_t>(&moved - slots_.data()));
       }
     }
     std::vector<Slot> slots_;
+    // The indices of the slots in use (see visit_stored).
+    std::vector<uint32_t> used_;
     size_t size_ = 0;
   };
   LocalWalkTable local_walks;

@@ -205,6 +205,9 @@ struct PrewarmStats {
   // Huge-page-sized extents of the caches the kernel backed with huge pages at the end (see
   // back_caches_with_huge_pages).
   uint32_t huge_page_extents = 0;
+  // Bytes of the tables computed fills read, read back last, so that a decode right after finds
+  // them in the last-level cache (see read_back_fill_tables).
+  size_t read_back_bytes = 0;
   size_t bytes = 0;
   bool complete = false;
 };
