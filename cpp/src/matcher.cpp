@@ -4763,10 +4763,11 @@ bool Matcher::fill_exits_by_items(int* dependency, const MaskKey* thread_futures
   }
   // Each walked descent is kept by H_d of its origin and by its thread's future. The depths
   // first, for every walker, and the slots of both keys asked for ahead of the stores, which
-  // are otherwise a few dependent misses each.
+  // are otherwise a few dependent misses each (by future only where the decode stores by
+  // future: where the decode judged those idle, each was a miss for nothing).
   for (size_t k = 0; k < num_walkers; ++k) {
     DescentWalker& w = walkers[k];
-    if (thread_futures) cache.future_descents.prefetch(w.future_key);
+    if (by_future_descents && !w.at_last) cache.future_descents.prefetch(w.future_key);
     for (const PartRef& part : w.parts) add_part(part);
   }
   if (num_walkers) lock.unlock();  // the depths read only this matcher's chart
