@@ -744,8 +744,9 @@ struct GroupCache {
     // Ask for the line `find(key)` reads first. Not the next one too: the table keeps
     // headroom (C-like: 27,090 walks in 131,072 slots), so a lookup rarely goes on to it, and
     // since the prewarm reads the stored slots back into the last-level cache (see
-    // read_back_fill_tables) that line was a miss to DRAM holding a fill buffer the descents'
-    // own misses wait for (C-like slow positions 0.95x; docs/design/runtime.md, "Session 54").
+    // read_back_fill_tables) that line is usually a miss to DRAM. Measured neutral (C-like slow
+    // positions 0.95x over nine rounds, then 1.00x over six; docs/design/runtime.md, "Session
+    // 54").
     void prefetch(const Key& key) const {
       if (slots_.empty()) return;
       const size_t mask = slots_.size() - 1;
