@@ -311,10 +311,10 @@ def test_trie_search_after_part_of_the_walks(walks: int) -> None:
 
 def test_a_fill_past_its_walk_time_falls_back_to_the_trie_search() -> None:
     """A computed fill also stops walking once it has spent its walk time (200 ms by default,
-    GRAMKILN_FILL_WALK_MS, read at load; checked every 64 walks): a token of twelve `=` has
-    Fibonacci(12) segmentations into `=` and `==` here, each a walk of its own. With no time
-    the fill is searched after 64 walks, whatever is left of the walk budget, and the masks
-    still equal brute force."""
+    GRAMKILN_FILL_WALK_MS, read at load; checked every 64 walks, counted from the first check):
+    a token of twelve `=` has Fibonacci(12) = 233 segmentations into `=` and `==` here, each a
+    walk of its own. With no time the fill is searched after 128 walks, whatever is left of
+    the walk budget, and the masks still equal brute force."""
     ir = Grammar.from_lark('start: s\ns: A s A | B s B | C\nA: "="\nB: "=="\nC: "!"\n').ir
     tokens = [b"=", b"==", b"!", b"=" * 12, b"=!", b"!=", b"</s>"]
     vocab = Vocab(tokens, eos_ids=[len(tokens) - 1], special_ids=[len(tokens) - 1])

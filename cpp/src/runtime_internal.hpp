@@ -1377,8 +1377,11 @@ struct Scratch {
   // merges segmentations per byte (see Matcher::search_text_tokens).
   size_t walks_left = 0;
   bool walks_exhausted = false;
-  // The current fill's deadline for exit walks (GroupCache::fill_walk_time), checked every 64.
+  // The current fill's deadline for exit walks (GroupCache::fill_walk_time), checked every 64;
+  // set at the first check (walk_clock_started), walk_time after it.
   std::chrono::steady_clock::time_point walk_deadline{};
+  std::chrono::milliseconds walk_time{0};
+  bool walk_clock_started = false;
   uint32_t walks_since_clock = 0;
   // Trie nodes visited by walk_trie on this OS thread (building exit groups), ever, and the
   // count past which the current fill computes no more walks (GroupCache::kFillTrieNodes).
