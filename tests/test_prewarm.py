@@ -988,7 +988,7 @@ def _kernel_collapses_into_huge_pages() -> bool:
         region.close()
 
 
-HUGE_PAGE_SCRIPT = """
+PREWARM_AND_DECODE_SCRIPT = """
 import json, sys
 from pathlib import Path
 from gramkiln import Grammar
@@ -1015,16 +1015,21 @@ print(json.dumps({"extents": stats["huge_page_extents"], "read_back": stats["rea
 """
 
 
-def test_huge_pages_for_the_caches_leave_masks_unchanged() -> None:
-    # The prewarm asks the kernel to back its caches with huge pages (a fresh process for each
-    # setting, so that neither inherits the other's huge pages). Masks are the same either way,
-    # and where this kernel collapses an extent on request, the prewarm backed some.
+def _prewarm_and_decode_clike_with(variable: str) -> dict[str, dict[str, Any]]:
+    """Run PREWARM_AND_DECODE_SCRIPT on two C-like instances in a fresh process for each of
+    `variable`=on and =off (so that neither inherits the other's huge pages); its outputs by
+    setting."""
     paths = sorted((BENCH / "instances" / "clike").glob("*.txt"))[:2]
     outputs = {}
     for setting in ("on", "off"):
-        env = dict(os.environ, GRAMKILN_HUGE_PAGES=setting, GRAMKILN_PREWARM_MS="60000")
+        env = dict(os.environ, **{variable: setting}, GRAMKILN_PREWARM_MS="60000")
         done = subprocess.run(
-            [sys.executable, "-c", HUGE_PAGE_SCRIPT, str(BENCH / "grammars" / "clike.lark")]
+            [
+                sys.executable,
+                "-c",
+                PREWARM_AND_DECODE_SCRIPT,
+                str(BENCH / "grammars" / "clike.lark"),
+            ]
             + [str(p) for p in paths],
             env=env,
             capture_output=True,
@@ -1033,6 +1038,13 @@ def test_huge_pages_for_the_caches_leave_masks_unchanged() -> None:
             check=True,
         )
         outputs[setting] = json.loads(done.stdout)
+    return outputs
+
+
+def test_huge_pages_for_the_caches_leave_masks_unchanged() -> None:
+    # The prewarm asks the kernel to back its caches with huge pages. Masks are the same either
+    # way, and where this kernel collapses an extent on request, the prewarm backed some.
+    outputs = _prewarm_and_decode_clike_with("GRAMKILN_HUGE_PAGES")
     assert outputs["off"]["extents"] == 0
     assert outputs["on"]["masks"] == outputs["off"]["masks"] and len(outputs["on"]["masks"]) > 50
     if _kernel_collapses_into_huge_pages():
@@ -1042,20 +1054,7 @@ def test_huge_pages_for_the_caches_leave_masks_unchanged() -> None:
 def test_the_read_back_of_the_fill_tables_leaves_masks_unchanged() -> None:
     # The prewarm's last step reads back the tables computed fills read (so that a decode right
     # after finds them in cache); with it left out nothing is read, and masks are the same.
-    paths = sorted((BENCH / "instances" / "clike").glob("*.txt"))[:2]
-    outputs = {}
-    for setting in ("on", "off"):
-        env = dict(os.environ, GRAMKILN_PREWARM_READBACK=setting, GRAMKILN_PREWARM_MS="60000")
-        done = subprocess.run(
-            [sys.executable, "-c", HUGE_PAGE_SCRIPT, str(BENCH / "grammars" / "clike.lark")]
-            + [str(p) for p in paths],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
-        )
-        outputs[setting] = json.loads(done.stdout)
+    outputs = _prewarm_and_decode_clike_with("GRAMKILN_PREWARM_READBACK")
     assert outputs["off"]["read_back"] == 0
     # The walk arena and the stored local walks at least; never past its 24 MB bound by more
     # than the last piece read.
