@@ -220,11 +220,12 @@ class CompiledGrammar:
         transparent huge pages (``MADV_COLLAPSE``, by the 2 MB extents that hold them;
         `huge_page_extents` counts those it backed), since a fill that misses the caches
         otherwise waits on TLB misses for a fifth of its time; ``GRAMKILN_HUGE_PAGES=off``
-        leaves that out. Very last, the memory a computed fill's walks read (the local walk
-        table and the walk arena, up to 32 MB; `read_back_bytes`) is read once more, so that a
-        decode that starts right after the prewarm finds it in the last-level cache rather
-        than in DRAM (the earlier steps touch several times what that cache holds); it helps
-        only such a decode, and ``GRAMKILN_PREWARM_READBACK=off`` leaves it out.
+        leaves that out. Very last, the memory computed fills read most (the future-key tables
+        where future keys are in use, the walk arena and the stored local walks, up to 24 MB;
+        `read_back_bytes`) is read once more, so that a decode that starts right after the
+        prewarm finds it in the last-level cache rather than in DRAM (the earlier steps touch
+        several times what that cache holds); it helps only such a decode, and
+        ``GRAMKILN_PREWARM_READBACK=off`` leaves it out.
         The whole prewarm stops after about a second of wall time (typical grammars take
         50-600 ms; fills on highly ambiguous grammars grow with the text); the environment
         variable ``GRAMKILN_PREWARM_MS`` sets another budget. This runs on a

@@ -1628,12 +1628,12 @@ void leave_table_headroom(const Runtime& rt) {
 // (C-like: ~25 nodes, a local walk slot and sometimes a block each; ~150 ns a miss on this host
 // against ~40 in its last-level cache). Read in order of use, the last read most likely to
 // stay: the future-key tables where future keys are on (memos, recipes, keys by anchors,
-// ids), then the walk arena
-// (descents and local walks too large for a slot), then the slots of the stored local walks
-// (only those: the table keeps headroom, and its empty slots would push the rest out). At most
-// kReadBackBytes; the mask tables are left out, which would push these out (C-like: ~15 MB;
-// docs/design/runtime.md, "Session 54"). A piece at a time under its mutex, so that a decode
-// running beside a background prewarm waits at most for one piece. Returns the bytes read.
+// ids), then the walk arena (descents and local walks too large for a slot), then the slots
+// of the stored local walks (only those: the table keeps headroom, and its empty slots would
+// push the rest out). At most kReadBackBytes; the mask tables are left out, which would push
+// these out (C-like: ~15 MB; docs/design/runtime.md, "Session 54"). A piece at a time under its
+// mutex, so that a decode running beside a background prewarm waits at most for one piece. Returns
+// the bytes read.
 size_t read_back_fill_tables(const Runtime& rt, const std::atomic<bool>* stop) {
   GroupCache& cache = *rt.groups;
   if (!cache.read_back) return 0;

@@ -347,13 +347,13 @@ struct GroupCache {
     // GRAMKILN_HUGE_PAGES=off (or 0) leaves the caches in the pages the allocator gave them.
     // Read here, on the loading thread: the prewarm that reads `huge_pages` may run on another
     // thread, where getenv would race with a Python thread changing os.environ.
-    if (const char* pages = std::getenv("GRAMKILN_HUGE_PAGES")) {
-      huge_pages = std::strcmp(pages, "off") != 0 && std::strcmp(pages, "0") != 0;
-    }
+    auto switched_off = [](const char* name) {
+      const char* value = std::getenv(name);
+      return value && (std::strcmp(value, "off") == 0 || std::strcmp(value, "0") == 0);
+    };
+    huge_pages = !switched_off("GRAMKILN_HUGE_PAGES");
     // GRAMKILN_PREWARM_READBACK=off (or 0) leaves the prewarm's last step out.
-    if (const char* back = std::getenv("GRAMKILN_PREWARM_READBACK")) {
-      read_back = std::strcmp(back, "off") != 0 && std::strcmp(back, "0") != 0;
-    }
+    read_back = !switched_off("GRAMKILN_PREWARM_READBACK");
   }
   // Whether the prewarm backs the caches with huge pages at its end (see
   // back_caches_with_huge_pages in huge_pages.hpp).
